@@ -1,0 +1,68 @@
+# cxlcr: checkpoint, migrate and fork services whose heap lives in CXL memory.
+#
+#   make demo     set up this machine, build, run the Redis demo on an emulated pool
+#   make test     set up this machine, build, run every test (and the sanitizer build)
+#   make          build only (needs `make deps` once)
+#   make bench    the figures of the issues (throughput and heap placement)
+
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+BASE    := -std=gnu11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) $(EXTRA_CFLAGS)
+O       ?= build
+
+COMMON_SRC  := common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
+PRELOAD_SRC := preload/glue.c preload/attach.c preload/stats.c preload/malloc.c
+CLI_SRC     := daemon/cxlcr.c daemon/cmd_pool.c daemon/cmd_run.c daemon/cmd_status.c \
+               daemon/services.c daemon/json.c
+TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust pool_test
+
+all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(addprefix $(O)/tests/,$(TEST_PROGS))
+
+$(O)/common/%.o: common/%.c common/*.h | $(O)/common
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/preload/%.o: preload/%.c preload/*.h common/*.h | $(O)/preload
+	$(CC) $(BASE) -fvisibility=hidden -ftls-model=initial-exec -c -o $@ $<
+$(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/tests/%: tests/%.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldaxctl -lpthread
+
+$(O)/libcxlcr-common.a: $(COMMON_SRC:%.c=$(O)/%.o)
+	ar rcs $@ $^
+
+# The preload carries its own copy of the common code: it must not depend
+# on anything but libc, libdaxctl and (loaded at run time) mimalloc.
+$(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(COMMON_SRC:%.c=$(O)/%.o) preload/exports.map
+	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldaxctl -ldl -lpthread -Wl,-z,defs -Wl,-z,now \
+		-Wl,--version-script=preload/exports.map
+
+$(O)/cxlcr: $(CLI_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl
+
+$(O)/common $(O)/preload $(O)/daemon $(O)/tests:
+	mkdir -p $@
+
+deps:
+	@scripts/install-deps.sh
+
+# The sanitizer build: UBSan everywhere (ASan cannot run under a malloc
+# interposer, so it checks the pool code and the command line only).
+sanitize:
+	$(MAKE) O=build/ubsan EXTRA_CFLAGS="-fsanitize=undefined -fno-sanitize-recover=all" all
+	$(MAKE) O=build/asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+		build/asan/cxlcr build/asan/tests/pool_test
+
+test: deps all sanitize
+	@tests/run.sh
+
+demo: deps all
+	@demos/redis/run.sh
+
+bench: deps all
+	@bench/run.sh
+
+clean:
+	rm -rf build
+
+.PHONY: all deps sanitize test demo bench clean

@@ -1,0 +1,568 @@
+/*
+ * The pool: superblock checks, the allocation lock, and the region table.
+ *
+ * Several processes on several hosts allocate regions at once. They agree
+ * through one lock word in the superblock, taken with a compare-and-swap on
+ * the shared device; every write under the lock is published (persist.h)
+ * before the lock is let go, and every reader refreshes before it reads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checksum.h"
+#include "devdax.h"
+#include "error.h"
+#include "persist.h"
+#include "pool.h"
+#include "util.h"
+
+#define META_SIZE CXLCR_DATA_OFFSET
+
+const char *cxlcr_pool_path(void)
+{
+	const char *p = getenv("CXLCR_POOL");
+	return p && *p ? p : CXLCR_POOL_DEFAULT_PATH;
+}
+
+static uint32_t superblock_checksum(const struct cxlcr_superblock *sb)
+{
+	return cxlcr_crc32c(0, sb, offsetof(struct cxlcr_superblock, checksum));
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* Size of what path names: a devdax device's capacity, or a file's length. */
+static int device_size(int fd, const char *path, bool *devdax, uint64_t *size)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return cxlcr_error("pool %s: %s", path, strerror(errno));
+	if (S_ISCHR(st.st_mode)) {
+		*devdax = true;
+		return cxlcr_devdax_size(st.st_rdev, path, size);
+	}
+	if (!S_ISREG(st.st_mode))
+		return cxlcr_error("pool %s: not a devdax device or a regular file", path);
+	*devdax = false;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int map_metadata(struct cxlcr_pool *pool)
+{
+	void *m = mmap(NULL, META_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, pool->fd, 0);
+	if (m == MAP_FAILED)
+		return cxlcr_error("pool %s: cannot map its superblock: %s", pool->path, strerror(errno));
+	pool->sb = m;
+	pool->table = (struct cxlcr_region *)((char *)m + CXLCR_TABLE_OFFSET);
+	return 0;
+}
+
+static int open_device(struct cxlcr_pool *pool, const char *path, int flags)
+{
+	memset(pool, 0, sizeof(*pool));
+	pool->fd = -1;
+	cxlcr_copy_field(pool->path, sizeof(pool->path), path);
+	pool->fd = open(path, O_RDWR | O_CLOEXEC | flags, 0600);
+	if (pool->fd < 0)
+		return cxlcr_error("pool %s: %s%s", path, strerror(errno),
+				   errno == ENOENT ? " (run `cxlcr pool format` first)" : "");
+	return 0;
+}
+
+static int check_superblock(struct cxlcr_pool *pool)
+{
+	struct cxlcr_superblock *sb = pool->sb;
+	cxlcr_refresh(sb, sizeof(*sb));
+	if (sb->magic != CXLCR_POOL_MAGIC)
+		return cxlcr_error("pool %s: not a cxlcr pool (no superblock magic)", pool->path);
+	if (sb->version != CXLCR_POOL_VERSION)
+		return cxlcr_error("pool %s: format version %u, this cxlcr reads version %u",
+				   pool->path, sb->version, CXLCR_POOL_VERSION);
+	if (sb->checksum != superblock_checksum(sb))
+		return cxlcr_error("pool %s: corrupt superblock (checksum mismatch)", pool->path);
+	if (sb->superblock_size != CXLCR_SUPERBLOCK_SIZE || sb->table_offset != CXLCR_TABLE_OFFSET ||
+	    sb->region_max != CXLCR_REGION_MAX || sb->region_entry_size != sizeof(struct cxlcr_region) ||
+	    sb->data_offset != CXLCR_DATA_OFFSET || sb->size < CXLCR_POOL_MIN_SIZE ||
+	    sb->size % CXLCR_POOL_ALIGN)
+		return cxlcr_error("pool %s: corrupt superblock (inconsistent layout)", pool->path);
+	if (sb->size > pool->device_size)
+		return cxlcr_error("pool %s: truncated (superblock says %llu bytes, device has %llu)",
+				   pool->path, (unsigned long long)sb->size,
+				   (unsigned long long)pool->device_size);
+	return 0;
+}
+
+int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path)
+{
+	if (open_device(pool, path, 0) < 0)
+		return -1;
+	if (device_size(pool->fd, path, &pool->devdax, &pool->device_size) < 0)
+		goto fail;
+	if (pool->device_size < CXLCR_SUPERBLOCK_SIZE) {
+		cxlcr_error("pool %s: truncated (%llu bytes, no room for a superblock)", path,
+			    (unsigned long long)pool->device_size);
+		goto fail;
+	}
+	if (pool->device_size < META_SIZE) {
+		cxlcr_error("pool %s: truncated (%llu bytes)", path,
+			    (unsigned long long)pool->device_size);
+		goto fail;
+	}
+	if (map_metadata(pool) < 0 || check_superblock(pool) < 0)
+		goto fail;
+	return 0;
+fail:
+	cxlcr_pool_close(pool);
+	return -1;
+}
+
+void cxlcr_pool_close(struct cxlcr_pool *pool)
+{
+	if (pool->sb)
+		munmap(pool->sb, META_SIZE);
+	if (pool->fd >= 0)
+		close(pool->fd);
+	pool->sb = NULL;
+	pool->table = NULL;
+	pool->fd = -1;
+}
+
+static bool pool_has_regions(struct cxlcr_pool *pool)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		if (pool->table[i].state != CXLCR_REGION_FREE)
+			return true;
+	return false;
+}
+
+/* Creates the pool file (and its directory) if needed and sets its length.
+ * A file on tmpfs or hugetlbfs stays sparse: pages are only allocated as
+ * the arenas touch them. */
+static int prepare_file(const char *path, uint64_t size)
+{
+	char dir[PATH_MAX];
+	cxlcr_copy_field(dir, sizeof(dir), path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		for (char *p = dir + 1; *p; p++) {
+			if (*p == '/') {
+				*p = 0;
+				mkdir(dir, 0755);
+				*p = '/';
+			}
+		}
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return cxlcr_error("pool %s: cannot create %s: %s", path, dir, strerror(errno));
+	}
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cxlcr_error("pool %s: %s", path, strerror(errno));
+	struct statfs fs;
+	if (fstatfs(fd, &fs) == 0 && (uint64_t)fs.f_blocks * (uint64_t)fs.f_bsize < size) {
+		char a[32], b[32];
+		close(fd);
+		return cxlcr_error("pool %s: %s does not fit on its file system (%s)", path,
+				   cxlcr_format_size(size, a, sizeof(a)),
+				   cxlcr_format_size((uint64_t)fs.f_blocks * fs.f_bsize, b, sizeof(b)));
+	}
+	/* Shrinking first drops the old contents of a re-formatted pool. */
+	if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0) {
+		int e = errno;
+		close(fd);
+		return cxlcr_error("pool %s: cannot size it to %llu bytes: %s", path,
+				   (unsigned long long)size, strerror(e));
+	}
+	close(fd);
+	return 0;
+}
+
+int cxlcr_pool_format(const char *path, uint64_t size, bool force, struct cxlcr_pool *out)
+{
+	struct cxlcr_pool pool;
+	struct stat st;
+	bool is_device = stat(path, &st) == 0 && S_ISCHR(st.st_mode);
+
+	if (is_device) {
+		uint64_t dev_size;
+		if (open_device(&pool, path, 0) < 0)
+			return -1;
+		if (device_size(pool.fd, path, &pool.devdax, &dev_size) < 0)
+			goto fail;
+		if (size == 0)
+			size = dev_size;
+		if (size > dev_size) {
+			cxlcr_error("pool %s: device holds %llu bytes, %llu asked for", path,
+				    (unsigned long long)dev_size, (unsigned long long)size);
+			goto fail;
+		}
+		pool.device_size = dev_size;
+		size -= size % CXLCR_POOL_ALIGN;
+	} else {
+		if (size == 0)
+			size = CXLCR_POOL_DEFAULT_SIZE;
+		size = round_up(size, CXLCR_POOL_ALIGN);
+	}
+	if (size < CXLCR_POOL_MIN_SIZE)
+		return cxlcr_error("pool %s: %llu bytes is too small (at least %llu MiB)", path,
+				   (unsigned long long)size,
+				   (unsigned long long)(CXLCR_POOL_MIN_SIZE >> 20));
+
+	/* Never silently wipe the arenas of running services. */
+	if (!force) {
+		struct cxlcr_pool old;
+		if (cxlcr_pool_open(&old, path) == 0) {
+			bool busy = pool_has_regions(&old);
+			cxlcr_pool_close(&old);
+			if (busy) {
+				if (is_device)
+					cxlcr_pool_close(&pool);
+				return cxlcr_error("pool %s holds regions; pass --force to format it anyway", path);
+			}
+		}
+	}
+
+	if (!is_device) {
+		if (prepare_file(path, size) < 0)
+			return -1;
+		if (open_device(&pool, path, 0) < 0)
+			return -1;
+		pool.device_size = size;
+	}
+	if (map_metadata(&pool) < 0)
+		goto fail;
+
+	struct cxlcr_superblock *sb = pool.sb;
+	/* Invalidate first, so a crash part-way leaves no valid-looking pool. */
+	sb->magic = 0;
+	cxlcr_publish(sb, sizeof(*sb));
+	memset(pool.table, 0, CXLCR_REGION_MAX * sizeof(struct cxlcr_region));
+	cxlcr_publish(pool.table, CXLCR_REGION_MAX * sizeof(struct cxlcr_region));
+
+	memset(sb, 0, sizeof(*sb));
+	sb->version = CXLCR_POOL_VERSION;
+	sb->superblock_size = CXLCR_SUPERBLOCK_SIZE;
+	if (getrandom(sb->uuid, sizeof(sb->uuid), 0) != sizeof(sb->uuid)) {
+		cxlcr_error("pool %s: no random bytes for its uuid: %s", path, strerror(errno));
+		goto fail;
+	}
+	sb->uuid[6] = (uint8_t)((sb->uuid[6] & 0x0f) | 0x40); /* RFC 4122 v4 */
+	sb->uuid[8] = (uint8_t)((sb->uuid[8] & 0x3f) | 0x80);
+	sb->size = size;
+	sb->table_offset = CXLCR_TABLE_OFFSET;
+	sb->region_max = CXLCR_REGION_MAX;
+	sb->region_entry_size = sizeof(struct cxlcr_region);
+	sb->data_offset = CXLCR_DATA_OFFSET;
+	sb->formatted_ns = cxlcr_now_ns();
+	sb->flags = pool.devdax ? CXLCR_POOL_F_DEVDAX : 0;
+	sb->checksum = superblock_checksum(sb);
+	cxlcr_publish(sb, sizeof(*sb));
+	sb->magic = CXLCR_POOL_MAGIC;
+	sb->checksum = superblock_checksum(sb);
+	cxlcr_publish(sb, sizeof(*sb));
+
+	if (out) {
+		*out = pool;
+	} else {
+		cxlcr_pool_close(&pool);
+	}
+	return 0;
+fail:
+	cxlcr_pool_close(&pool);
+	return -1;
+}
+
+int cxlcr_pool_lock(struct cxlcr_pool *pool)
+{
+	struct cxlcr_pool_lock *l = &pool->sb->lock;
+	uint64_t token = 0;
+	while (token == 0)
+		if (getrandom(&token, sizeof(token), 0) != sizeof(token))
+			return cxlcr_error("pool lock: no random bytes: %s", strerror(errno));
+
+	uint64_t deadline = cxlcr_mono_ns() + 4 * CXLCR_POOL_LOCK_LEASE_NS;
+	for (unsigned spins = 0;; spins++) {
+		uint64_t seen = 0;
+		if (__atomic_compare_exchange_n(&l->owner, &seen, token, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+		/* A holder that outlived its lease died holding the lock. */
+		cxlcr_refresh(l, sizeof(*l));
+		uint64_t taken = __atomic_load_n(&l->taken_ns, __ATOMIC_ACQUIRE);
+		if (taken && cxlcr_now_ns() - taken > CXLCR_POOL_LOCK_LEASE_NS &&
+		    __atomic_compare_exchange_n(&l->owner, &seen, token, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+		if (cxlcr_mono_ns() > deadline)
+			return cxlcr_error("pool %s: allocation lock still held by another process",
+					   pool->path);
+		if (spins < 64) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, 100000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	__atomic_store_n(&l->taken_ns, cxlcr_now_ns(), __ATOMIC_RELEASE);
+	cxlcr_publish(l, sizeof(*l));
+	pool->lock_token = token;
+	/* What the previous holder wrote may still be stale in our cache. */
+	cxlcr_refresh(pool->sb, sizeof(*pool->sb));
+	cxlcr_refresh(pool->table, CXLCR_REGION_MAX * sizeof(struct cxlcr_region));
+	return 0;
+}
+
+void cxlcr_pool_unlock(struct cxlcr_pool *pool)
+{
+	struct cxlcr_pool_lock *l = &pool->sb->lock;
+	cxlcr_publish(pool->sb, sizeof(*pool->sb));
+	cxlcr_publish(pool->table, CXLCR_REGION_MAX * sizeof(struct cxlcr_region));
+	__atomic_store_n(&l->taken_ns, 0, __ATOMIC_RELEASE);
+	uint64_t token = pool->lock_token;
+	__atomic_compare_exchange_n(&l->owner, &token, 0, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_ACQUIRE);
+	cxlcr_publish(l, sizeof(*l));
+	pool->lock_token = 0;
+}
+
+struct cxlcr_region *cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind, const char *name)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		cxlcr_refresh(r, sizeof(*r));
+		if (r->state == CXLCR_REGION_LIVE && r->kind == kind &&
+		    !strncmp(r->name, name, CXLCR_NAME_MAX))
+			return r;
+	}
+	return NULL;
+}
+
+static struct cxlcr_region *find_generation(struct cxlcr_pool *pool, uint64_t generation)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		if (r->state == CXLCR_REGION_LIVE && r->generation == generation)
+			return r;
+	}
+	return NULL;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct cxlcr_region *x = *(const struct cxlcr_region *const *)a;
+	const struct cxlcr_region *y = *(const struct cxlcr_region *const *)b;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* First fit over the gaps between live regions, table locked. */
+static int find_space(struct cxlcr_pool *pool, uint64_t size, uint64_t *offset)
+{
+	static __thread struct cxlcr_region *live[CXLCR_REGION_MAX];
+	size_t n = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		if (pool->table[i].state == CXLCR_REGION_LIVE)
+			live[n++] = &pool->table[i];
+	qsort(live, n, sizeof(live[0]), by_offset);
+	uint64_t at = CXLCR_DATA_OFFSET;
+	for (size_t i = 0; i <= n; i++) {
+		uint64_t end = i < n ? live[i]->offset : pool->sb->size;
+		if (end >= at && end - at >= size) {
+			*offset = at;
+			return 0;
+		}
+		if (i < n && live[i]->offset + live[i]->size > at)
+			at = live[i]->offset + live[i]->size;
+	}
+	return -1;
+}
+
+int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
+{
+	if (!pool->devdax) {
+		/* A hole reads as zero and gives the memory back to tmpfs. */
+		if (fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset,
+			      (off_t)size) < 0)
+			return cxlcr_error("pool %s: cannot clear %llu bytes at %llu: %s", pool->path,
+					   (unsigned long long)size, (unsigned long long)offset,
+					   strerror(errno));
+		return 0;
+	}
+	void *m = cxlcr_pool_map(pool, offset, size, 0, 0);
+	if (!m)
+		return -1;
+	memset(m, 0, size);
+	cxlcr_publish(m, size);
+	munmap(m, size);
+	return 0;
+}
+
+int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
+		       struct cxlcr_region *copy)
+{
+	if (!cxlcr_valid_name(name))
+		return cxlcr_error("invalid name '%s' (letters, digits, '.', '_', '-'; at most %u)",
+				   name, CXLCR_NAME_MAX - 1);
+	size = round_up(size ? size : 1, CXLCR_POOL_ALIGN);
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	int rc = -1;
+	struct cxlcr_region *slot = NULL;
+	uint64_t offset;
+	if (cxlcr_region_find(pool, kind, name)) {
+		cxlcr_error("pool %s: a region named '%s' already exists", pool->path, name);
+		goto out;
+	}
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX && !slot; i++)
+		if (pool->table[i].state == CXLCR_REGION_FREE)
+			slot = &pool->table[i];
+	if (!slot) {
+		cxlcr_error("pool %s: region table full (%u regions)", pool->path, CXLCR_REGION_MAX);
+		goto out;
+	}
+	if (find_space(pool, size, &offset) < 0) {
+		char a[32];
+		cxlcr_error("pool %s: no free space for %s", pool->path,
+			    cxlcr_format_size(size, a, sizeof(a)));
+		goto out;
+	}
+	if (cxlcr_pool_zero(pool, offset, size) < 0)
+		goto out;
+
+	memset(slot, 0, sizeof(*slot));
+	slot->kind = kind;
+	slot->generation = ++pool->sb->generation;
+	slot->offset = offset;
+	slot->size = size;
+	cxlcr_copy_field(slot->name, sizeof(slot->name), name);
+	slot->created_ns = cxlcr_now_ns();
+	/* The entry becomes visible only once it is complete. */
+	cxlcr_publish(slot, sizeof(*slot));
+	__atomic_store_n(&slot->state, CXLCR_REGION_LIVE, __ATOMIC_RELEASE);
+	cxlcr_publish(slot, sizeof(*slot));
+	if (copy)
+		*copy = *slot;
+	rc = 0;
+out:
+	cxlcr_pool_unlock(pool);
+	return rc;
+}
+
+int cxlcr_region_free(struct cxlcr_pool *pool, uint64_t generation)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	if (r) {
+		__atomic_store_n(&r->state, CXLCR_REGION_FREE, __ATOMIC_RELEASE);
+		cxlcr_publish(r, sizeof(*r));
+		if (!pool->devdax)
+			cxlcr_pool_zero(pool, r->offset, r->size);
+	}
+	cxlcr_pool_unlock(pool);
+	return r ? 0 : cxlcr_error("pool %s: region %llu is gone", pool->path,
+				   (unsigned long long)generation);
+}
+
+int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
+			   const char *host, const char *command)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	if (r) {
+		r->owner_pid = pid;
+		r->owner_epoch++;
+		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
+		if (command)
+			cxlcr_copy_field(r->command, sizeof(r->command), command);
+		cxlcr_publish(r, sizeof(*r));
+	}
+	cxlcr_pool_unlock(pool);
+	return r ? 0 : cxlcr_error("pool %s: region %llu is gone", pool->path,
+				   (unsigned long long)generation);
+}
+
+int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
+		       const char *host, const char *command, struct cxlcr_region *copy)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	int rc = -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	if (!r) {
+		cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+	} else if (r->owner_pid && !(r->owner_pid == pid && !strncmp(r->owner_host, host, CXLCR_HOST_MAX))) {
+		cxlcr_error("arena '%s' belongs to pid %d on host %.*s", r->name, r->owner_pid,
+			    (int)CXLCR_HOST_MAX, r->owner_host);
+	} else {
+		r->owner_pid = pid;
+		r->owner_epoch++;
+		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
+		if (command && !r->command[0])
+			cxlcr_copy_field(r->command, sizeof(r->command), command);
+		cxlcr_publish(r, sizeof(*r));
+		if (copy)
+			*copy = *r;
+		rc = 0;
+	}
+	cxlcr_pool_unlock(pool);
+	return rc;
+}
+
+void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t align, size_t head)
+{
+	if (off + len > pool->sb->size) {
+		cxlcr_error("pool %s: range %llu+%zu is beyond the pool", pool->path,
+			    (unsigned long long)off, len);
+		return NULL;
+	}
+	void *want = NULL;
+	void *reserve = NULL;
+	size_t reserve_len = 0;
+	if (align) {
+		/* Reserve room, then place the mapping at the aligned spot in it. */
+		reserve_len = len + align;
+		reserve = mmap(NULL, reserve_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (reserve == MAP_FAILED) {
+			cxlcr_error("cannot reserve %zu bytes of address space: %s", reserve_len, strerror(errno));
+			return NULL;
+		}
+		uintptr_t a = round_up((uintptr_t)reserve + head, align) - head;
+		want = (void *)a;
+	}
+	void *m = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0),
+		       pool->fd, (off_t)off);
+	int e = errno;
+	if (reserve) {
+		char *r = reserve, *w = want;
+		if (m == MAP_FAILED) {
+			munmap(reserve, reserve_len);
+		} else {
+			if (w > r)
+				munmap(r, (size_t)(w - r));
+			if (r + reserve_len > w + len)
+				munmap(w + len, (size_t)(r + reserve_len - (w + len)));
+		}
+	}
+	if (m == MAP_FAILED) {
+		cxlcr_error("pool %s: cannot map %zu bytes at offset %llu: %s", pool->path, len,
+			    (unsigned long long)off, strerror(e));
+		return NULL;
+	}
+	return m;
+}

@@ -1,0 +1,85 @@
+/*
+ * Opening, formatting and carving up a pool.
+ *
+ * Only the metadata area (superblock and region table) is mapped by
+ * cxlcr_pool_open(); regions are mapped on their own, at an address of the
+ * caller's choosing, with cxlcr_pool_map().
+ */
+#ifndef CXLCR_POOL_H
+#define CXLCR_POOL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "pool_format.h"
+
+#define CXLCR_POOL_DEFAULT_PATH  "/dev/shm/cxlcr/pool"
+#define CXLCR_POOL_DEFAULT_SIZE  (16ull << 30)
+/* A lock holder that has not let go after this long is taken to be dead. */
+#define CXLCR_POOL_LOCK_LEASE_NS (5ull * 1000000000ull)
+
+struct cxlcr_pool {
+	int fd;
+	char path[PATH_MAX];
+	bool devdax;             /* a devdax character device, not a file */
+	uint64_t device_size;
+	struct cxlcr_superblock *sb;  /* the mapped metadata area */
+	struct cxlcr_region *table;
+	uint64_t lock_token;     /* ours while we hold the pool lock */
+};
+
+/* $CXLCR_POOL, or the default emulated pool. */
+const char *cxlcr_pool_path(void);
+
+/* Formats path as an empty pool of size bytes (0: the whole devdax device,
+ * or CXLCR_POOL_DEFAULT_SIZE for a file). A pool that still holds regions is
+ * only overwritten with force. */
+int cxlcr_pool_format(const char *path, uint64_t size, bool force,
+		      struct cxlcr_pool *out);
+
+/* Opens and validates an existing pool: a missing, truncated, foreign or
+ * corrupt one, or one of an unknown format version, is refused. */
+int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path);
+void cxlcr_pool_close(struct cxlcr_pool *pool);
+
+/* The pool-wide allocation lock (see struct cxlcr_pool_lock). */
+int cxlcr_pool_lock(struct cxlcr_pool *pool);
+void cxlcr_pool_unlock(struct cxlcr_pool *pool);
+
+/* The live region of this kind and name, or NULL. Call with the lock held
+ * when the answer must stay true. */
+struct cxlcr_region *cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind,
+				       const char *name);
+
+/* Allocates a region of at least size bytes (rounded up to CXLCR_POOL_ALIGN)
+ * under the pool lock; it reads as zero. Fails if a live region of that kind and name exists.
+ * *copy receives the entry as written. */
+int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
+		       uint64_t size, struct cxlcr_region *copy);
+
+/* Frees the region with this generation (if it is still live), and gives
+ * its memory back where the device allows it. */
+int cxlcr_region_free(struct cxlcr_pool *pool, uint64_t generation);
+
+/* Rewrites a live region's owner fields under the lock; the epoch is bumped.
+ * pid 0 means nobody. */
+int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation,
+			   int32_t pid, const char *host, const char *command);
+
+/* Makes pid on host the owner of the region with this generation, if it
+ * has no owner or already is that process (a service that exec'd keeps its
+ * pid). Fails, naming the owner, if another process holds it. */
+int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
+		       const char *host, const char *command, struct cxlcr_region *copy);
+
+/* Makes [offset, offset+size) of the pool read as zero: a hole in a file,
+ * stores on a devdax device. */
+int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size);
+
+/* Maps len bytes of the pool at device offset off, MAP_SHARED. With align,
+ * the mapping is placed so that address + head is a multiple of align. */
+void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len,
+		     size_t align, size_t head);
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * The on-device format of a cxlcr pool. This is the only definition of it:
+ * every component that reads or writes the pool includes this header.
+ *
+ * A pool is one shared memory device (devdax, or a file on tmpfs/hugetlbfs
+ * when emulated). All offsets are device-relative, so a host can map the
+ * pool anywhere and any part of it at any address.
+ *
+ *   0        superblock          (CXLCR_SUPERBLOCK_SIZE)
+ *   4 KiB    region table        (CXLCR_REGION_MAX entries)
+ *   2 MiB    regions             (each CXLCR_POOL_ALIGN aligned)
+ *
+ * Fields are little-endian and fixed-size. The immutable part of the
+ * superblock is covered by a CRC-32C so that a corrupt or foreign header is
+ * refused instead of followed; the mutable words (the allocation lock, the
+ * region generation counter) live on their own cache lines, and are written
+ * with atomics followed by an explicit write-back (see persist.h) so that
+ * hosts on a non-coherent CXL 2.0 device see them.
+ */
+#ifndef CXLCR_POOL_FORMAT_H
+#define CXLCR_POOL_FORMAT_H
+
+#include <stdint.h>
+
+#define CXLCR_POOL_MAGIC        0x4c4f4f5052434c58ULL /* "XLCRPOOL" */
+#define CXLCR_POOL_VERSION      1u
+
+#define CXLCR_CACHELINE         64u
+#define CXLCR_SUPERBLOCK_SIZE   4096u
+/* Mapping granularity of devdax devices and 2 MiB hugetlbfs: every region
+ * offset and size is a multiple of it. */
+#define CXLCR_POOL_ALIGN        (2ull << 20)
+#define CXLCR_REGION_MAX        1024u
+#define CXLCR_NAME_MAX          64u
+#define CXLCR_HOST_MAX          64u
+#define CXLCR_COMMAND_MAX       64u
+#define CXLCR_TABLE_OFFSET      CXLCR_SUPERBLOCK_SIZE
+#define CXLCR_DATA_OFFSET       CXLCR_POOL_ALIGN
+#define CXLCR_POOL_MIN_SIZE     (CXLCR_DATA_OFFSET + 64 * CXLCR_POOL_ALIGN)
+
+/* The allocation lock: a holder token and when it was taken. A holder that
+ * died is recognised by its lease running out (it may be on another host,
+ * so its pid cannot be checked). */
+struct cxlcr_pool_lock {
+	uint64_t owner;         /* 0 = free, else the holder's random token */
+	uint64_t taken_ns;      /* CLOCK_REALTIME, shared by the pod's hosts */
+	uint8_t  pad[CXLCR_CACHELINE - 16];
+};
+
+struct cxlcr_superblock {
+	/* immutable after format, covered by checksum */
+	uint64_t magic;
+	uint32_t version;
+	uint32_t superblock_size;
+	uint8_t  uuid[16];
+	uint64_t size;           /* bytes of the device that the pool uses */
+	uint64_t table_offset;
+	uint32_t region_max;
+	uint32_t region_entry_size;
+	uint64_t data_offset;
+	uint64_t formatted_ns;
+	uint32_t flags;          /* CXLCR_POOL_F_* */
+	uint32_t checksum;       /* CRC-32C of everything above it */
+	uint8_t  pad0[2 * CXLCR_CACHELINE - 80];
+
+	/* mutable */
+	struct cxlcr_pool_lock lock;
+	uint64_t generation;     /* bumped for every region allocated */
+	uint8_t  pad1[CXLCR_CACHELINE - 8];
+};
+
+#define CXLCR_POOL_F_DEVDAX     0x1u   /* formatted on a devdax device */
+
+enum cxlcr_region_state {
+	CXLCR_REGION_FREE = 0,
+	CXLCR_REGION_LIVE = 1,   /* allocated; see kind */
+};
+
+enum cxlcr_region_kind {
+	CXLCR_KIND_NONE = 0,
+	CXLCR_KIND_ARENA = 1,    /* one service's heap */
+};
+
+/* One entry of the region table. Entries are written only under the pool
+ * lock; a reader that wants a consistent view takes the lock too, or checks
+ * that generation did not change around its read. */
+struct cxlcr_region {
+	uint32_t state;          /* enum cxlcr_region_state */
+	uint32_t kind;           /* enum cxlcr_region_kind */
+	uint64_t generation;     /* unique per allocation, never reused */
+	uint64_t offset;         /* device-relative, CXLCR_POOL_ALIGN aligned */
+	uint64_t size;
+	char     name[CXLCR_NAME_MAX];
+	uint64_t created_ns;
+	uint64_t owner_epoch;    /* bumped on every change of owner */
+	int32_t  owner_pid;      /* 0 = nobody attached */
+	uint32_t reserved0;
+	char     owner_host[CXLCR_HOST_MAX];
+	char     command[CXLCR_COMMAND_MAX]; /* what runs in it, for `cxlcr ps` */
+	uint8_t  pad[256 - 248];
+};
+
+/*
+ * An arena region starts with this header, then, at CXLCR_ARENA_HEAP_OFFSET,
+ * the memory handed to mimalloc. The preload keeps its statistics here so
+ * that `cxlcr status` can read them from any host without asking the
+ * process. "used" is split into per-thread slots, each written by one thread
+ * only, so the allocator's fast path never shares a contended cache line.
+ */
+#define CXLCR_ARENA_MAGIC        0x414e455241434c58ULL /* "XLCARENA" */
+#define CXLCR_ARENA_VERSION      1u
+#define CXLCR_ARENA_HEAP_OFFSET  CXLCR_POOL_ALIGN
+#define CXLCR_ARENA_STAT_SLOTS   128u
+/* mimalloc 2.0 hands out arena memory in 32 MiB blocks aligned to their
+ * size; the heap part of an arena is mapped at a multiple of this. */
+#define CXLCR_HEAP_ALIGN         (64ull << 20)
+#define CXLCR_ARENA_MIN_SIZE     (CXLCR_ARENA_HEAP_OFFSET + CXLCR_HEAP_ALIGN)
+
+struct cxlcr_arena_slot {
+	int64_t  used;           /* bytes this thread allocated minus freed */
+	uint64_t tid;            /* 0 = free slot */
+	uint8_t  pad[CXLCR_CACHELINE - 16];
+};
+
+struct cxlcr_arena_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t slot_count;
+	uint8_t  pool_uuid[16];
+	uint64_t region_generation; /* the region this header belongs to */
+	uint64_t heap_address;   /* where the owning process mapped the heap */
+	uint64_t heap_size;
+	int32_t  pid;            /* process that attached this arena */
+	uint32_t flags;            /* one cache line so far */
+
+	/* counters, updated with atomics */
+	int64_t  retired_used;   /* "used" of threads that exited */
+	uint64_t fallback_allocs;   /* arena full: served by glibc instead */
+	uint64_t fallback_bytes;
+	uint64_t early_allocs;   /* before the arena was ready, or in a fork child */
+	uint8_t  pad1[CXLCR_CACHELINE - 32];
+
+	struct cxlcr_arena_slot slots[CXLCR_ARENA_STAT_SLOTS];
+};
+
+_Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");
+_Static_assert(sizeof(struct cxlcr_region) == 256, "region entry layout");
+_Static_assert(CXLCR_TABLE_OFFSET + CXLCR_REGION_MAX * sizeof(struct cxlcr_region) <= CXLCR_DATA_OFFSET,
+	       "region table fits before the data area");
+_Static_assert(sizeof(struct cxlcr_arena_header) <= CXLCR_ARENA_HEAP_OFFSET, "arena header fits");
+
+#endif

@@ -1,0 +1,98 @@
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include "pool_format.h"
+#include "util.h"
+
+uint64_t cxlcr_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t cxlcr_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int cxlcr_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return -1;
+	double v = strtod(s, &end);
+	if (end == s || v < 0)
+		return -1;
+	double mul = 1;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': mul = 1024.0; end++; break;
+	case 'M': mul = 1024.0 * 1024; end++; break;
+	case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+	case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	}
+	if (mul > 1 && (!strcasecmp(end, "iB") || !strcasecmp(end, "B")))
+		end += strlen(end);
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end)
+		return -1;
+	v *= mul;
+	if (v >= 18446744073709551615.0)
+		return -1;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+const char *cxlcr_format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)bytes;
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, unit[u]);
+	return buf;
+}
+
+const char *cxlcr_host_name(void)
+{
+	static __thread char name[CXLCR_HOST_MAX];
+	struct utsname u;
+	if (!name[0]) {
+		if (uname(&u) == 0)
+			cxlcr_copy_field(name, sizeof(name), u.nodename);
+		else
+			cxlcr_copy_field(name, sizeof(name), "unknown");
+	}
+	return name;
+}
+
+void cxlcr_copy_field(char *dst, size_t len, const char *src)
+{
+	size_t n = src ? strnlen(src, len - 1) : 0;
+	memcpy(dst, src ? src : "", n);
+	memset(dst + n, 0, len - n);
+}
+
+bool cxlcr_valid_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n >= CXLCR_NAME_MAX || name[0] == '.' || name[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
+			return false;
+	return true;
+}

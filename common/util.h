@@ -1,0 +1,24 @@
+#ifndef CXLCR_UTIL_H
+#define CXLCR_UTIL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t cxlcr_now_ns(void);          /* CLOCK_REALTIME */
+uint64_t cxlcr_mono_ns(void);         /* CLOCK_MONOTONIC */
+
+/* "512M", "4G", "1.5GiB", "4096" -> bytes; -1 on junk. */
+int cxlcr_parse_size(const char *s, uint64_t *out);
+/* 1610612736 -> "1.5 GiB" into buf. */
+const char *cxlcr_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* This host's name as the pool records owners. */
+const char *cxlcr_host_name(void);
+
+/* Copies src into a fixed-size on-device field, always terminated. */
+void cxlcr_copy_field(char *dst, size_t len, const char *src);
+
+/* A valid service or arena name: [A-Za-z0-9._-], 1..63 chars. */
+bool cxlcr_valid_name(const char *name);
+
+#endif

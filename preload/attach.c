@@ -1,0 +1,207 @@
+/*
+ * Process start: map this service's arena and make it mimalloc's.
+ *
+ * Runs as a constructor, before main(). Until it is done, and whenever it
+ * cannot be, allocations go to glibc. If the arena cannot be opened, mapped
+ * or registered the process does not run at all: a service that silently ran
+ * without a shared heap could not be migrated later, and nobody would know
+ * until then.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/persist.h"
+#include "../common/pool.h"
+#include "../common/util.h"
+#include "preload.h"
+
+#define DEFAULT_ARENA_SIZE (1ull << 30)
+/* Exit status of a service whose arena could not be set up. */
+#define PRELOAD_EXIT_NO_ARENA 69
+
+struct preload cx;
+TLS mi_heap_t *tls_heap;
+static TLS enum thread_state tls_state;
+static pthread_key_t thread_exit_key;
+
+/* A thread is exiting: from now on it allocates from glibc, because
+ * mimalloc's own exit handler (which runs after ours, see glue.c) is about
+ * to delete the thread's arena heap. Its blocks stay valid. */
+static void thread_exit(void *unused)
+{
+	(void)unused;
+	tls_heap = NULL;
+	tls_state = THREAD_GLIBC;
+	stats_thread_exit();
+}
+
+/* First allocation of a thread: give it a heap of its own in the arena. */
+mi_heap_t *preload_thread_heap_slow(void)
+{
+	if (!cx.ready || cx.fork_child || tls_state != THREAD_NEW)
+		return NULL;
+	tls_state = THREAD_GLIBC; /* anything allocated while we set up */
+	mi_heap_t *h = cx.mi.heap_new_in_arena(cx.arena_id);
+	if (!h)
+		return NULL;
+	pthread_setspecific(thread_exit_key, (void *)1);
+	stats_thread_start();
+	tls_heap = h;
+	tls_state = THREAD_ARENA;
+	return h;
+}
+
+/*
+ * In a child of fork() the arena is still mapped MAP_SHARED: it is the
+ * parent's live heap, not a copy. The child must neither allocate from it
+ * nor free into it, or it would corrupt the parent. It allocates from glibc,
+ * and frees of arena blocks become no-ops. (It still sees the arena's live
+ * contents as the parent changes them; see README.)
+ */
+void preload_enter_fork_child(void)
+{
+	cx.fork_child = true;
+	tls_heap = NULL;
+	tls_state = THREAD_GLIBC;
+	tls_slot = NULL;
+}
+
+static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *pool,
+			const struct cxlcr_region *r, void *heap, size_t heap_size)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = CXLCR_ARENA_VERSION;
+	h->slot_count = CXLCR_ARENA_STAT_SLOTS;
+	memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
+	h->region_generation = r->generation;
+	h->heap_address = (uint64_t)(uintptr_t)heap;
+	h->heap_size = heap_size;
+	h->pid = getpid();
+	cxlcr_publish(h, sizeof(*h));
+	h->magic = CXLCR_ARENA_MAGIC;
+	cxlcr_publish(h, sizeof(*h));
+}
+
+/* Finds the named arena, or creates it with CXLCR_ARENA_SIZE, and makes this
+ * process its owner. */
+static int find_or_create(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *r)
+{
+	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
+	if (!found) {
+		uint64_t size = DEFAULT_ARENA_SIZE;
+		const char *s = getenv("CXLCR_ARENA_SIZE");
+		if (s && *s && cxlcr_parse_size(s, &size) < 0)
+			return cxlcr_error("CXLCR_ARENA_SIZE=%s is not a size", s);
+		if (size < CXLCR_HEAP_ALIGN)
+			return cxlcr_error("CXLCR_ARENA_SIZE=%s is below the minimum of %llu MiB", s,
+					   (unsigned long long)(CXLCR_HEAP_ALIGN >> 20));
+		if (cxlcr_region_alloc(pool, CXLCR_KIND_ARENA, name, size + CXLCR_ARENA_HEAP_OFFSET, r) == 0)
+			goto claim;
+		/* Someone else may have created it meanwhile. */
+		found = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
+		if (!found)
+			return -1;
+	}
+	*r = *found;
+claim:
+	return cxlcr_region_claim(pool, r->generation, getpid(), cxlcr_host_name(),
+				  program_invocation_short_name, r);
+}
+
+int preload_attach_arena(void)
+{
+	const char *name = getenv("CXLCR_ARENA");
+	if (!name || !*name)
+		return cxlcr_error("CXLCR_ARENA is not set (name of the arena to use)");
+
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
+		return -1;
+	struct cxlcr_region r;
+	if (find_or_create(&pool, name, &r) < 0)
+		goto fail;
+	if (r.size < CXLCR_ARENA_MIN_SIZE) {
+		cxlcr_error("arena '%s' is too small (%llu bytes)", name, (unsigned long long)r.size);
+		goto fail;
+	}
+	/* The heap part must start on a mimalloc block boundary. */
+	char *base = cxlcr_pool_map(&pool, r.offset, r.size, CXLCR_HEAP_ALIGN, CXLCR_ARENA_HEAP_OFFSET);
+	if (!base)
+		goto fail;
+	void *heap = base + CXLCR_ARENA_HEAP_OFFSET;
+	size_t heap_size = r.size - CXLCR_ARENA_HEAP_OFFSET;
+	/* mimalloc 2.0 takes arena blocks it never handed out to be zero, so
+	 * the heap must be. A new region is; the arena of a process that
+	 * exec'd holds the old image's heap and is cleared first. */
+	struct cxlcr_arena_header *h = (void *)base;
+	if (h->magic == CXLCR_ARENA_MAGIC &&
+	    cxlcr_pool_zero(&pool, r.offset + CXLCR_ARENA_HEAP_OFFSET, heap_size) < 0)
+		goto fail;
+	init_header(h, &pool, &r, heap, heap_size);
+
+	if (!cx.mi.manage_os_memory_ex(heap, heap_size, true, false, true, -1, true, &cx.arena_id)) {
+		cxlcr_error("mimalloc refused arena '%s' (%zu bytes at %p)", name, heap_size, heap);
+		goto fail;
+	}
+	cxlcr_pool_close(&pool);
+	cx.header = h;
+	cx.heap_lo = (uintptr_t)heap;
+	cx.heap_size = heap_size;
+	stats_attached();
+	return 0;
+fail:
+	cxlcr_pool_close(&pool);
+	return -1;
+}
+
+/* Tells `cxlcr run`, through the pipe it passed, whether we made it. */
+static void report_ready(const char *error)
+{
+	const char *fd_s = getenv("CXLCR_READY_FD");
+	if (!fd_s)
+		return;
+	int fd = atoi(fd_s);
+	if (error)
+		dprintf(fd, "error: %s\n", error);
+	else
+		dprintf(fd, "ok %d\n", getpid());
+	close(fd);
+	unsetenv("CXLCR_READY_FD");
+}
+
+/* A process the service started inherits our environment, but the arena is
+ * the service's alone: descendants run on glibc. */
+static bool is_descendant(void)
+{
+	const char *owner = getenv("CXLCR_ARENA_OWNER");
+	return owner && atoi(owner) != getpid();
+}
+
+__attribute__((constructor(101))) static void preload_init(void)
+{
+	if (is_descendant())
+		return;
+	/* Before mimalloc is loaded: see thread_exit() and glue.c. */
+	if (pthread_key_create(&thread_exit_key, thread_exit) != 0 ||
+	    pthread_atfork(NULL, NULL, preload_enter_fork_child) != 0) {
+		cxlcr_error("cannot register thread and fork handlers");
+		goto fail;
+	}
+	if (preload_load_mimalloc() < 0 || preload_attach_arena() < 0)
+		goto fail;
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	setenv("CXLCR_ARENA_OWNER", pid, 1);
+	report_ready(NULL);
+	__atomic_store_n(&cx.ready, true, __ATOMIC_RELEASE);
+	return;
+fail:
+	fprintf(stderr, "cxlcr-preload: %s\n", cxlcr_last_error());
+	report_ready(cxlcr_last_error());
+	_exit(PRELOAD_EXIT_NO_ARENA);
+}

@@ -1,0 +1,97 @@
+/*
+ * Internal header of libcxlcr-preload.so, the malloc interposer that puts a
+ * service's heap in its pool arena.
+ *
+ *   glue.c     loads mimalloc privately and names glibc's allocator
+ *   attach.c   maps the arena and hands it to mimalloc (process start)
+ *   stats.c    per-thread "bytes used" counters kept in the arena header
+ *   malloc.c   the malloc family, routed by address
+ */
+#ifndef CXLCR_PRELOAD_H
+#define CXLCR_PRELOAD_H
+
+#include <mimalloc.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/pool_format.h"
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define TLS         __attribute__((tls_model("initial-exec"))) __thread
+#define HIDDEN      __attribute__((visibility("hidden")))
+
+/* glibc's allocator, always reachable by these names (see glue.c). */
+void *__libc_malloc(size_t);
+void *__libc_calloc(size_t, size_t);
+void *__libc_realloc(void *, size_t);
+void  __libc_free(void *);
+void *__libc_memalign(size_t, size_t);
+
+/* The mimalloc functions the preload uses, from a private copy of the
+ * library (see glue.c for why it is not linked normally). */
+struct mimalloc_api {
+	void *(*heap_malloc)(mi_heap_t *, size_t);
+	void *(*heap_calloc)(mi_heap_t *, size_t, size_t);
+	void *(*heap_realloc)(mi_heap_t *, void *, size_t);
+	void *(*heap_malloc_aligned)(mi_heap_t *, size_t, size_t);
+	void  (*free)(void *);
+	size_t (*usable_size)(const void *);
+	mi_heap_t *(*heap_new_in_arena)(mi_arena_id_t);
+	bool  (*manage_os_memory_ex)(void *, size_t, bool, bool, bool, int, bool, mi_arena_id_t *);
+	void  (*option_set)(mi_option_t, long);
+};
+
+/* Per-thread state of the allocator. */
+enum thread_state {
+	THREAD_NEW = 0,     /* no heap yet */
+	THREAD_ARENA,       /* allocates from its arena heap */
+	THREAD_GLIBC,       /* exiting thread or fork child: glibc only */
+};
+
+struct preload {
+	uintptr_t heap_lo;         /* the arena's heap: [heap_lo, heap_lo+heap_size) */
+	size_t heap_size;
+	bool ready;                /* arena registered: allocation may use it */
+	bool fork_child;           /* we are a child of fork(): hands off the arena */
+	mi_arena_id_t arena_id;
+	struct cxlcr_arena_header *header;
+	struct mimalloc_api mi;
+	size_t (*glibc_usable_size)(void *);
+};
+
+extern struct preload cx HIDDEN;
+extern TLS mi_heap_t *tls_heap HIDDEN;
+
+/* Is p inside the arena? One subtraction and a compare: unsigned wrap-around
+ * makes pointers below heap_lo compare large. */
+static inline bool in_arena(const void *p)
+{
+	return (uintptr_t)p - cx.heap_lo < cx.heap_size;
+}
+
+HIDDEN int  preload_load_mimalloc(void);
+HIDDEN int  preload_attach_arena(void);
+HIDDEN mi_heap_t *preload_thread_heap_slow(void);
+HIDDEN void preload_enter_fork_child(void);
+
+/* stats.c */
+extern TLS struct cxlcr_arena_slot *tls_slot HIDDEN;
+HIDDEN void stats_account_slow(int64_t delta);
+HIDDEN void stats_thread_start(void);
+HIDDEN void stats_thread_exit(void);
+HIDDEN void stats_fallback(size_t size);
+HIDDEN void stats_early(void);
+HIDDEN void stats_attached(void);
+
+static inline void stats_account(int64_t delta)
+{
+	struct cxlcr_arena_slot *s = tls_slot;
+	if (likely(s != NULL))
+		__atomic_store_n(&s->used, s->used + delta, __ATOMIC_RELAXED);
+	else
+		stats_account_slow(delta);
+}
+
+#endif

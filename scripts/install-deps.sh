@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs everything cxlcr builds against and runs with, and skips what is
+# already there: Debian packages, then CRIU >= 4.2 (Debian 12 ships 3.17,
+# which does not work on current kernels; see DESIGN.md), built from Debian's
+# newest criu source package into /usr/local.
+set -euo pipefail
+
+CRIU_MIN=4.2
+CRIU_PREFIX=/usr/local
+SRC_LIST=/etc/apt/sources.list.d/cxlcr-sid-src.list
+STAMP_DIR=/var/lib/cxlcr
+mkdir -p "$STAMP_DIR"
+
+say() { printf 'install-deps: %s\n' "$*"; }
+
+PACKAGES=(
+	build-essential pkg-config git
+	libmimalloc-dev libdaxctl-dev libfabric-dev
+	libprotobuf-c-dev protobuf-c-compiler
+	redis-server redis-tools memcached python3
+	iproute2 iptables procps util-linux
+	# CRIU's build dependencies
+	libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev
+	libnl-route-3-dev libnet1-dev libcap-dev libaio-dev libbsd-dev
+	libgnutls28-dev libnftables-dev uuid-dev libdrm-dev
+	# plots for the benchmarks
+	gnuplot-nox
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	say "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The packaged servers start themselves as system services; cxlcr starts its
+# own instances, so stop the packaged ones where an init system runs them.
+for svc in redis-server memcached; do
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q "$svc" 2>/dev/null; then
+		systemctl disable --now -q "$svc" 2>/dev/null || true
+	fi
+done
+
+criu_version() {
+	local bin=$1
+	[ -x "$bin" ] || return 1
+	"$bin" --version 2>/dev/null | awk '/^Version:/ {print $2}'
+}
+version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
+
+have=$(criu_version "$CRIU_PREFIX/sbin/criu" || true)
+if [ -n "$have" ] && version_ge "$have" "$CRIU_MIN" && [ -f "$CRIU_PREFIX/include/criu/criu-plugin.h" ]; then
+	exit 0
+fi
+
+say "building CRIU >= $CRIU_MIN from Debian's newest source package (about a minute)"
+if [ ! -f "$SRC_LIST" ]; then
+	echo 'deb-src http://deb.debian.org/debian sid main' >"$SRC_LIST"
+	apt-get update -qq
+fi
+work=$(mktemp -d /var/tmp/cxlcr-criu.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+# Only the upstream tarball is needed; the Debian part may be missing from
+# the mirror, which makes apt-get report an error after fetching the rest.
+apt-get source --download-only criu >apt-source.log 2>&1 || true
+orig=$(ls criu_*.orig.tar.* 2>/dev/null | sort -V | tail -n1)
+if [ -z "$orig" ]; then
+	echo "install-deps: could not fetch CRIU's source package (see $work/apt-source.log)" >&2
+	trap - EXIT
+	exit 1
+fi
+tar xf "$orig"
+cd criu-*/
+make -j"$(nproc)" criu lib >build.log 2>&1 || { tail -30 build.log >&2; exit 1; }
+make PREFIX="$CRIU_PREFIX" SKIP_PIP_INSTALL=1 install-criu install-lib >>build.log 2>&1 || { tail -30 build.log >&2; exit 1; }
+ldconfig
+have=$(criu_version "$CRIU_PREFIX/sbin/criu")
+version_ge "$have" "$CRIU_MIN" || { echo "install-deps: built CRIU $have, need >= $CRIU_MIN" >&2; exit 1; }
+say "CRIU $have installed in $CRIU_PREFIX"
