@@ -1,0 +1,67 @@
+/*
+ * Internal header of the `cxlcr` command line.
+ *
+ *   cxlcr.c        dispatch, usage, shared option handling
+ *   cmd_pool.c     cxlcr pool format | pool info
+ *   cmd_run.c      cxlcr run: start a service under the preload
+ *   cmd_status.c   cxlcr ps | status | stop | rm
+ *   services.c     what the pool knows about a service, plus local /proc facts
+ */
+#ifndef CXLCR_CLI_H
+#define CXLCR_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/pool.h"
+#include "json.h"
+
+/* Exit codes, so scripts can tell failures apart. */
+enum {
+	EXIT_OK = 0,
+	EXIT_FAIL = 1,      /* the operation failed */
+	EXIT_USAGE = 2,     /* bad command line */
+	EXIT_NOT_FOUND = 3, /* no such service */
+	EXIT_NO_POOL = 4,   /* the pool cannot be opened */
+};
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+int cmd_pool(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+
+/* Prints "cxlcr: <message>" on stderr and returns code. */
+__attribute__((format(printf, 2, 3)))
+int fail(int code, const char *fmt, ...);
+/* Opens the pool named by $CXLCR_POOL (or the default), printing why not. */
+int open_pool_or_fail(struct cxlcr_pool *pool);
+
+/* Everything `ps` and `status` show about one service. */
+struct service {
+	struct cxlcr_region region;   /* a copy of its arena's table entry */
+	const char *state;            /* running, exited, starting, remote */
+	bool local;                   /* its owner is on this host */
+	bool running;
+	int64_t used;                 /* arena bytes in use */
+	uint64_t fallback_allocs, fallback_bytes, early_allocs;
+	uint64_t heap_address, heap_size;
+	int64_t rss_anon_kb, rss_shmem_kb, rss_file_kb; /* -1: not known */
+};
+
+int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s);
+void service_print_json(struct json *j, const struct service *s);
+/* Sends sig to a local service; 0 or -1 with errno. */
+int service_signal(const struct service *s, int sig);
+/* Waits up to timeout_ms for a local process to exit (pidfd). 1 = gone. */
+int pid_wait_exit(int pid, int timeout_ms);
+bool pid_alive(int pid);
+
+#endif

@@ -1,0 +1,305 @@
+/*
+ * cxlcr run: start a service with its heap in a new arena of the pool.
+ *
+ * The service is started detached (its own session, reparented to init),
+ * with stdin on /dev/null, stdout and stderr in a log file, and no other
+ * inherited fds: CRIU refuses to checkpoint a process holding stray pipes or
+ * files of another mount. `cxlcr run` returns only once the preload inside
+ * the service has attached the arena (it reports through a pipe), or with
+ * the reason it could not: a service never runs without its shared heap.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+
+#define DEFAULT_ARENA_SIZE (1ull << 30)
+#define READY_TIMEOUT_MS   60000
+#define READY_FD           3
+#define DEFAULT_LOG_DIR    "/var/log/cxlcr"
+
+static const char *preload_path(char *buf, size_t len)
+{
+	const char *env = getenv("CXLCR_PRELOAD");
+	if (env && *env)
+		return env;
+	/* Next to the cxlcr binary (build tree), or in the installed lib dir. */
+	char exe[PATH_MAX - 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(buf, len, "%s/libcxlcr-preload.so", exe);
+			if (access(buf, R_OK) == 0)
+				return buf;
+			snprintf(buf, len, "%s/../lib/cxlcr/libcxlcr-preload.so", exe);
+			if (access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A forked child sees the arena as the parent changes it (MAP_SHARED), not
+ * as it was at fork time. Redis forks for RDB snapshots and AOF rewrites;
+ * such a child would save an inconsistent data set. Returns true when the
+ * command line leaves fork-based persistence on.
+ */
+static bool redis_forks_for_persistence(int argc, char **argv)
+{
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	if (strncmp(base, "redis-server", 12) != 0)
+		return false;
+	bool save = true, aof = false; /* Redis 7 defaults */
+	int i = 1;
+	if (i < argc && argv[i][0] != '-') {
+		FILE *f = fopen(argv[i], "r");
+		char line[1024];
+		while (f && fgets(line, sizeof(line), f)) {
+			char key[64], val[512] = "";
+			if (sscanf(line, " %63s %511[^\n]", key, val) < 1 || key[0] == '#')
+				continue;
+			if (!strcasecmp(key, "save"))
+				save = strcmp(val, "\"\"") && strcmp(val, "''") && val[0];
+			else if (!strcasecmp(key, "appendonly"))
+				aof = !strncasecmp(val, "yes", 3);
+		}
+		if (f)
+			fclose(f);
+		i++;
+	}
+	for (; i < argc; i++) {
+		if (!strcmp(argv[i], "--save"))
+			save = i + 1 < argc && argv[i + 1][0] && argv[i + 1][0] != '-';
+		else if (!strcmp(argv[i], "--appendonly") && i + 1 < argc)
+			aof = !strcasecmp(argv[i + 1], "yes");
+	}
+	return save || aof;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: cxlcr run --name NAME [--arena SIZE] [--log FILE] [--json] -- CMD [ARGS...]\n\n"
+		"Starts CMD detached, with its heap in a new arena NAME of the pool\n"
+		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log.\n"
+		"Returns once the arena is attached, or fails with the reason.\n",
+		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, DEFAULT_LOG_DIR);
+}
+
+/* In the grandchild: become the detached service. Never returns. */
+static void exec_service(int ready, const char *log, const char *preload, const char *pool,
+			 const char *name, uint64_t arena, char **cmd)
+{
+	setsid();
+	int in = open("/dev/null", O_RDONLY);
+	int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	if (in < 0 || out < 0) {
+		dprintf(ready, "error: cannot open %s: %s\n", in < 0 ? "/dev/null" : log, strerror(errno));
+		_exit(127);
+	}
+	dup2(in, 0);
+	dup2(out, 1);
+	dup2(out, 2);
+	dup2(ready, READY_FD);
+	close_range(READY_FD + 1, ~0u, 0);
+	if (in > READY_FD)
+		close(in);
+	char fd_s[16], size_s[32];
+	snprintf(fd_s, sizeof(fd_s), "%d", READY_FD);
+	snprintf(size_s, sizeof(size_s), "%llu", (unsigned long long)arena);
+	setenv("LD_PRELOAD", preload, 1);
+	setenv("CXLCR_POOL", pool, 1);
+	setenv("CXLCR_ARENA", name, 1);
+	setenv("CXLCR_ARENA_SIZE", size_s, 1);
+	setenv("CXLCR_READY_FD", fd_s, 1);
+	unsetenv("CXLCR_ARENA_OWNER");
+	execvp(cmd[0], cmd);
+	dprintf(READY_FD, "error: cannot run %s: %s\n", cmd[0], strerror(errno));
+	_exit(127);
+}
+
+/* Waits for the preload's "ok PID" or "error: ..." line. */
+static int wait_ready(int fd, int *pid, char *msg, size_t len)
+{
+	size_t got = 0;
+	msg[0] = 0;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int rc = poll(&p, 1, READY_TIMEOUT_MS);
+		if (rc == 0) {
+			snprintf(msg, len, "the service did not report its arena within %d s",
+				 READY_TIMEOUT_MS / 1000);
+			return -1;
+		}
+		ssize_t n = read(fd, msg + got, len - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		msg[got] = 0;
+		if (strchr(msg, '\n'))
+			break;
+	}
+	char *nl = strchr(msg, '\n');
+	if (nl)
+		*nl = 0;
+	if (sscanf(msg, "ok %d", pid) == 1)
+		return 0;
+	if (!strncmp(msg, "error: ", 7))
+		memmove(msg, msg + 7, strlen(msg + 7) + 1);
+	else
+		snprintf(msg, len, "the service exited before attaching its arena");
+	return -1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, 0, 'n' }, { "arena", required_argument, 0, 'a' },
+		{ "log", required_argument, 0, 'l' },  { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 }
+	};
+	const char *name = NULL, *log = NULL;
+	uint64_t arena = DEFAULT_ARENA_SIZE;
+	bool json = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "+n:a:l:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': name = optarg; break;
+		case 'a':
+			if (cxlcr_parse_size(optarg, &arena) < 0 || arena < CXLCR_HEAP_ALIGN)
+				return fail(EXIT_USAGE, "--arena %s: not a size of at least %llu MiB", optarg,
+					    CXLCR_HEAP_ALIGN >> 20);
+			break;
+		case 'l': log = optarg; break;
+		case 'j': json = true; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (!name)
+		return fail(EXIT_USAGE, "run: --name NAME is required (see cxlcr run --help)");
+	if (!cxlcr_valid_name(name))
+		return fail(EXIT_USAGE, "run: invalid name '%s' (letters, digits, '.', '_', '-')", name);
+	if (optind >= argc)
+		return fail(EXIT_USAGE, "run: no command given (cxlcr run --name %s -- CMD ...)", name);
+	char **cmd = argv + optind;
+	int cmdc = argc - optind;
+
+	char preload_buf[PATH_MAX], log_buf[PATH_MAX], pool_abs[PATH_MAX];
+	const char *preload = preload_path(preload_buf, sizeof(preload_buf));
+	if (!preload || access(preload, R_OK) < 0)
+		return fail(EXIT_FAIL, "cannot find libcxlcr-preload.so (set CXLCR_PRELOAD)");
+	if (!log) {
+		mkdir(DEFAULT_LOG_DIR, 0755);
+		snprintf(log_buf, sizeof(log_buf), "%s/%s.log", DEFAULT_LOG_DIR, name);
+		log = log_buf;
+	}
+
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	if (!realpath(pool.path, pool_abs))
+		cxlcr_copy_field(pool_abs, sizeof(pool_abs), pool.path);
+	struct cxlcr_region *old = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name);
+	if (old) {
+		struct service s;
+		service_load(&pool, old, &s);
+		cxlcr_pool_close(&pool);
+		if (s.running)
+			return fail(EXIT_FAIL, "service '%s' is already running (pid %d)", name,
+				    s.region.owner_pid);
+		return fail(EXIT_FAIL, "an arena named '%s' is left from an earlier run (%s); "
+				       "free it with `cxlcr rm %s`", name, s.state, name);
+	}
+
+	/* The command line is recorded for `cxlcr ps`. */
+	char command[CXLCR_COMMAND_MAX] = "";
+	for (int i = 0; i < cmdc; i++) {
+		size_t used = strlen(command);
+		snprintf(command + used, sizeof(command) - used, "%s%s", i ? " " : "",
+			 cmd[i][0] ? cmd[i] : "''");
+	}
+	struct cxlcr_region region;
+	if (cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, name, arena + CXLCR_ARENA_HEAP_OFFSET, &region) < 0 ||
+	    cxlcr_region_set_owner(&pool, region.generation, 0, "", command) < 0) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	}
+	if (redis_forks_for_persistence(cmdc, cmd))
+		fprintf(stderr, "cxlcr: warning: %s keeps fork-based persistence (save/appendonly): its "
+				"fork child sees the live arena, not a snapshot; pass --save '' "
+				"--appendonly no\n", cmd[0]);
+
+	uint64_t t0 = cxlcr_mono_ns();
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		cxlcr_region_free(&pool, region.generation);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "pipe: %s", strerror(errno));
+	}
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0) {
+		/* Fork twice so that the service is nobody's child but init's. */
+		close(pipefd[0]);
+		if (fork() == 0)
+			exec_service(pipefd[1], log, preload, pool_abs, name, arena, cmd);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	if (child > 0)
+		waitpid(child, NULL, 0);
+	int pid = 0;
+	char msg[CXLCR_ERROR_MAX];
+	rc = child < 0 ? (snprintf(msg, sizeof(msg), "fork: %s", strerror(errno)), -1)
+		       : wait_ready(pipefd[0], &pid, msg, sizeof(msg));
+	close(pipefd[0]);
+	if (rc < 0) {
+		/* Whatever started must not run on without its arena. */
+		struct cxlcr_region *r = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name);
+		if (r && r->owner_pid > 0 && pid_alive(r->owner_pid))
+			kill(r->owner_pid, SIGKILL);
+		cxlcr_region_free(&pool, region.generation);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "%s did not start: %s (log: %s)", name, msg, log);
+	}
+	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	if (json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", name);
+		json_i64(&j, "pid", pid);
+		json_str(&j, "host", cxlcr_host_name());
+		json_u64(&j, "arena_size", arena);
+		json_u64(&j, "arena_offset", region.offset);
+		json_str(&j, "log", log);
+		json_double(&j, "total_ms", ms);
+		json_end(&j);
+	} else {
+		char size[32];
+		printf("%s started: pid %d, arena %s at pool offset %llu, log %s\n", name, pid,
+		       cxlcr_format_size(arena, size, sizeof(size)), (unsigned long long)region.offset, log);
+	}
+	cxlcr_pool_close(&pool);
+	return EXIT_OK;
+}

@@ -1,0 +1,234 @@
+/* cxlcr ps | status NAME | stop NAME | rm NAME */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+
+#define STOP_GRACE_MS 10000
+
+/* The "[--json] [NAME]" command line these verbs share. Returns false when
+ * the command is done already (--help, bad usage), with *code its status. */
+static bool parse(int argc, char **argv, const char *usage, bool want_name, bool *json,
+		  const char **name, int *code)
+{
+	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	int c;
+	*json = false;
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		if (c == 'j') {
+			*json = true;
+		} else {
+			if (c == 'h')
+				printf("usage: %s\n", usage);
+			*code = c == 'h' ? EXIT_OK : EXIT_USAGE;
+			return false;
+		}
+	}
+	if (want_name ? optind != argc - 1 : optind != argc) {
+		*code = fail(EXIT_USAGE, "usage: %s", usage);
+		return false;
+	}
+	if (want_name)
+		*name = argv[optind];
+	return true;
+}
+
+/* Opens the pool and loads the named service, or says why it cannot. */
+static int find_service(struct cxlcr_pool *pool, const char *name, struct service *s)
+{
+	int rc = open_pool_or_fail(pool);
+	if (rc)
+		return rc;
+	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
+	if (!r) {
+		cxlcr_pool_close(pool);
+		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);
+	}
+	service_load(pool, r, s);
+	return 0;
+}
+
+int cmd_ps(int argc, char **argv)
+{
+	bool json;
+	const char *name = NULL;
+	int code;
+	if (!parse(argc, argv, "cxlcr ps [--json]", false, &json, &name, &code))
+		return code;
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	struct json j;
+	if (json) {
+		json_begin(&j, stdout);
+		json_array(&j, "services");
+	} else {
+		printf("%-20s %-8s %8s %-12s %10s %10s %9s  %s\n", "NAME", "STATE", "PID", "HOST",
+		       "ARENA", "USED", "FALLBACKS", "COMMAND");
+	}
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r = pool.table[i];
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA)
+			continue;
+		struct service s;
+		service_load(&pool, &r, &s);
+		if (json) {
+			json_object(&j, NULL);
+			service_print_json(&j, &s);
+			json_object_end(&j);
+			continue;
+		}
+		char size[32], used[32];
+		printf("%-20s %-8s %8d %-12.12s %10s %10s %9llu  %.*s\n", r.name, s.state, r.owner_pid,
+		       r.owner_host, cxlcr_format_size(s.heap_size ? s.heap_size : r.size, size, sizeof(size)),
+		       cxlcr_format_size((uint64_t)s.used, used, sizeof(used)),
+		       (unsigned long long)s.fallback_allocs, (int)CXLCR_COMMAND_MAX, r.command);
+	}
+	if (json) {
+		json_array_end(&j);
+		json_end(&j);
+	}
+	cxlcr_pool_close(&pool);
+	return EXIT_OK;
+}
+
+int cmd_status(int argc, char **argv)
+{
+	bool json;
+	const char *name = NULL;
+	int code;
+	if (!parse(argc, argv, "cxlcr status NAME [--json]", true, &json, &name, &code))
+		return code;
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = find_service(&pool, name, &s);
+	if (rc)
+		return rc;
+	if (json) {
+		struct json j;
+		json_begin(&j, stdout);
+		service_print_json(&j, &s);
+		json_end(&j);
+	} else {
+		char a[32], b[32], c[32];
+		printf("service   %s (%s)\n", s.region.name, s.state);
+		printf("pid       %d on host %s\n", s.region.owner_pid, s.region.owner_host);
+		printf("command   %s\n", s.region.command);
+		printf("arena     %s at 0x%llx, pool offset %llu, epoch %llu\n",
+		       cxlcr_format_size(s.heap_size, a, sizeof(a)), (unsigned long long)s.heap_address,
+		       (unsigned long long)s.region.offset, (unsigned long long)s.region.owner_epoch);
+		printf("used      %s\n", cxlcr_format_size((uint64_t)s.used, b, sizeof(b)));
+		printf("fallbacks %llu to glibc (%s; arena full), %llu before the arena was ready\n",
+		       (unsigned long long)s.fallback_allocs,
+		       cxlcr_format_size(s.fallback_bytes, c, sizeof(c)),
+		       (unsigned long long)s.early_allocs);
+		if (s.rss_anon_kb >= 0)
+			printf("memory    RssShmem %lld kB (arena), RssAnon %lld kB, RssFile %lld kB\n",
+			       (long long)s.rss_shmem_kb, (long long)s.rss_anon_kb, (long long)s.rss_file_kb);
+	}
+	cxlcr_pool_close(&pool);
+	return EXIT_OK;
+}
+
+/* Frees a service's arena: only once nothing runs in it. */
+static int free_arena(struct cxlcr_pool *pool, struct service *s)
+{
+	if (cxlcr_region_free(pool, s->region.generation) < 0)
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	return EXIT_OK;
+}
+
+int cmd_stop(int argc, char **argv)
+{
+	bool json;
+	const char *name = NULL;
+	int code;
+	if (!parse(argc, argv, "cxlcr stop NAME [--json]", true, &json, &name, &code))
+		return code;
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = find_service(&pool, name, &s);
+	if (rc)
+		return rc;
+	if (!s.local && s.region.owner_pid) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "service '%s' runs on host %s; stop it there", name,
+			    s.region.owner_host);
+	}
+	uint64_t t0 = cxlcr_mono_ns();
+	bool killed = false;
+	if (s.running) {
+		/* SIGTERM first, so the service can shut down cleanly. */
+		if (service_signal(&s, SIGTERM) < 0 && errno != ESRCH) {
+			cxlcr_pool_close(&pool);
+			return fail(EXIT_FAIL, "cannot signal pid %d: %s", s.region.owner_pid, strerror(errno));
+		}
+		if (pid_wait_exit(s.region.owner_pid, STOP_GRACE_MS) != 1) {
+			service_signal(&s, SIGKILL);
+			killed = true;
+			if (pid_wait_exit(s.region.owner_pid, STOP_GRACE_MS) != 1) {
+				cxlcr_pool_close(&pool);
+				return fail(EXIT_FAIL, "pid %d did not exit", s.region.owner_pid);
+			}
+		}
+	}
+	rc = free_arena(&pool, &s);
+	cxlcr_pool_close(&pool);
+	if (rc)
+		return rc;
+	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	if (json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", name);
+		json_bool(&j, "was_running", s.running);
+		json_bool(&j, "killed", killed);
+		json_double(&j, "total_ms", ms);
+		json_end(&j);
+	} else {
+		printf("%s stopped%s, arena freed (%.0f ms)\n", name,
+		       !s.running ? " (was not running)" : killed ? " with SIGKILL" : "", ms);
+	}
+	return EXIT_OK;
+}
+
+int cmd_rm(int argc, char **argv)
+{
+	bool json;
+	const char *name = NULL;
+	int code;
+	if (!parse(argc, argv, "cxlcr rm NAME [--json]", true, &json, &name, &code))
+		return code;
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = find_service(&pool, name, &s);
+	if (rc)
+		return rc;
+	if (s.running || (!s.local && s.region.owner_pid)) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "service '%s' is %s (pid %d on %s); use `cxlcr stop %s`", name,
+			    s.state, s.region.owner_pid, s.region.owner_host, name);
+	}
+	rc = free_arena(&pool, &s);
+	cxlcr_pool_close(&pool);
+	if (rc)
+		return rc;
+	if (json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", name);
+		json_bool(&j, "removed", true);
+		json_end(&j);
+	} else {
+		printf("%s removed, arena freed\n", name);
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,142 @@
+/*
+ * What cxlcr knows about a service: its arena's entry in the pool's region
+ * table, the statistics the preload keeps in the arena header, and, when the
+ * service runs on this host, what /proc says about its memory.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/persist.h"
+#include "../common/util.h"
+#include "cli.h"
+
+bool pid_alive(int pid)
+{
+	char path[64], state = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	/* "pid (comm) S ...": a zombie has exited already. */
+	int n = fscanf(f, "%*d (%*[^)]) %c", &state);
+	fclose(f);
+	return n == 1 && state != 'Z' && state != 'X';
+}
+
+int pid_wait_exit(int pid, int timeout_ms)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return errno == ESRCH ? 1 : -1;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int rc = poll(&p, 1, timeout_ms);
+	close(fd);
+	if (rc < 0)
+		return -1;
+	return rc == 1 || !pid_alive(pid);
+}
+
+static void read_rss(int pid, struct service *s)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		long long v;
+		if (sscanf(line, "RssAnon: %lld", &v) == 1)
+			s->rss_anon_kb = v;
+		else if (sscanf(line, "RssShmem: %lld", &v) == 1)
+			s->rss_shmem_kb = v;
+		else if (sscanf(line, "RssFile: %lld", &v) == 1)
+			s->rss_file_kb = v;
+	}
+	fclose(f);
+}
+
+/* Sums the per-thread usage slots of the arena header (see stats.c). */
+static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
+{
+	size_t len = sizeof(struct cxlcr_arena_header);
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, s->region.offset, len, 0, 0);
+	if (!h)
+		return;
+	cxlcr_refresh(h, len);
+	if (h->magic == CXLCR_ARENA_MAGIC && h->region_generation == s->region.generation) {
+		int64_t used = __atomic_load_n(&h->retired_used, __ATOMIC_RELAXED);
+		for (uint32_t i = 0; i < CXLCR_ARENA_STAT_SLOTS; i++)
+			used += __atomic_load_n(&h->slots[i].used, __ATOMIC_RELAXED);
+		s->used = used < 0 ? 0 : used;
+		s->fallback_allocs = h->fallback_allocs;
+		s->fallback_bytes = h->fallback_bytes;
+		s->early_allocs = h->early_allocs;
+		s->heap_address = h->heap_address;
+		s->heap_size = h->heap_size;
+	}
+	munmap(h, len);
+}
+
+int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->region = *r;
+	s->rss_anon_kb = s->rss_shmem_kb = s->rss_file_kb = -1;
+	s->local = !strncmp(r->owner_host, cxlcr_host_name(), CXLCR_HOST_MAX);
+	if (r->owner_pid == 0) {
+		s->state = "starting";
+	} else if (!s->local) {
+		s->state = "remote";
+	} else if (pid_alive(r->owner_pid)) {
+		s->state = "running";
+		s->running = true;
+		read_rss(r->owner_pid, s);
+	} else {
+		s->state = "exited";
+	}
+	read_arena_stats(pool, s);
+	return 0;
+}
+
+void service_print_json(struct json *j, const struct service *s)
+{
+	json_str(j, "name", s->region.name);
+	json_str(j, "state", s->state);
+	if (s->region.owner_pid)
+		json_i64(j, "pid", s->region.owner_pid);
+	else
+		json_null(j, "pid");
+	json_str(j, "host", s->region.owner_host);
+	json_null(j, "address"); /* a network identity comes with pod hosts */
+	json_str(j, "command", s->region.command);
+	json_u64(j, "arena_size", s->heap_size ? s->heap_size : s->region.size - CXLCR_ARENA_HEAP_OFFSET);
+	json_u64(j, "arena_used", (uint64_t)s->used);
+	json_u64(j, "arena_offset", s->region.offset);
+	char addr[32];
+	snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)s->heap_address);
+	json_str(j, "arena_address", addr);
+	json_u64(j, "glibc_fallbacks", s->fallback_allocs);
+	json_u64(j, "glibc_fallback_bytes", s->fallback_bytes);
+	json_u64(j, "early_allocs", s->early_allocs);
+	json_u64(j, "owner_epoch", s->region.owner_epoch);
+	if (s->rss_anon_kb >= 0) {
+		json_i64(j, "rss_anon_kb", s->rss_anon_kb);
+		json_i64(j, "rss_shmem_kb", s->rss_shmem_kb);
+		json_i64(j, "rss_file_kb", s->rss_file_kb);
+	}
+}
+
+int service_signal(const struct service *s, int sig)
+{
+	if (!s->local || !s->region.owner_pid) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(s->region.owner_pid, sig);
+}
