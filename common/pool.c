@@ -295,20 +295,25 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 		if (getrandom(&token, sizeof(token), 0) != sizeof(token))
 			return cxlcr_error("pool lock: no random bytes: %s", strerror(errno));
 
-	uint64_t deadline = cxlcr_mono_ns() + 4 * CXLCR_POOL_LOCK_LEASE_NS;
+	/* A holder that keeps the lock for a whole lease died holding it. The
+	 * lease is timed on our own clock, from when we first saw that holder,
+	 * so hosts need not agree on the time. */
+	uint64_t start = cxlcr_mono_ns(), seen_since = start, holder = 0;
 	for (unsigned spins = 0;; spins++) {
 		uint64_t seen = 0;
 		if (__atomic_compare_exchange_n(&l->owner, &seen, token, false,
 						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			break;
-		/* A holder that outlived its lease died holding the lock. */
-		cxlcr_refresh(l, sizeof(*l));
-		uint64_t taken = __atomic_load_n(&l->taken_ns, __ATOMIC_ACQUIRE);
-		if (taken && cxlcr_now_ns() - taken > CXLCR_POOL_LOCK_LEASE_NS &&
-		    __atomic_compare_exchange_n(&l->owner, &seen, token, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		uint64_t now = cxlcr_mono_ns();
+		if (seen != holder) {
+			holder = seen;
+			seen_since = now;
+		} else if (now - seen_since > CXLCR_POOL_LOCK_LEASE_NS &&
+			   __atomic_compare_exchange_n(&l->owner, &seen, token, false,
+						       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			break;
-		if (cxlcr_mono_ns() > deadline)
+		}
+		if (now - start > 4 * CXLCR_POOL_LOCK_LEASE_NS)
 			return cxlcr_error("pool %s: allocation lock still held by another process",
 					   pool->path);
 		if (spins < 64) {
@@ -317,6 +322,7 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 			struct timespec ts = { 0, 100000 };
 			nanosleep(&ts, NULL);
 		}
+		cxlcr_refresh(l, sizeof(*l));
 	}
 	__atomic_store_n(&l->taken_ns, cxlcr_now_ns(), __ATOMIC_RELEASE);
 	cxlcr_publish(l, sizeof(*l));
@@ -372,7 +378,7 @@ static int by_offset(const void *a, const void *b)
 /* First fit over the gaps between live regions, table locked. */
 static int find_space(struct cxlcr_pool *pool, uint64_t size, uint64_t *offset)
 {
-	static __thread struct cxlcr_region *live[CXLCR_REGION_MAX];
+	struct cxlcr_region *live[CXLCR_REGION_MAX];
 	size_t n = 0;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
 		if (pool->table[i].state == CXLCR_REGION_LIVE)

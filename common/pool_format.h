@@ -39,8 +39,8 @@
 #define CXLCR_POOL_MIN_SIZE     (CXLCR_DATA_OFFSET + 64 * CXLCR_POOL_ALIGN)
 
 /* The allocation lock: a holder token and when it was taken. A holder that
- * died is recognised by its lease running out (it may be on another host,
- * so its pid cannot be checked). */
+ * died is recognised by holding it for a whole lease (it may be on another
+ * host, so its pid cannot be checked). */
 struct cxlcr_pool_lock {
 	uint64_t owner;         /* 0 = free, else the holder's random token */
 	uint64_t taken_ns;      /* CLOCK_REALTIME, shared by the pod's hosts */
