@@ -218,10 +218,13 @@ int cxlcr_pool_format(const char *path, uint64_t size, bool force, struct cxlcr_
 			size = CXLCR_POOL_DEFAULT_SIZE;
 		size = round_up(size, CXLCR_POOL_ALIGN);
 	}
-	if (size < CXLCR_POOL_MIN_SIZE)
-		return cxlcr_error("pool %s: %llu bytes is too small (at least %llu MiB)", path,
-				   (unsigned long long)size,
-				   (unsigned long long)(CXLCR_POOL_MIN_SIZE >> 20));
+	if (size < CXLCR_POOL_MIN_SIZE) {
+		cxlcr_error("pool %s: %llu bytes is too small (at least %llu MiB)", path,
+			    (unsigned long long)size, (unsigned long long)(CXLCR_POOL_MIN_SIZE >> 20));
+		if (is_device)
+			cxlcr_pool_close(&pool);
+		return -1;
+	}
 
 	/* Never silently wipe the arenas of running services. */
 	if (!force) {
@@ -397,6 +400,19 @@ static int find_space(struct cxlcr_pool *pool, uint64_t size, uint64_t *offset)
 	return -1;
 }
 
+/* Swaps our lock token for a fresh one: to waiters that is a new holder,
+ * so their lease clocks start again. */
+static void renew_lock(struct cxlcr_pool *pool)
+{
+	uint64_t next = pool->lock_token + 0x9e3779b97f4a7c15ull;
+	uint64_t mine = pool->lock_token;
+	if (next && __atomic_compare_exchange_n(&pool->sb->lock.owner, &mine, next, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		pool->lock_token = next;
+		cxlcr_publish(&pool->sb->lock, sizeof(pool->sb->lock));
+	}
+}
+
 int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
 {
 	if (!pool->devdax) {
@@ -408,11 +424,19 @@ int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
 					   strerror(errno));
 		return 0;
 	}
-	void *m = cxlcr_pool_map(pool, offset, size, 0, 0);
+	char *m = cxlcr_pool_map(pool, offset, size, 0, 0);
 	if (!m)
 		return -1;
-	memset(m, 0, size);
-	cxlcr_publish(m, size);
+	/* Clearing a large region takes a while; a lock holder renews its
+	 * lease as it goes so that waiters do not take it for dead. */
+	const uint64_t chunk = 64ull << 20;
+	for (uint64_t done = 0; done < size; done += chunk) {
+		uint64_t n = size - done < chunk ? size - done : chunk;
+		memset(m + done, 0, n);
+		cxlcr_publish(m + done, n);
+		if (pool->lock_token)
+			renew_lock(pool);
+	}
 	munmap(m, size);
 	return 0;
 }

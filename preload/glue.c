@@ -38,7 +38,7 @@ int preload_load_mimalloc(void)
 	mi->heap_malloc = must_sym(lib, "mi_heap_malloc", &missing);
 	mi->heap_calloc = must_sym(lib, "mi_heap_calloc", &missing);
 	mi->heap_realloc = must_sym(lib, "mi_heap_realloc", &missing);
-	mi->heap_malloc_aligned = must_sym(lib, "mi_heap_malloc_aligned", &missing);
+	mi->heap_malloc_aligned_at = must_sym(lib, "mi_heap_malloc_aligned_at", &missing);
 	mi->free = must_sym(lib, "mi_free", &missing);
 	mi->usable_size = must_sym(lib, "mi_usable_size", &missing);
 	mi->heap_new_in_arena = must_sym(lib, "mi_heap_new_in_arena", &missing);

@@ -15,7 +15,10 @@
 #include "preload.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define MIN_ALIGN (2 * sizeof(void *)) /* what plain malloc already gives */
+#define MIN_ALIGN (2 * sizeof(void *)) /* glibc's malloc alignment */
+/* What mimalloc's malloc always gives: it has 24-, 40-, ... byte size
+ * classes, so plain malloc is only 8-byte aligned for such sizes. */
+#define MI_MIN_ALIGN sizeof(void *)
 
 static inline mi_heap_t *thread_heap(void)
 {
@@ -36,13 +39,22 @@ static inline void *arena_result(void *p)
 	return p;
 }
 
+/* Served by glibc instead: count it (as a fallback when the thread had an
+ * arena heap, as early otherwise), unless glibc failed too. */
+static inline void *glibc_result(mi_heap_t *h, void *p, size_t n)
+{
+	if (p) {
+		if (h)
+			stats_fallback(n);
+		else
+			stats_early();
+	}
+	return p;
+}
+
 static void *glibc_malloc(mi_heap_t *h, size_t n)
 {
-	if (h)
-		stats_fallback(n);
-	else
-		stats_early();
-	return __libc_malloc(n);
+	return glibc_result(h, __libc_malloc(n), n);
 }
 
 EXPORT void *malloc(size_t n)
@@ -80,11 +92,8 @@ EXPORT void *calloc(size_t count, size_t size)
 		void *p = cx.mi.heap_calloc(h, count, size);
 		if (likely(p != NULL))
 			return arena_result(p);
-		stats_fallback(n);
-	} else {
-		stats_early();
 	}
-	return __libc_calloc(count, size);
+	return glibc_result(h, __libc_calloc(count, size), n);
 }
 
 /* Moves a block to new memory: used when a block changes allocator. */
@@ -122,7 +131,7 @@ EXPORT void *realloc(void *p, size_t n)
 		void *q = cx.mi.heap_malloc(h, n);
 		if (q)
 			return move_block(p, cx.glibc_usable_size(p), arena_result(q), n);
-		stats_fallback(n);
+		return glibc_result(h, __libc_realloc(p, n), n);
 	}
 	return __libc_realloc(p, n);
 }
@@ -140,18 +149,15 @@ EXPORT void *reallocarray(void *p, size_t count, size_t size)
 /* All the aligned allocators end here; align is a power of two. */
 static void *aligned(size_t align, size_t n)
 {
-	if (align <= MIN_ALIGN)
+	if (align <= MI_MIN_ALIGN)
 		return malloc(n);
 	mi_heap_t *h = thread_heap();
 	if (likely(h != NULL)) {
-		void *p = cx.mi.heap_malloc_aligned(h, n, align);
+		void *p = cx.mi.heap_malloc_aligned_at(h, n, align, 0);
 		if (likely(p != NULL))
 			return arena_result(p);
-		stats_fallback(n);
-	} else {
-		stats_early();
 	}
-	return __libc_memalign(align, n);
+	return glibc_result(h, __libc_memalign(align, n), n);
 }
 
 static inline bool power_of_two(size_t x)

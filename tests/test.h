@@ -24,6 +24,17 @@
 
 #define MiB (1ull << 20)
 
+/* Run by a failing check of the process that set it (not of its fork
+ * children): removes what the test made, such as a temporary directory. */
+static void (*test_cleanup)(void);
+static pid_t test_cleanup_pid;
+
+static inline void test_on_failure(void (*fn)(void))
+{
+	test_cleanup = fn;
+	test_cleanup_pid = getpid();
+}
+
 /* What is being checked: one line, flushed (a fork must not repeat it). */
 #define SAY(...) do { printf("  " __VA_ARGS__); putchar('\n'); fflush(stdout); } while (0)
 
@@ -42,6 +53,8 @@ static inline void test_fail(const char *file, int line, const char *cond, const
 	}
 	fputc('\n', stderr);
 	fflush(stderr);
+	if (test_cleanup && test_cleanup_pid == getpid())
+		test_cleanup();
 	/* Not exit(): a failing fork child must not run the parent's atexit
 	 * handlers or flush its stdio buffers a second time. */
 	_exit(1);
@@ -86,6 +99,14 @@ static inline uint64_t rng_range(uint64_t *s, uint64_t lo, uint64_t hi) /* [lo, 
 static inline void escape(void *p)
 {
 	__asm__ __volatile__("" : : "g"(p) : "memory");
+}
+
+/* The same pointer, but the compiler no longer knows where it came from:
+ * for the fork tests, whose child "frees" blocks that stay valid. */
+static inline void *launder(void *p)
+{
+	__asm__ __volatile__("" : "+r"(p));
+	return p;
 }
 
 /*

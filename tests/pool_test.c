@@ -1,0 +1,467 @@
+/*
+ * The pool code of common/ (format, open, regions, the allocation lock),
+ * linked directly, on pool files in a fresh directory under /dev/shm.
+ *
+ *   pool_test                     runs the tests
+ *   pool_test --format PATH SIZE  formats PATH as an empty pool (tests/run.sh
+ *                                 uses it to make the pools of the other tests)
+ */
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "../common/checksum.h"
+#include "../common/error.h"
+#include "../common/pool.h"
+#include "../common/util.h"
+#include "test.h"
+
+#define POOL_SIZE      (8ull << 30)   /* sparse: only what the tests touch is allocated */
+#define SMALL_POOL     (256ull << 20)
+#define CHILDREN       8
+#define PER_CHILD      50
+#define TAG_SIZE       4096           /* each concurrent region starts with its name */
+
+static char dir[64];
+static char path[128];
+
+/* Writes len bytes at off of a file. */
+static void poke(const char *file, off_t off, const void *data, size_t len)
+{
+	int fd = open(file, O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0, "%s: %s", file, strerror(errno));
+	CHECK(pwrite(fd, data, len, off) == (ssize_t)len, "%s: %s", file, strerror(errno));
+	close(fd);
+}
+
+static void peek(const char *file, off_t off, void *data, size_t len)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0, "%s: %s", file, strerror(errno));
+	CHECK(pread(fd, data, len, off) == (ssize_t)len, "%s: %s", file, strerror(errno));
+	close(fd);
+}
+
+static void fresh_pool(uint64_t size, struct cxlcr_pool *pool)
+{
+	CHECK(cxlcr_pool_format(path, size, true, NULL) == 0, "format: %s", cxlcr_last_error());
+	CHECK(cxlcr_pool_open(pool, path) == 0, "open: %s", cxlcr_last_error());
+}
+
+static void test_format_open(void)
+{
+	struct cxlcr_pool pool;
+	SAY("format a %llu GiB pool file and open it", POOL_SIZE >> 30);
+	CHECK(cxlcr_pool_format(path, POOL_SIZE, false, NULL) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_superblock *sb = pool.sb;
+	CHECK(sb->magic == CXLCR_POOL_MAGIC);
+	CHECK_EQ(sb->version, CXLCR_POOL_VERSION);
+	CHECK_EQ(sb->size, POOL_SIZE);
+	CHECK_EQ(pool.device_size, POOL_SIZE);
+	CHECK(!pool.devdax);
+	static const uint8_t zero[16];
+	CHECK(memcmp(sb->uuid, zero, sizeof(zero)) != 0, "uuid is all zero");
+	CHECK_EQ(sb->lock.owner, 0);
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		CHECK_EQ(pool.table[i].state, CXLCR_REGION_FREE);
+	uint8_t uuid[16];
+	memcpy(uuid, sb->uuid, sizeof(uuid));
+	cxlcr_pool_close(&pool);
+
+	SAY("a second open sees the same uuid; a re-format of an empty pool makes a new one");
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
+	CHECK(memcmp(pool.sb->uuid, uuid, sizeof(uuid)) == 0);
+	cxlcr_pool_close(&pool);
+	CHECK(cxlcr_pool_format(path, POOL_SIZE, false, &pool) == 0, "%s", cxlcr_last_error());
+	CHECK(memcmp(pool.sb->uuid, uuid, sizeof(uuid)) != 0, "re-format kept the uuid");
+	cxlcr_pool_close(&pool);
+
+	SAY("a size that is not a multiple of 2 MiB is rounded up; below the minimum is refused");
+	CHECK(cxlcr_pool_format(path, SMALL_POOL + 1, false, &pool) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(pool.sb->size, SMALL_POOL + CXLCR_POOL_ALIGN);
+	cxlcr_pool_close(&pool);
+	CHECK_ERROR(cxlcr_pool_format(path, CXLCR_POOL_MIN_SIZE - CXLCR_POOL_ALIGN, false, NULL), "too small");
+}
+
+static void test_refused(void)
+{
+	struct cxlcr_pool pool;
+	char other[160];
+
+	SAY("open of a missing file fails");
+	snprintf(other, sizeof(other), "%s/missing", dir);
+	CHECK_ERROR(cxlcr_pool_open(&pool, other), "No such file");
+	CHECK(strstr(cxlcr_last_error(), other), "error does not name the file: %s", cxlcr_last_error());
+
+	SAY("a file of random bytes is refused");
+	snprintf(other, sizeof(other), "%s/random", dir);
+	{
+		static uint8_t junk[4 << 20];
+		for (size_t off = 0; off < sizeof(junk); off += 256)
+			CHECK(getrandom(junk + off, 256, 0) == 256);
+		int fd = open(other, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		CHECK(fd >= 0 && write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+		close(fd);
+		CHECK_ERROR(cxlcr_pool_open(&pool, other), "not a cxlcr pool");
+		unlink(other);
+	}
+
+	SAY("a flipped byte anywhere in the checksummed superblock is refused");
+	CHECK(cxlcr_pool_format(path, SMALL_POOL, true, NULL) == 0, "%s", cxlcr_last_error());
+	size_t from = offsetof(struct cxlcr_superblock, uuid);  /* after magic and version */
+	size_t to = offsetof(struct cxlcr_superblock, checksum) + sizeof(uint32_t);
+	for (size_t off = from; off < to; off++) {
+		uint8_t b;
+		peek(path, (off_t)off, &b, 1);
+		b ^= 0x10;
+		poke(path, (off_t)off, &b, 1);
+		CHECK_ERROR(cxlcr_pool_open(&pool, path), "checksum");
+		b ^= 0x10;
+		poke(path, (off_t)off, &b, 1);
+	}
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "restored superblock: %s", cxlcr_last_error());
+	cxlcr_pool_close(&pool);
+
+	SAY("a flipped byte of the magic is refused as not a pool");
+	{
+		uint8_t b;
+		peek(path, 3, &b, 1);
+		b ^= 1;
+		poke(path, 3, &b, 1);
+		CHECK_ERROR(cxlcr_pool_open(&pool, path), "not a cxlcr pool");
+		b ^= 1;
+		poke(path, 3, &b, 1);
+	}
+
+	SAY("a newer format version (with a valid checksum) is refused, naming the version");
+	{
+		struct cxlcr_superblock sb;
+		peek(path, 0, &sb, sizeof(sb));
+		sb.version = CXLCR_POOL_VERSION + 1;
+		sb.checksum = cxlcr_crc32c(0, &sb, offsetof(struct cxlcr_superblock, checksum));
+		poke(path, 0, &sb, sizeof(sb));
+		char want[32];
+		snprintf(want, sizeof(want), "version %u", CXLCR_POOL_VERSION + 1);
+		CHECK_ERROR(cxlcr_pool_open(&pool, path), want);
+	}
+
+	SAY("a truncated pool is refused (short of sb->size, of the metadata, of a superblock)");
+	CHECK(cxlcr_pool_format(path, SMALL_POOL, true, NULL) == 0, "%s", cxlcr_last_error());
+	static const off_t cuts[] = { SMALL_POOL - CXLCR_POOL_ALIGN, SMALL_POOL - 1, CXLCR_DATA_OFFSET,
+				      CXLCR_DATA_OFFSET - 4096, 1000, 0 };
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		CHECK(truncate(path, cuts[i]) == 0, "%s", strerror(errno));
+		CHECK_ERROR(cxlcr_pool_open(&pool, path), "truncated");
+	}
+	SAY("a device longer than sb->size is fine");
+	CHECK(cxlcr_pool_format(path, SMALL_POOL, true, NULL) == 0, "%s", cxlcr_last_error());
+	CHECK(truncate(path, SMALL_POOL + CXLCR_POOL_ALIGN) == 0);
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "longer device than sb->size: %s", cxlcr_last_error());
+	cxlcr_pool_close(&pool);
+}
+
+static void test_regions(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_region r, r2;
+
+	SAY("format refuses a pool that holds a region unless forced");
+	fresh_pool(POOL_SIZE, &pool);
+	uint8_t uuid[16];
+	memcpy(uuid, pool.sb->uuid, sizeof(uuid));
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "busy", 4 * MiB, &r) == 0, "%s", cxlcr_last_error());
+	cxlcr_pool_close(&pool);
+	CHECK_ERROR(cxlcr_pool_format(path, POOL_SIZE, false, NULL), "holds regions");
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
+	CHECK(memcmp(pool.sb->uuid, uuid, sizeof(uuid)) == 0, "refused format changed the pool");
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "busy") != NULL, "refused format lost the region");
+	cxlcr_pool_close(&pool);
+	CHECK(cxlcr_pool_format(path, POOL_SIZE, true, &pool) == 0, "forced: %s", cxlcr_last_error());
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "busy") == NULL, "forced format kept the region");
+	CHECK(memcmp(pool.sb->uuid, uuid, sizeof(uuid)) != 0);
+
+	SAY("region_alloc: size rounded up to 2 MiB, aligned offset in the data area");
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "a", 3 * MiB, &r) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(r.state, CXLCR_REGION_LIVE);
+	CHECK_EQ(r.kind, CXLCR_KIND_ARENA);
+	CHECK_EQ(r.size, 4 * MiB);
+	CHECK(r.offset >= CXLCR_DATA_OFFSET && r.offset % CXLCR_POOL_ALIGN == 0);
+	CHECK(r.generation > 0);
+	CHECK(!strcmp(r.name, "a"));
+	CHECK_EQ(r.owner_pid, 0);
+	struct cxlcr_region *found = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "a");
+	CHECK(found && found->generation == r.generation && found->offset == r.offset);
+
+	SAY("a duplicate region name fails; an invalid name fails");
+	CHECK_ERROR(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "a", 2 * MiB, &r2), "already exists");
+	CHECK_ERROR(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "a/b", 2 * MiB, &r2), "invalid name");
+	CHECK_ERROR(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "", 2 * MiB, &r2), "invalid name");
+
+	SAY("a region reads as zero: write one, free it, allocate the same space again");
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "z", 8 * MiB, &r2) == 0, "%s", cxlcr_last_error());
+	uint8_t *m = cxlcr_pool_map(&pool, r2.offset, r2.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	for (size_t i = 0; i < r2.size; i++)
+		CHECK(m[i] == 0, "new region has %#x at byte %zu", m[i], i);
+	memset(m, 0xab, r2.size);
+	CHECK(cxlcr_region_free(&pool, r2.generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "z") == NULL);
+	CHECK_ERROR(cxlcr_region_free(&pool, r2.generation), "is gone");
+	/* A process that still had the region mapped writes on after the free:
+	 * the next allocation of that space must clear it, not rely on the
+	 * free having done so. */
+	memset(m, 0xcd, r2.size);
+	CHECK(munmap(m, r2.size) == 0);
+	struct cxlcr_region r3;
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "z2", 8 * MiB, &r3) == 0, "%s", cxlcr_last_error());
+	CHECK(r3.offset == r2.offset, "first fit did not reuse the freed space (%llu, was %llu)",
+	      (unsigned long long)r3.offset, (unsigned long long)r2.offset);
+	CHECK(r3.generation > r2.generation, "generation reused");
+	m = cxlcr_pool_map(&pool, r3.offset, r3.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	for (size_t i = 0; i < r3.size; i++)
+		CHECK(m[i] == 0, "re-allocated region has %#x at byte %zu", m[i], i);
+	CHECK(munmap(m, r3.size) == 0);
+
+	SAY("pool_map with align places address + head on the alignment");
+	m = cxlcr_pool_map(&pool, r3.offset, r3.size, 64 * MiB, 2 * MiB);
+	CHECK(m, "%s", cxlcr_last_error());
+	CHECK(((uintptr_t)m + 2 * MiB) % (64 * MiB) == 0, "mapped at %p", (void *)m);
+	CHECK(munmap(m, r3.size) == 0);
+	CHECK(cxlcr_pool_map(&pool, POOL_SIZE - 2 * MiB, 4 * MiB, 0, 0) == NULL);
+	CHECK(strstr(cxlcr_last_error(), "beyond the pool"), "%s", cxlcr_last_error());
+
+	SAY("claim: a free region is claimed, another pid is refused naming the owner, the same pid may re-claim");
+	pid_t me = getpid();
+	const char *host = cxlcr_host_name();
+	CHECK(cxlcr_region_claim(&pool, r.generation, me, host, "pool_test", &r2) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(r2.owner_pid, me);
+	CHECK(!strcmp(r2.owner_host, host));
+	CHECK(!strcmp(r2.command, "pool_test"));
+	uint64_t epoch = r2.owner_epoch;
+	char want[64];
+	snprintf(want, sizeof(want), "belongs to pid %d", (int)me);
+	CHECK_ERROR(cxlcr_region_claim(&pool, r.generation, me + 1, host, "other", &r2), want);
+	CHECK(strstr(cxlcr_last_error(), host), "error does not name the host: %s", cxlcr_last_error());
+	CHECK_ERROR(cxlcr_region_claim(&pool, r.generation, me, "another-host", "other", &r2), want);
+	CHECK(cxlcr_region_claim(&pool, r.generation, me, host, "other", &r2) == 0, "%s", cxlcr_last_error());
+	CHECK(r2.owner_epoch > epoch, "epoch not bumped by a claim");
+	CHECK(!strcmp(r2.command, "pool_test"), "re-claim replaced the command: %s", r2.command);
+	SAY("after set_owner(0) another pid may claim; claim of a freed region fails");
+	CHECK(cxlcr_region_set_owner(&pool, r.generation, 0, "", NULL) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_claim(&pool, r.generation, me + 1, host, NULL, &r2) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(r2.owner_pid, me + 1);
+	CHECK(cxlcr_region_free(&pool, r3.generation) == 0, "%s", cxlcr_last_error());
+	CHECK_ERROR(cxlcr_region_claim(&pool, r3.generation, me, host, NULL, &r2), "is gone");
+
+	SAY("out of space: a region bigger than what is left fails");
+	CHECK_ERROR(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "huge", POOL_SIZE, &r2), "no free space");
+	uint64_t left = POOL_SIZE - CXLCR_DATA_OFFSET - r.size;
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "rest", left, &r2) == 0,
+	      "all that is left: %s", cxlcr_last_error());
+	CHECK_EQ(r2.offset + r2.size, POOL_SIZE);
+	CHECK_ERROR(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "one-more", 1, &r3), "no free space");
+	CHECK_EQ(pool.sb->lock.owner, 0);
+	cxlcr_pool_close(&pool);
+}
+
+static void test_dead_holder(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_region r;
+	SAY("a lock left behind by a dead holder is taken over after the lease (%llu s)",
+	    CXLCR_POOL_LOCK_LEASE_NS / 1000000000ull);
+	fresh_pool(SMALL_POOL, &pool);
+	__atomic_store_n(&pool.sb->lock.owner, 0x5eadbeefull, __ATOMIC_RELEASE);
+	__atomic_store_n(&pool.sb->lock.taken_ns, cxlcr_now_ns(), __ATOMIC_RELEASE);
+	uint64_t start = cxlcr_mono_ns();
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after-death", 2 * MiB, &r) == 0, "%s",
+	      cxlcr_last_error());
+	uint64_t waited = cxlcr_mono_ns() - start;
+	SAY("took the lock over after %.1f s", (double)waited / 1e9);
+	CHECK(waited >= CXLCR_POOL_LOCK_LEASE_NS, "the live-looking holder was displaced after %.1f s",
+	      (double)waited / 1e9);
+	CHECK(waited < 3 * CXLCR_POOL_LOCK_LEASE_NS);
+	CHECK_EQ(pool.sb->lock.owner, 0);
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "after-death") != NULL);
+	cxlcr_pool_close(&pool);
+}
+
+/* One of the concurrent allocators: CHILDREN of these run at once. */
+static int child(int index, int go_fd)
+{
+	char c;
+	/* Wait until every child is forked, then all start together. */
+	if (read(go_fd, &c, 1) < 0)
+		return 2;
+	struct cxlcr_pool pool;
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "child %d: %s", index, cxlcr_last_error());
+	uint64_t rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ cxlcr_mono_ns();
+	uint64_t gen[PER_CHILD];
+	for (int i = 0; i < PER_CHILD; i++) {
+		char name[CXLCR_NAME_MAX];
+		snprintf(name, sizeof(name), "c%d-r%d", index, i);
+		uint64_t size = rng_range(&rng, 2 * MiB, 8 * MiB);
+		struct cxlcr_region r;
+		CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, name, size, &r) == 0,
+		      "child %d: %s: %s", index, name, cxlcr_last_error());
+		CHECK(r.size >= size && r.size < size + CXLCR_POOL_ALIGN, "child %d: %s: %llu bytes for %llu",
+		      index, name, (unsigned long long)r.size, (unsigned long long)size);
+		gen[i] = r.generation;
+		/* Tag the region: an overlapping one would overwrite the tag. */
+		char *m = cxlcr_pool_map(&pool, r.offset, TAG_SIZE, 0, 0);
+		CHECK(m, "child %d: %s", index, cxlcr_last_error());
+		snprintf(m, TAG_SIZE, "%s", name);
+		munmap(m, TAG_SIZE);
+	}
+	for (int i = 1; i < PER_CHILD; i += 2)
+		CHECK(cxlcr_region_free(&pool, gen[i]) == 0, "child %d: %s", index, cxlcr_last_error());
+	cxlcr_pool_close(&pool);
+	return 0;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct cxlcr_region *x = a, *y = b;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void test_concurrent(void)
+{
+	struct cxlcr_pool pool;
+	SAY("%d processes allocate %d regions of 2-8 MiB each at once, then free half of them",
+	    CHILDREN, PER_CHILD);
+	fresh_pool(POOL_SIZE, &pool);
+	uint64_t gen_before = pool.sb->generation;
+
+	int go[2];
+	CHECK(pipe(go) == 0);
+	pid_t pids[CHILDREN];
+	fflush(stdout);
+	for (int i = 0; i < CHILDREN; i++) {
+		pids[i] = fork();
+		CHECK(pids[i] >= 0, "fork: %s", strerror(errno));
+		if (pids[i] == 0) {
+			close(go[1]);
+			_exit(child(i, go[0]));
+		}
+	}
+	close(go[0]);
+	close(go[1]);  /* end of file: every child starts */
+	int failed = 0;
+	for (int i = 0; i < CHILDREN; i++) {
+		int status;
+		CHECK(waitpid(pids[i], &status, 0) == pids[i]);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "child %d: status %#x\n", i, status);
+			failed++;
+		}
+	}
+	CHECK(failed == 0, "%d of the allocating processes failed", failed);
+
+	SAY("no two live regions overlap, all lie in [data offset, size), each expected name once");
+	static struct cxlcr_region live[CXLCR_REGION_MAX];
+	size_t n = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		if (pool.table[i].state == CXLCR_REGION_LIVE)
+			live[n++] = pool.table[i];
+	CHECK_EQ(n, CHILDREN * PER_CHILD / 2);
+	qsort(live, n, sizeof(live[0]), by_offset);
+	static int seen[CHILDREN][PER_CHILD];
+	for (size_t i = 0; i < n; i++) {
+		struct cxlcr_region *r = &live[i];
+		CHECK(r->offset >= CXLCR_DATA_OFFSET && r->offset + r->size <= pool.sb->size,
+		      "%s at %llu+%llu is outside the data area", r->name,
+		      (unsigned long long)r->offset, (unsigned long long)r->size);
+		CHECK(r->offset % CXLCR_POOL_ALIGN == 0 && r->size % CXLCR_POOL_ALIGN == 0);
+		CHECK(r->size >= 2 * MiB && r->size <= 8 * MiB, "%s: size %llu", r->name,
+		      (unsigned long long)r->size);
+		if (i > 0)
+			CHECK(live[i - 1].offset + live[i - 1].size <= r->offset,
+			      "%s (%llu+%llu) overlaps %s (%llu)", live[i - 1].name,
+			      (unsigned long long)live[i - 1].offset, (unsigned long long)live[i - 1].size,
+			      r->name, (unsigned long long)r->offset);
+		int c, k;
+		char tail;
+		CHECK(sscanf(r->name, "c%d-r%d%c", &c, &k, &tail) == 2 && c >= 0 && c < CHILDREN &&
+		      k >= 0 && k < PER_CHILD, "unexpected region %s", r->name);
+		CHECK(k % 2 == 0, "region %s was freed but is live", r->name);
+		seen[c][k]++;
+		CHECK(r->generation > gen_before && r->generation <= gen_before + CHILDREN * PER_CHILD,
+		      "%s: generation %llu", r->name, (unsigned long long)r->generation);
+		if (i > 0)
+			for (size_t j = 0; j < i; j++)
+				CHECK(live[j].generation != r->generation, "generation %llu used twice",
+				      (unsigned long long)r->generation);
+		/* The region's tag is its own name. */
+		char tag[CXLCR_NAME_MAX];
+		peek(path, (off_t)r->offset, tag, sizeof(tag));
+		CHECK(!strncmp(tag, r->name, sizeof(tag)), "region %s holds the tag of %.*s", r->name,
+		      (int)sizeof(tag), tag);
+	}
+	for (int c = 0; c < CHILDREN; c++)
+		for (int k = 0; k < PER_CHILD; k += 2)
+			CHECK(seen[c][k] == 1, "region c%d-r%d is live %d times", c, k, seen[c][k]);
+	SAY("the lock word is free and every allocation got a generation");
+	CHECK_EQ(pool.sb->lock.owner, 0);
+	CHECK_EQ(pool.sb->lock.taken_ns, 0);
+	CHECK_EQ(pool.sb->generation, gen_before + CHILDREN * PER_CHILD);
+	cxlcr_pool_close(&pool);
+}
+
+/* After a failure: leave nothing behind in /dev/shm. */
+static void remove_dir(void)
+{
+	static const char *const names[] = { "pool", "random", "missing" };
+	char f[160];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(f, sizeof(f), "%s/%s", dir, names[i]);
+		unlink(f);
+	}
+	rmdir(dir);
+}
+
+static int format_only(const char *file, const char *size_s)
+{
+	uint64_t size;
+	if (cxlcr_parse_size(size_s, &size) < 0) {
+		fprintf(stderr, "pool_test: %s is not a size\n", size_s);
+		return 2;
+	}
+	if (cxlcr_pool_format(file, size, false, NULL) < 0) {
+		fprintf(stderr, "pool_test: %s\n", cxlcr_last_error());
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "--format"))
+		return format_only(argv[2], argv[3]);
+	if (argc != 1) {
+		fprintf(stderr, "usage: pool_test [--format PATH SIZE]\n");
+		return 2;
+	}
+	printf("pool_test: the pool code of common/\n");
+	snprintf(dir, sizeof(dir), "/dev/shm/cxlcr-pool-test.XXXXXX");
+	CHECK(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/pool", dir);
+	test_on_failure(remove_dir);
+	SAY("pool file %s", path);
+
+	test_format_open();
+	test_refused();
+	test_regions();
+	test_dead_holder();
+	test_concurrent();
+
+	CHECK(unlink(path) == 0, "%s", strerror(errno));
+	CHECK(rmdir(dir) == 0, "%s: %s", dir, strerror(errno));
+	printf("pool_test: all checks passed\n");
+	return 0;
+}

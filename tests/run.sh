@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Runs the tests of cxlcr on what `make all` (and `make sanitize`) built.
+#
+#   tests/run.sh [-v] [NAME...]
+#
+#   -v      show the output of every test, not only of those that fail
+#   NAME    run only the tests whose name matches one of these globs,
+#           e.g. 'alloc_*', 'ubsan/*', 't_redis'
+#
+# The tests, by name:
+#   pool_test            build/tests/pool_test: the pool code of common/
+#   alloc_*              build/tests/alloc_*, each under build/libcxlcr-preload.so
+#                        with an arena of its own in a pool file of its own
+#   ubsan/...            the same from build/ubsan/ with its own preload, if built
+#   asan/pool_test       build/asan/tests/pool_test, if built
+#   t_*                  every executable tests/t_*.sh. Such a script exits 0
+#                        when it passed, 77 when it was skipped (say why on
+#                        its output), anything else when it failed. It finds:
+#                          CXLCR_ROOT      the repository
+#                          CXLCR_BUILD     its build directory (build/)
+#                          CXLCR_TEST_TMP  an empty directory of its own under
+#                                          /dev/shm, removed afterwards
+#
+# Each test runs under `timeout 300`. One line per test (PASS, FAIL or SKIP),
+# then exactly one summary line "N passed, N failed[, N skipped]"; the exit
+# status is non-zero if any test failed.
+set -u
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+build=$root/build
+TIMEOUT=300
+POOL_SIZE=4G     # sparse: only what a test touches takes memory
+
+verbose=0
+if [ "${1:-}" = "-v" ]; then
+	verbose=1
+	shift
+fi
+patterns=("$@")
+
+# Nothing of a cxlcr environment this script may run in leaks into the tests.
+unset LD_PRELOAD CXLCR_POOL CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
+
+tmp=$(mktemp -d /dev/shm/cxlcr-tests.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+passed=0 failed=0 skipped=0 ran=0
+
+selected() {
+	[ ${#patterns[@]} -eq 0 ] && return 0
+	local p
+	for p in "${patterns[@]}"; do
+		# shellcheck disable=SC2053
+		[[ $1 == $p ]] && return 0
+	done
+	return 1
+}
+
+now_ms() {
+	local t=${EPOCHREALTIME/[.,]/}
+	echo $((t / 1000))
+}
+
+# result NAME STATUS MS LOG: counts and prints one test's outcome.
+result() {
+	local name=$1 status=$2 ms=$3 log=$4 word note=""
+	case $status in
+	0)   word=PASS; passed=$((passed + 1)) ;;
+	77)  word=SKIP; skipped=$((skipped + 1)) ;;
+	124|137) word=FAIL; failed=$((failed + 1)); note=", timed out after ${TIMEOUT}s" ;;
+	*)   word=FAIL; failed=$((failed + 1)); note=", exit status $status" ;;
+	esac
+	printf '%s %s (%d.%01d s%s)\n' "$word" "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$note"
+	if [ "$word" = SKIP ] && [ $verbose = 0 ]; then
+		tail -n 3 "$log" | sed 's/^/    /'
+	elif [ "$word" = FAIL ] || [ $verbose = 1 ]; then
+		tail -n 60 "$log" | sed 's/^/    /'
+	fi
+}
+
+# run_test NAME COMMAND...: runs one test under the timeout.
+run_test() {
+	local name=$1
+	shift
+	ran=$((ran + 1))
+	local log=$tmp/log.$ran start status
+	start=$(now_ms)
+	timeout --kill-after=10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
+	status=$?
+	result "$name" "$status" $(($(now_ms) - start)) "$log"
+	rm -f "$log"
+}
+
+# missing NAME WHAT: a test that should exist but was not built.
+missing() {
+	ran=$((ran + 1))
+	echo "$2 is missing" >"$tmp/log.missing"
+	result "$1" 1 0 "$tmp/log.missing"
+}
+
+# alloc_test DIR PREFIX TEST [VAR=VALUE...]: one allocator test under the
+# preload of DIR, in a fresh pool with an arena of its own.
+alloc_test() {
+	local dir=$1 prefix=$2 test=$3
+	shift 3
+	local name=$prefix$test
+	selected "$name" || return 0
+	local prog=$dir/tests/$test preload=$dir/libcxlcr-preload.so
+	[ -x "$prog" ] || { missing "$name" "$prog"; return; }
+	[ -f "$preload" ] || { missing "$name" "$preload"; return; }
+	[ -x "$build/tests/pool_test" ] || { missing "$name" "$build/tests/pool_test (formats the pool)"; return; }
+	local pool=$tmp/${name//\//-}.pool
+	local out
+	if ! out=$("$build/tests/pool_test" --format "$pool" "$POOL_SIZE" 2>&1); then
+		ran=$((ran + 1))
+		echo "cannot make a pool for the test: $out" >"$tmp/log.pool"
+		result "$name" 1 0 "$tmp/log.pool"
+		return
+	fi
+	# env, not the shell, sets LD_PRELOAD: `timeout` itself must not run
+	# under the preload (the test would then be its descendant, on glibc).
+	run_test "$name" env CXLCR_POOL="$pool" CXLCR_ARENA="test-${name//\//-}" \
+		LD_PRELOAD="$preload" "$@" "$prog"
+	rm -f "$pool"
+}
+
+# flavour DIR PREFIX: the C tests of one build.
+flavour() {
+	local dir=$1 prefix=$2
+	if selected "${prefix}pool_test"; then
+		if [ -x "$dir/tests/pool_test" ]; then
+			run_test "${prefix}pool_test" "$dir/tests/pool_test"
+		else
+			missing "${prefix}pool_test" "$dir/tests/pool_test"
+		fi
+	fi
+	alloc_test "$dir" "$prefix" alloc_api
+	alloc_test "$dir" "$prefix" alloc_stress
+	alloc_test "$dir" "$prefix" alloc_fork
+	alloc_test "$dir" "$prefix" alloc_exhaust CXLCR_ARENA_SIZE=64M
+}
+
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+
+flavour "$build" ""
+if [ -d "$build/ubsan" ]; then
+	flavour "$build/ubsan" ubsan/
+fi
+if [ -d "$build/asan" ] && selected asan/pool_test; then
+	if [ -x "$build/asan/tests/pool_test" ]; then
+		run_test asan/pool_test "$build/asan/tests/pool_test"
+	else
+		missing asan/pool_test "$build/asan/tests/pool_test"
+	fi
+fi
+
+export CXLCR_ROOT=$root CXLCR_BUILD=$build
+for script in "$root"/tests/t_*.sh; do
+	if [ ! -f "$script" ] || [ ! -x "$script" ]; then
+		continue
+	fi
+	name=$(basename "$script" .sh)
+	selected "$name" || continue
+	export CXLCR_TEST_TMP=$tmp/$name
+	mkdir -p "$CXLCR_TEST_TMP"
+	run_test "$name" "$script"
+	rm -rf "$CXLCR_TEST_TMP"
+done
+
+if [ $ran -eq 0 ]; then
+	echo "no test matches: ${patterns[*]}" >&2
+	echo "0 passed, 0 failed"
+	exit 2
+fi
+summary="$passed passed, $failed failed"
+[ $skipped -gt 0 ] && summary+=", $skipped skipped"
+echo "$summary"
+[ $failed -eq 0 ]
