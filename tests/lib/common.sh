@@ -1,0 +1,140 @@
+# shellcheck shell=bash
+# Shared helpers of the tests/t_*.sh scripts (sourced, not run).
+#
+# A test sources this file, which
+#   - sets ROOT (the repo root, found from this file's location), CXLCR and KV,
+#     and cds to ROOT;
+#   - gives the test its own pool under /dev/shm/cxlcr-test-XXXX (new_pool);
+#   - stops every service it started and removes the pool on exit, whatever
+#     the outcome (cleanup, run from an EXIT trap).
+# Exit status: 0 pass, 77 skipped (a component is missing), anything else fail.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CXLCR=${CXLCR_BUILD:-$ROOT/build}/cxlcr   # tests/run.sh passes CXLCR_BUILD
+KV=$ROOT/tests/lib/kvclient.py
+cd "$ROOT" || exit 1
+
+TEST_NAME=$(basename "$0" .sh)
+POOL_DIR=
+SERVICES=()   # names given to `cxlcr run`
+EXIT_HOOKS=() # commands run first by cleanup (see on_exit)
+
+say() { printf '%s: %s\n' "$TEST_NAME" "$*"; }
+die() { printf '%s: FAIL: %s\n' "$TEST_NAME" "$*" >&2; exit 1; }
+skip() { printf '%s: SKIP: %s\n' "$TEST_NAME" "$*"; exit 77; }
+ok() { printf '%s: ok: %s\n' "$TEST_NAME" "$*"; }
+
+need() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "$c is not installed (scripts/install-deps.sh)"
+	done
+}
+
+[ -x "$CXLCR" ] && [ -f "$(dirname "$CXLCR")/libcxlcr-preload.so" ] ||
+	die "build/cxlcr or build/libcxlcr-preload.so missing: run make first"
+need python3
+
+# on_exit CMD...: cleanup runs CMD (through eval) before its own work.
+on_exit() { EXIT_HOOKS+=("$*"); }
+
+cleanup() {
+	local rc=$? name hook
+	trap - EXIT
+	set +e
+	for hook in "${EXIT_HOOKS[@]}"; do
+		eval "$hook"
+	done
+	if [ -n "$POOL_DIR" ]; then
+		for name in "${SERVICES[@]}"; do
+			"$CXLCR" stop "$name" >/dev/null 2>&1
+		done
+	fi
+	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ -n "$POOL_DIR" ]; then
+		local log
+		for log in "$POOL_DIR"/*.log; do
+			[ -s "$log" ] || continue
+			echo "--- last lines of $(basename "$log"):" >&2
+			tail -n 15 "$log" >&2
+		done
+	fi
+	[ -n "$POOL_DIR" ] && rm -rf "$POOL_DIR"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Makes this test's own pool and exports CXLCR_POOL. $1: size (default 8G,
+# sparse: only what the arenas touch takes memory).
+new_pool() {
+	POOL_DIR=$(mktemp -d /dev/shm/cxlcr-test-XXXX)
+	export CXLCR_POOL=$POOL_DIR/pool
+	"$CXLCR" pool format --size "${1:-8G}" >/dev/null || die "cxlcr pool format failed"
+}
+
+# A TCP port nobody listens on now (the kernel's pick, on loopback).
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# run_service NAME ARENA CMD...: `cxlcr run` with the log in the pool dir;
+# its stderr goes to $POOL_DIR/NAME.run.err.
+run_service() {
+	local name=$1 arena=$2
+	shift 2
+	SERVICES+=("$name")
+	"$CXLCR" run --name "$name" --arena "$arena" --log "$POOL_DIR/$name.log" -- "$@" \
+		2>"$POOL_DIR/$name.run.err" || {
+		cat "$POOL_DIR/$name.run.err" >&2
+		die "cxlcr run $name failed"
+	}
+}
+
+# A field of `cxlcr status NAME --json`.
+status_field() {
+	"$CXLCR" status "$1" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"
+}
+
+# wait_up NAME PORT PROTO: waits (bounded) until the service answers.
+wait_up() {
+	local pid
+	pid=$(status_field "$1" pid) || die "no status for $1"
+	python3 "$KV" wait --port "$2" --proto "$3" --pid "$pid" || die "$1 did not come up on port $2"
+}
+
+# check_heap NAME MIN_USED_BYTES: the service's heap is in its arena:
+# RssShmem / (RssShmem + RssAnon) >= 0.95, arena_used > MIN_USED_BYTES,
+# and no allocation fell back to glibc (see heapcheck.py).
+check_heap() {
+	"$CXLCR" status "$1" --json >"$POOL_DIR/$1.status.json" || die "cxlcr status $1 failed"
+	python3 "$ROOT/tests/lib/heapcheck.py" "$POOL_DIR/$1.status.json" --min-used "$2" \
+		--tag "$TEST_NAME" || die "$1: heap is not in its arena"
+}
+
+# stop_service NAME: `cxlcr stop`, and the service is gone from the pool.
+stop_service() {
+	"$CXLCR" stop "$1" >/dev/null || die "cxlcr stop $1 failed"
+	local left
+	left=$("$CXLCR" ps --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["services"]))')
+	local keep=() n
+	for n in "${SERVICES[@]}"; do [ "$n" = "$1" ] || keep+=("$n"); done
+	SERVICES=("${keep[@]}")
+	[ "$left" -eq "${#SERVICES[@]}" ] || die "after stopping $1, cxlcr ps lists $left services"
+}
+
+# wait_exit PID [SECONDS]: waits (pidfd, bounded) until PID has exited.
+wait_exit() {
+	python3 - "$1" "${2:-30}" <<'PYEOF' || die "pid $1 did not exit within ${2:-30} s"
+import os, select, sys
+try:
+    fd = os.pidfd_open(int(sys.argv[1]))
+except ProcessLookupError:
+    sys.exit(0)
+sys.exit(0 if select.select([fd], [], [], float(sys.argv[2]))[0] else 1)
+PYEOF
+}
+
+# is_json: stdin parses as JSON.
+is_json() {
+	python3 -c 'import json, sys; json.load(sys.stdin)'
+}
