@@ -13,11 +13,12 @@ O       ?= build
 
 COMMON_SRC  := common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
 PRELOAD_SRC := preload/glue.c preload/attach.c preload/stats.c preload/malloc.c
-CLI_SRC     := daemon/cxlcr.c daemon/cmd_pool.c daemon/cmd_run.c daemon/cmd_status.c \
-               daemon/services.c daemon/json.c
+VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
+               daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
+               daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c
 TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust pool_test
 
-all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(addprefix $(O)/tests/,$(TEST_PROGS))
+all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(addprefix $(O)/tests/,$(TEST_PROGS))
 
 $(O)/common/%.o: common/%.c common/*.h | $(O)/common
 	$(CC) $(BASE) -c -o $@ $<
@@ -37,10 +38,17 @@ $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(COMMON_SRC:%.c=$(O)/%.o)
 	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldaxctl -ldl -lpthread -Wl,-z,defs -Wl,-z,now \
 		-Wl,--version-script=preload/exports.map
 
-$(O)/cxlcr: $(CLI_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
+# The command line and the per-host daemon share all the verb code.
+$(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl
+$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl
 
-$(O)/common $(O)/preload $(O)/daemon $(O)/tests:
+# A pipelined Memcached load client for the benchmark.
+$(O)/bench/mcload: bench/mcload.c | $(O)/bench
+	$(CC) $(BASE) -o $@ $<
+
+$(O)/common $(O)/preload $(O)/daemon $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:
@@ -59,10 +67,43 @@ test: deps all sanitize
 demo: deps all
 	@demos/redis/run.sh
 
-bench: deps all
+bench: deps all $(O)/bench/mcload
 	@bench/run.sh
 
 clean:
 	rm -rf build
 
 .PHONY: all deps sanitize test demo bench clean
+
+# The CRIU plugin, criu-plugin/ (needs CRIU's criu-plugin.h, from `make deps`).
+# CRIU loads every *.so of the directory given with `criu --lib DIR`, and the
+# preload in build/ must never be loaded into criu: pass $(O)/criu.
+# `make install` copies the plugin into CRIU's default plugin directory
+# (/usr/lib/criu for the CRIU that `make deps` builds).
+PLUGIN_HELPERS  := criu-plugin/pool_id.c criu-plugin/proc.c criu-plugin/dump.c \
+                   criu-plugin/restore.c criu-plugin/devdax.c
+PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o
+CRIU_PLUGIN_DIR ?= /usr/lib/criu
+
+all: plugin
+plugin: $(O)/cxlcr_criu.so $(O)/criu/cxlcr_criu.so $(O)/tests/criu_plugin_test
+
+$(O)/criu-plugin/%.o: criu-plugin/%.c criu-plugin/*.h common/*.h | $(O)/criu-plugin
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/cxlcr_criu.so: $(PLUGIN_OBJS) $(COMMON_SRC:%.c=$(O)/%.o) criu-plugin/exports.map
+	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldaxctl -Wl,-z,now \
+		-Wl,--version-script=criu-plugin/exports.map
+$(O)/criu/cxlcr_criu.so: $(O)/cxlcr_criu.so | $(O)/criu
+	ln -sf ../cxlcr_criu.so $@
+$(O)/tests/criu_plugin_test: tests/criu_plugin_test.c tests/*.h criu-plugin/*.h common/*.h \
+		$(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
+		$(O)/libcxlcr-common.a -ldaxctl -lpthread
+$(O)/criu-plugin $(O)/criu:
+	mkdir -p $@
+
+install: install-criu-plugin
+install-criu-plugin: $(O)/cxlcr_criu.so
+	install -D -m 0644 $< $(DESTDIR)$(CRIU_PLUGIN_DIR)/cxlcr_criu.so
+
+.PHONY: plugin install install-criu-plugin

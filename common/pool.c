@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -554,6 +555,52 @@ int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid
 	return rc;
 }
 
+int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32_t first,
+			    uint32_t count, const char *veth, uint32_t *ip)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	int rc = -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	if (!r) {
+		cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+		goto out;
+	}
+	for (uint32_t cand = first; cand < first + count; cand++) {
+		uint32_t net = htonl(cand);
+		bool taken = false;
+		for (uint32_t i = 0; i < CXLCR_REGION_MAX && !taken; i++)
+			taken = pool->table[i].state == CXLCR_REGION_LIVE &&
+				pool->table[i].kind == CXLCR_KIND_ARENA && pool->table[i].service_ip == net;
+		if (!taken) {
+			r->service_ip = net;
+			cxlcr_copy_field(r->veth, sizeof(r->veth), veth);
+			cxlcr_publish(r, sizeof(*r));
+			*ip = cand;
+			rc = 0;
+			goto out;
+		}
+	}
+	cxlcr_error("pool %s: no free service address left", pool->path);
+out:
+	cxlcr_pool_unlock(pool);
+	return rc;
+}
+
+int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const char *veth)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	if (r) {
+		cxlcr_copy_field(r->veth, sizeof(r->veth), veth);
+		cxlcr_publish(r, sizeof(*r));
+	}
+	cxlcr_pool_unlock(pool);
+	return r ? 0 : cxlcr_error("pool %s: region %llu is gone", pool->path,
+				   (unsigned long long)generation);
+}
+
 void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t align, size_t head)
 {
 	if (off + len > pool->sb->size) {
@@ -595,4 +642,78 @@ void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t a
 		return NULL;
 	}
 	return m;
+}
+
+/* Copies a region entry that another host may be rewriting: read it until
+ * two reads agree. Writers change entries only under the lock, a few words
+ * at a time, so this settles at once unless an owner change is under way. */
+static void stable_copy(const struct cxlcr_region *r, struct cxlcr_region *copy)
+{
+	struct cxlcr_region again;
+	for (int tries = 0; tries < 1000; tries++) {
+		cxlcr_refresh(r, sizeof(*r));
+		memcpy(copy, r, sizeof(*copy));
+		cxlcr_fence();
+		cxlcr_refresh(r, sizeof(*r));
+		memcpy(&again, r, sizeof(again));
+		if (!memcmp(copy, &again, sizeof(again)))
+			return;
+		sched_yield();
+	}
+}
+
+int cxlcr_region_lookup(struct cxlcr_pool *pool, uint64_t offset, uint64_t len,
+			struct cxlcr_region *copy)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region c;
+		stable_copy(&pool->table[i], &c);
+		if (c.state == CXLCR_REGION_LIVE && offset >= c.offset && len <= c.size &&
+		    offset - c.offset <= c.size - len) {
+			*copy = c;
+			return 0;
+		}
+	}
+	return cxlcr_error("pool %s: no region holds bytes %llu..%llu", pool->path,
+			   (unsigned long long)offset, (unsigned long long)(offset + len));
+}
+
+int cxlcr_region_get(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_region *copy)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region c;
+		stable_copy(&pool->table[i], &c);
+		if (c.state == CXLCR_REGION_LIVE && c.generation == generation) {
+			*copy = c;
+			return 0;
+		}
+	}
+	return cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+}
+
+int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint64_t expected_epoch,
+			     int32_t pid, const char *host, struct cxlcr_region *now)
+{
+	memset(now, 0, sizeof(*now));
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	int rc = -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	if (!r) {
+		cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+	} else if (r->owner_epoch != expected_epoch) {
+		*now = *r;
+		cxlcr_error("arena '%.*s' changed owner: epoch %llu expected, now %llu",
+			    (int)CXLCR_NAME_MAX, r->name, (unsigned long long)expected_epoch,
+			    (unsigned long long)r->owner_epoch);
+	} else {
+		r->owner_pid = pid;
+		r->owner_epoch++;
+		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
+		cxlcr_publish(r, sizeof(*r));
+		*now = *r;
+		rc = 0;
+	}
+	cxlcr_pool_unlock(pool);
+	return rc;
 }

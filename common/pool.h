@@ -73,6 +73,14 @@ int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation,
 int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
 		       const char *host, const char *command, struct cxlcr_region *copy);
 
+/* Gives the arena with this generation the lowest IPv4 address of
+ * [first, first+count) (host order) that no other arena holds, and records
+ * its pod link name. */
+int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32_t first,
+			    uint32_t count, const char *veth, uint32_t *ip);
+/* Records an arena's pod link name (a restored service gets a new one). */
+int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const char *veth);
+
 /* Makes [offset, offset+size) of the pool read as zero: a hole in a file,
  * stores on a devdax device. */
 int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size);
@@ -81,5 +89,23 @@ int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size);
  * the mapping is placed so that address + head is a multiple of align. */
 void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len,
 		     size_t align, size_t head);
+
+/* A stable copy of the live region that holds [offset, offset+len) of the
+ * pool, read without the lock (see stable_copy() in pool.c). Fails if no
+ * single live region holds the whole range. */
+int cxlcr_region_lookup(struct cxlcr_pool *pool, uint64_t offset, uint64_t len,
+			struct cxlcr_region *copy);
+
+/* A stable copy of the live region with this generation; fails if it is gone. */
+int cxlcr_region_get(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_region *copy);
+
+/* Compare-and-set of the owner: under the pool lock, if the region with
+ * this generation is live and its owner_epoch is expected_epoch, makes pid
+ * on host its owner and bumps the epoch. Of several callers with the same
+ * expected_epoch exactly one succeeds. *now receives the entry as it is
+ * afterwards; on failure it is zero if the region is gone (or the lock
+ * could not be had), else the entry whose epoch moved on. */
+int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint64_t expected_epoch,
+			     int32_t pid, const char *host, struct cxlcr_region *now);
 
 #endif

@@ -33,7 +33,7 @@
 #define CXLCR_REGION_MAX        1024u
 #define CXLCR_NAME_MAX          64u
 #define CXLCR_HOST_MAX          64u
-#define CXLCR_COMMAND_MAX       64u
+#define CXLCR_COMMAND_MAX       48u
 #define CXLCR_TABLE_OFFSET      CXLCR_SUPERBLOCK_SIZE
 #define CXLCR_DATA_OFFSET       CXLCR_POOL_ALIGN
 #define CXLCR_POOL_MIN_SIZE     (CXLCR_DATA_OFFSET + 64 * CXLCR_POOL_ALIGN)
@@ -79,6 +79,7 @@ enum cxlcr_region_state {
 enum cxlcr_region_kind {
 	CXLCR_KIND_NONE = 0,
 	CXLCR_KIND_ARENA = 1,    /* one service's heap */
+	CXLCR_KIND_IMAGES = 2,   /* a published checkpoint (struct cxlcr_image_set) */
 };
 
 /* One entry of the region table. Entries are written only under the pool
@@ -97,7 +98,9 @@ struct cxlcr_region {
 	uint32_t reserved0;
 	char     owner_host[CXLCR_HOST_MAX];
 	char     command[CXLCR_COMMAND_MAX]; /* what runs in it, for `cxlcr ps` */
-	uint8_t  pad[256 - 248];
+	char     veth[16];       /* arenas in a pod: the service's link on the pod bridge */
+	uint32_t service_ip;     /* arenas in a pod: its IPv4 address (network order) */
+	uint32_t reserved1;
 };
 
 /*
@@ -111,6 +114,7 @@ struct cxlcr_region {
 #define CXLCR_ARENA_VERSION      1u
 #define CXLCR_ARENA_HEAP_OFFSET  CXLCR_POOL_ALIGN
 #define CXLCR_ARENA_STAT_SLOTS   128u
+#define CXLCR_ARENA_COMMAND_MAX  1024u
 /* mimalloc 2.0 hands out arena memory in 32 MiB blocks aligned to their
  * size; the heap part of an arena is mapped at a multiple of this. */
 #define CXLCR_HEAP_ALIGN         (64ull << 20)
@@ -141,6 +145,8 @@ struct cxlcr_arena_header {
 	uint8_t  pad1[CXLCR_CACHELINE - 32];
 
 	struct cxlcr_arena_slot slots[CXLCR_ARENA_STAT_SLOTS];
+
+	char     command[CXLCR_ARENA_COMMAND_MAX]; /* the whole command line, for ps/status */
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");
@@ -148,5 +154,117 @@ _Static_assert(sizeof(struct cxlcr_region) == 256, "region entry layout");
 _Static_assert(CXLCR_TABLE_OFFSET + CXLCR_REGION_MAX * sizeof(struct cxlcr_region) <= CXLCR_DATA_OFFSET,
 	       "region table fits before the data area");
 _Static_assert(sizeof(struct cxlcr_arena_header) <= CXLCR_ARENA_HEAP_OFFSET, "arena header fits");
+
+/*
+ * A checkpoint published in the pool: an image-store region holding one
+ * CRIU image set. The header is followed by a table of files, then their
+ * contents. `complete` is written last, after everything else has been
+ * written back, so a reader on another host either sees a whole image set
+ * or none: an image set without it is ignored (and reclaimed).
+ */
+#define CXLCR_IMAGES_MAGIC     0x5345474d49434c58ULL /* "XLCIMGES" */
+#define CXLCR_IMAGES_VERSION   1u
+#define CXLCR_IMAGES_COMPLETE  0x454c504d4f43ULL     /* "COMPLE" */
+#define CXLCR_IMAGE_NAME_MAX   64u
+#define CXLCR_IFNAME_MAX       16u
+
+struct cxlcr_image_set {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t file_count;
+	uint8_t  pool_uuid[16];
+	char     service[CXLCR_NAME_MAX];
+	uint64_t arena_generation;   /* the arena this checkpoint belongs to */
+	uint64_t arena_epoch;        /* its owner epoch when it was taken */
+	uint64_t created_ns;
+	uint64_t payload_bytes;      /* file contents after the table */
+	char     source_host[CXLCR_HOST_MAX];
+	char     veth_inner[CXLCR_IFNAME_MAX]; /* the service's interface */
+	uint32_t service_ip;
+	uint32_t checksum;           /* CRC-32C of the header up to here and the table */
+	uint64_t complete;           /* CXLCR_IMAGES_COMPLETE once published */
+	uint8_t  pad[512 - 224];
+};
+
+struct cxlcr_image_file {
+	char     name[CXLCR_IMAGE_NAME_MAX];
+	uint64_t offset;             /* from the start of the region */
+	uint64_t size;
+	uint32_t crc;                /* CRC-32C of the contents */
+	uint32_t reserved;
+	uint8_t  pad[128 - 88];
+};
+
+_Static_assert(sizeof(struct cxlcr_image_set) == 512, "image set header layout");
+_Static_assert(sizeof(struct cxlcr_image_file) == 128, "image file entry layout");
+
+/*
+ * What the CRIU plugin (criu-plugin/) adds to a checkpoint: one file per
+ * task that maps the pool, cxlcr-arena-<pid>.img (pid: the task's pid in
+ * its own pid namespace), holding one cxlcr_arena_record per mapping of a
+ * region; and one cxlcr-file-<id>.img per open fd of a devdax pool
+ * (<id>: CRIU's file id, hex). Checkpoints are published in the pool, so
+ * these records follow the rules of this header: fixed-size little-endian
+ * fields, versioned, and covered by a CRC-32C so that a corrupt, truncated
+ * or foreign record is refused instead of followed.
+ *
+ * Restoring a record takes the region over: under the pool lock, and only
+ * if the region's owner_epoch still is the recorded one, the restored task
+ * becomes its owner and the epoch is bumped. So each checkpoint is
+ * restored at most once, and never after the arena has moved on.
+ */
+#define CXLCR_ARENA_RECORD_MAGIC   0x4345524152434c58ULL /* "XLCRAREC" */
+#define CXLCR_FILE_RECORD_MAGIC    0x454c494652434c58ULL /* "XLCRFILE" */
+#define CXLCR_RECORD_VERSION       1u
+#define CXLCR_RECORD_PATH_MAX      256u
+#define CXLCR_ARENA_RECORD_FILE    "cxlcr-arena-%d.img"
+#define CXLCR_FILE_RECORD_FILE     "cxlcr-file-%x.img"
+#define CXLCR_RECORD_FILE_PREFIX   "cxlcr-"
+
+#define CXLCR_RECORD_F_DEVDAX      0x1u  /* the pool is a devdax device */
+#define CXLCR_RECORD_F_SHARED      0x2u  /* a MAP_SHARED mapping (else MAP_PRIVATE) */
+
+struct cxlcr_arena_record {
+	uint64_t magic;              /* CXLCR_ARENA_RECORD_MAGIC */
+	uint32_t version;            /* CXLCR_RECORD_VERSION */
+	uint32_t record_size;        /* sizeof(struct cxlcr_arena_record) */
+	uint8_t  pool_uuid[16];
+	uint64_t region_generation;
+	uint64_t region_offset;      /* device-relative */
+	uint64_t region_size;
+	uint32_t region_kind;        /* enum cxlcr_region_kind */
+	uint32_t flags;              /* CXLCR_RECORD_F_* */
+	char     region_name[CXLCR_NAME_MAX];
+	uint64_t map_address;        /* where the task maps it */
+	uint64_t map_length;
+	uint64_t map_pgoff;          /* device offset (bytes) mapped at map_address */
+	uint32_t map_prot;           /* PROT_* */
+	uint32_t reserved0;
+	uint64_t owner_epoch;        /* the region's owner_epoch at dump time */
+	int32_t  nspid;              /* the task's pid in its own pid namespace */
+	int32_t  real_pid;           /* ... and as the dumping host saw it */
+	int32_t  owner_pid;          /* the region's owner_pid at dump time */
+	uint32_t reserved1;
+	uint64_t dumped_ns;          /* CLOCK_REALTIME */
+	char     host[CXLCR_HOST_MAX];            /* where it was dumped */
+	char     pool_path[CXLCR_RECORD_PATH_MAX]; /* the pool there */
+	uint32_t reserved2;
+	uint32_t checksum;           /* CRC-32C of everything above */
+};
+
+struct cxlcr_file_record {
+	uint64_t magic;              /* CXLCR_FILE_RECORD_MAGIC */
+	uint32_t version;            /* CXLCR_RECORD_VERSION */
+	uint32_t record_size;        /* sizeof(struct cxlcr_file_record) */
+	uint8_t  pool_uuid[16];
+	uint32_t open_flags;         /* O_* as F_GETFL gave them */
+	uint32_t file_id;            /* CRIU's id of the open file */
+	char     path[CXLCR_RECORD_PATH_MAX];     /* the device on the dumping host */
+	uint32_t reserved0;
+	uint32_t checksum;           /* CRC-32C of everything above */
+};
+
+_Static_assert(sizeof(struct cxlcr_arena_record) == 520, "arena record layout");
+_Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
 
 #endif

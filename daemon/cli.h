@@ -1,11 +1,20 @@
 /*
  * Internal header of the `cxlcr` command line.
  *
- *   cxlcr.c        dispatch, usage, shared option handling
+ *   cxlcr.c        the command line's main
+ *   cxlcrd.c       the per-host daemon's main: runs verbs sent by cxlcr
+ *   dispatch.c     the verb table, usage, forwarding a verb to a host
+ *   rpc.c          the client/daemon protocol
  *   cmd_pool.c     cxlcr pool format | pool info
+ *   cmd_pod.c      cxlcr pod up | pod down: emulated hosts on this machine
  *   cmd_run.c      cxlcr run: start a service under the preload
  *   cmd_status.c   cxlcr ps | status | stop | rm
+ *   cmd_migrate.c  cxlcr checkpoint | restore | migrate
+ *   container.c    a service's own namespaces and network address
+ *   criu.c         running CRIU for a service
+ *   image_store.c  checkpoints published in the pool
  *   services.c     what the pool knows about a service, plus local /proc facts
+ *   exec.c         running external tools
  */
 #ifndef CXLCR_CLI_H
 #define CXLCR_CLI_H
@@ -31,7 +40,21 @@ struct command {
 	const char *summary;
 };
 
+/* The pod host this process acts for: set in cxlcrd's workers, NULL in a
+ * plain command line. */
+extern const char *cli_host;
+/* cli_host, or this machine's name. */
+const char *this_host(void);
+
+int cli_dispatch(int argc, char **argv);
+/* Runs this verb on host's daemon instead, with our stdout and stderr. */
+int forward_to_host(const char *host, int argc, char **argv);
+
 int cmd_pool(int argc, char **argv);
+int cmd_pod(int argc, char **argv);
+int cmd_checkpoint(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_migrate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -54,6 +77,7 @@ struct service {
 	uint64_t fallback_allocs, fallback_bytes, early_allocs;
 	uint64_t heap_address, heap_size;
 	int64_t rss_anon_kb, rss_shmem_kb, rss_file_kb; /* -1: not known */
+	char command[CXLCR_ARENA_COMMAND_MAX]; /* in full, from the arena header */
 };
 
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s);

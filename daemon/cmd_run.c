@@ -24,11 +24,13 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "cli.h"
+#include "container.h"
 
 #define DEFAULT_ARENA_SIZE (1ull << 30)
 #define READY_TIMEOUT_MS   60000
 #define READY_FD           3
 #define DEFAULT_LOG_DIR    "/var/log/cxlcr"
+#define SERVICE_NAME_MAX   40 /* leaves room for a checkpoint's ".EPOCH" */
 
 static const char *preload_path(char *buf, size_t len)
 {
@@ -96,43 +98,79 @@ static bool redis_forks_for_persistence(int argc, char **argv)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: cxlcr run --name NAME [--arena SIZE] [--log FILE] [--json] -- CMD [ARGS...]\n\n"
+		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--log FILE] [--json] -- CMD [ARGS...]\n\n"
 		"Starts CMD detached, with its heap in a new arena NAME of the pool\n"
+		"With --host, it runs on that pod host in its own PID, network and UTS\n"
+		"namespaces, with its own address on the pod network (cxlcr status shows it).\n"
 		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log.\n"
 		"Returns once the arena is attached, or fails with the reason.\n",
 		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, DEFAULT_LOG_DIR);
 }
 
-/* In the grandchild: become the detached service. Never returns. */
-static void exec_service(int ready, const char *log, const char *preload, const char *pool,
-			 const char *name, uint64_t arena, char **cmd)
+/* What the service process needs to become the service. */
+struct launch {
+	int ready;              /* write end of the pipe the preload reports on */
+	const char *log, *preload, *pool, *name;
+	uint64_t arena;
+	char **cmd;
+};
+
+/* In the service process: detach, set up stdio and the preload's
+ * environment, and exec. Never returns. */
+static void exec_service(void *arg)
 {
+	const struct launch *l = arg;
 	setsid();
 	int in = open("/dev/null", O_RDONLY);
-	int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	int out = open(l->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	if (in < 0 || out < 0) {
-		dprintf(ready, "error: cannot open %s: %s\n", in < 0 ? "/dev/null" : log, strerror(errno));
+		dprintf(l->ready, "error: cannot open %s: %s\n", in < 0 ? "/dev/null" : l->log,
+			strerror(errno));
 		_exit(127);
 	}
 	dup2(in, 0);
 	dup2(out, 1);
 	dup2(out, 2);
-	dup2(ready, READY_FD);
+	dup2(l->ready, READY_FD);
 	close_range(READY_FD + 1, ~0u, 0);
-	if (in > READY_FD)
-		close(in);
 	char fd_s[16], size_s[32];
 	snprintf(fd_s, sizeof(fd_s), "%d", READY_FD);
-	snprintf(size_s, sizeof(size_s), "%llu", (unsigned long long)arena);
-	setenv("LD_PRELOAD", preload, 1);
-	setenv("CXLCR_POOL", pool, 1);
-	setenv("CXLCR_ARENA", name, 1);
+	snprintf(size_s, sizeof(size_s), "%llu", (unsigned long long)l->arena);
+	setenv("LD_PRELOAD", l->preload, 1);
+	setenv("CXLCR_POOL", l->pool, 1);
+	setenv("CXLCR_ARENA", l->name, 1);
 	setenv("CXLCR_ARENA_SIZE", size_s, 1);
 	setenv("CXLCR_READY_FD", fd_s, 1);
 	unsetenv("CXLCR_ARENA_OWNER");
-	execvp(cmd[0], cmd);
-	dprintf(READY_FD, "error: cannot run %s: %s\n", cmd[0], strerror(errno));
+	execvp(l->cmd[0], l->cmd);
+	dprintf(READY_FD, "error: cannot run %s: %s\n", l->cmd[0], strerror(errno));
 	_exit(127);
+}
+
+/* Plain: a detached process of this machine, nobody's child but init's. */
+static pid_t launch_detached(struct launch *l)
+{
+	int report[2];
+	if (pipe2(report, O_CLOEXEC) < 0)
+		return cxlcr_error("pipe: %s", strerror(errno));
+	pid_t child = fork();
+	if (child == 0) {
+		pid_t service = fork();
+		if (service == 0)
+			exec_service(l);
+		/* Its pid, so that a service that never reports can be ended. */
+		if (write(report[1], &service, sizeof(service)) != sizeof(service))
+			_exit(1);
+		_exit(0);
+	}
+	close(report[1]);
+	pid_t service = -1;
+	if (child < 0 || read(report[0], &service, sizeof(service)) != sizeof(service) || service < 0)
+		service = cxlcr_error("fork: %s", strerror(errno));
+	close(report[0]);
+	if (child > 0)
+		waitpid(child, NULL, 0);
+	return service;
 }
 
 /* Waits for the preload's "ok PID" or "error: ..." line. */
@@ -170,18 +208,30 @@ static int wait_ready(int fd, int *pid, char *msg, size_t len)
 	return -1;
 }
 
+/* In a pod: pid 1 of its own namespaces, with its own address. */
+static pid_t launch_in_pod(struct cxlcr_pool *pool, const struct cxlcr_region *region,
+			   struct launch *l, char *link, uint32_t *ip)
+{
+	container_link_name(pool->sb->uuid, region->generation, 0, link);
+	if (cxlcr_region_assign_net(pool, region->generation, POD_SERVICE_FIRST, POD_SERVICE_COUNT,
+				    link, ip) < 0)
+		return -1;
+	return container_start(l->name, link, *ip, exec_service, l);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "name", required_argument, 0, 'n' }, { "arena", required_argument, 0, 'a' },
 		{ "log", required_argument, 0, 'l' },  { "json", no_argument, 0, 'j' },
+		{ "host", required_argument, 0, 'H' },
 		{ "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 }
 	};
-	const char *name = NULL, *log = NULL;
+	const char *name = NULL, *log = NULL, *host = NULL;
 	uint64_t arena = DEFAULT_ARENA_SIZE;
 	bool json = false;
 	int c;
-	while ((c = getopt_long(argc, argv, "+n:a:l:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+n:a:l:H:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': name = optarg; break;
 		case 'a':
@@ -190,6 +240,7 @@ int cmd_run(int argc, char **argv)
 					    CXLCR_HEAP_ALIGN >> 20);
 			break;
 		case 'l': log = optarg; break;
+		case 'H': host = optarg; break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return EXIT_USAGE;
@@ -203,6 +254,13 @@ int cmd_run(int argc, char **argv)
 		return fail(EXIT_USAGE, "run: no command given (cxlcr run --name %s -- CMD ...)", name);
 	char **cmd = argv + optind;
 	int cmdc = argc - optind;
+	if (strlen(name) > SERVICE_NAME_MAX)
+		return fail(EXIT_USAGE, "run: name '%s' is longer than %d characters", name, SERVICE_NAME_MAX);
+	/* A pod host's daemon starts the service there. */
+	if (host && !cli_host)
+		return forward_to_host(host, argc, argv);
+	if (host && strcmp(host, cli_host))
+		return fail(EXIT_USAGE, "run: this is host %s, not %s", cli_host, host);
 
 	char preload_buf[PATH_MAX], log_buf[PATH_MAX], pool_abs[PATH_MAX];
 	const char *preload = preload_path(preload_buf, sizeof(preload_buf));
@@ -257,27 +315,29 @@ int cmd_run(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "pipe: %s", strerror(errno));
 	}
+	struct launch l = { pipefd[1], log, preload, pool_abs, name, arena, cmd };
 	fflush(NULL);
-	pid_t child = fork();
-	if (child == 0) {
-		/* Fork twice so that the service is nobody's child but init's. */
-		close(pipefd[0]);
-		if (fork() == 0)
-			exec_service(pipefd[1], log, preload, pool_abs, name, arena, cmd);
-		_exit(0);
-	}
+	char link[16] = "";
+	uint32_t ip = 0;
+	pid_t pid = cli_host ? launch_in_pod(&pool, &region, &l, link, &ip) : launch_detached(&l);
 	close(pipefd[1]);
-	if (child > 0)
-		waitpid(child, NULL, 0);
-	int pid = 0;
+	int reported = 0;
 	char msg[CXLCR_ERROR_MAX];
-	rc = child < 0 ? (snprintf(msg, sizeof(msg), "fork: %s", strerror(errno)), -1)
-		       : wait_ready(pipefd[0], &pid, msg, sizeof(msg));
+	rc = pid < 0 ? (snprintf(msg, sizeof(msg), "%s", cxlcr_last_error()), -1)
+		     : wait_ready(pipefd[0], &reported, msg, sizeof(msg));
 	close(pipefd[0]);
+	/* In a pod the preload sees itself as pid 1: record its real pid. */
+	if (rc == 0 && cli_host &&
+	    cxlcr_region_set_owner(&pool, region.generation, pid, this_host(), NULL) < 0) {
+		snprintf(msg, sizeof(msg), "%s", cxlcr_last_error());
+		rc = -1;
+	}
 	if (rc < 0) {
 		/* Whatever started must not run on without its arena. */
+		if (pid > 0)
+			kill(pid, SIGKILL);
 		struct cxlcr_region *r = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name);
-		if (r && r->owner_pid > 0 && pid_alive(r->owner_pid))
+		if (r && r->owner_pid > 1 && pid_alive(r->owner_pid))
 			kill(r->owner_pid, SIGKILL);
 		cxlcr_region_free(&pool, region.generation);
 		cxlcr_pool_close(&pool);
@@ -289,7 +349,12 @@ int cmd_run(int argc, char **argv)
 		json_begin(&j, stdout);
 		json_str(&j, "name", name);
 		json_i64(&j, "pid", pid);
-		json_str(&j, "host", cxlcr_host_name());
+		json_str(&j, "host", this_host());
+		char ip_s[16];
+		if (ip)
+			json_str(&j, "address", ip_string(ip, ip_s));
+		else
+			json_null(&j, "address");
 		json_u64(&j, "arena_size", arena);
 		json_u64(&j, "arena_offset", region.offset);
 		json_str(&j, "log", log);
@@ -297,8 +362,11 @@ int cmd_run(int argc, char **argv)
 		json_end(&j);
 	} else {
 		char size[32];
-		printf("%s started: pid %d, arena %s at pool offset %llu, log %s\n", name, pid,
-		       cxlcr_format_size(arena, size, sizeof(size)), (unsigned long long)region.offset, log);
+		char ip_s[16];
+		printf("%s started%s%s%s%s: pid %d, arena %s at pool offset %llu, log %s\n", name,
+		       cli_host ? " on " : "", cli_host ? cli_host : "", ip ? " at " : "",
+		       ip ? ip_string(ip, ip_s) : "", pid, cxlcr_format_size(arena, size, sizeof(size)),
+		       (unsigned long long)region.offset, log);
 	}
 	cxlcr_pool_close(&pool);
 	return EXIT_OK;

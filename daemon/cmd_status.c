@@ -1,4 +1,5 @@
 /* cxlcr ps | status NAME | stop NAME | rm NAME */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "cli.h"
+#include "container.h"
 
 #define STOP_GRACE_MS 10000
 
@@ -90,7 +92,7 @@ int cmd_ps(int argc, char **argv)
 		printf("%-20s %-8s %8d %-12.12s %10s %10s %9llu  %.*s\n", r.name, s.state, r.owner_pid,
 		       r.owner_host, cxlcr_format_size(s.heap_size ? s.heap_size : r.size, size, sizeof(size)),
 		       cxlcr_format_size((uint64_t)s.used, used, sizeof(used)),
-		       (unsigned long long)s.fallback_allocs, (int)CXLCR_COMMAND_MAX, r.command);
+		       (unsigned long long)s.fallback_allocs, 60, s.command);
 	}
 	if (json) {
 		json_array_end(&j);
@@ -121,7 +123,11 @@ int cmd_status(int argc, char **argv)
 		char a[32], b[32], c[32];
 		printf("service   %s (%s)\n", s.region.name, s.state);
 		printf("pid       %d on host %s\n", s.region.owner_pid, s.region.owner_host);
-		printf("command   %s\n", s.region.command);
+		if (s.region.service_ip) {
+			char ip[16];
+			printf("address   %s (link %s)\n", ip_string(ntohl(s.region.service_ip), ip), s.region.veth);
+		}
+		printf("command   %s\n", s.command);
 		printf("arena     %s at 0x%llx, pool offset %llu, epoch %llu\n",
 		       cxlcr_format_size(s.heap_size, a, sizeof(a)), (unsigned long long)s.heap_address,
 		       (unsigned long long)s.region.offset, (unsigned long long)s.region.owner_epoch);

@@ -3,6 +3,7 @@
  * table, the statistics the preload keeps in the arena header, and, when the
  * service runs on this host, what /proc says about its memory.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +16,9 @@
 #include "../common/persist.h"
 #include "../common/util.h"
 #include "cli.h"
+#include "container.h"
+#include "image_store.h"
+#include "rpc.h"
 
 bool pid_alive(int pid)
 {
@@ -79,6 +83,8 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->early_allocs = h->early_allocs;
 		s->heap_address = h->heap_address;
 		s->heap_size = h->heap_size;
+		memcpy(s->command, h->command, sizeof(s->command));
+		s->command[sizeof(s->command) - 1] = 0;
 	}
 	munmap(h, len);
 }
@@ -88,7 +94,9 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 	memset(s, 0, sizeof(*s));
 	s->region = *r;
 	s->rss_anon_kb = s->rss_shmem_kb = s->rss_file_kb = -1;
-	s->local = !strncmp(r->owner_host, cxlcr_host_name(), CXLCR_HOST_MAX);
+	/* Pod hosts are processes of this machine: their services are local. */
+	s->local = !strncmp(r->owner_host, this_host(), CXLCR_HOST_MAX) ||
+		   host_is_local_pod_host(r->owner_host);
 	if (r->owner_pid == 0) {
 		s->state = "starting";
 	} else if (!s->local) {
@@ -98,8 +106,14 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 		s->running = true;
 		read_rss(r->owner_pid, s);
 	} else {
-		s->state = "exited";
+		struct cxlcr_region images;
+		struct cxlcr_image_set meta;
+		s->state = image_store_find(pool, r->name, &images, &meta) == 0 &&
+					   meta.arena_epoch == r->owner_epoch
+				   ? "checkpointed"
+				   : "exited";
 	}
+	cxlcr_copy_field(s->command, sizeof(s->command), r->command);
 	read_arena_stats(pool, s);
 	return 0;
 }
@@ -113,8 +127,12 @@ void service_print_json(struct json *j, const struct service *s)
 	else
 		json_null(j, "pid");
 	json_str(j, "host", s->region.owner_host);
-	json_null(j, "address"); /* a network identity comes with pod hosts */
-	json_str(j, "command", s->region.command);
+	char ip[16];
+	if (s->region.service_ip)
+		json_str(j, "address", ip_string(ntohl(s->region.service_ip), ip));
+	else
+		json_null(j, "address");
+	json_str(j, "command", s->command);
 	json_u64(j, "arena_size", s->heap_size ? s->heap_size : s->region.size - CXLCR_ARENA_HEAP_OFFSET);
 	json_u64(j, "arena_used", (uint64_t)s->used);
 	json_u64(j, "arena_offset", s->region.offset);

@@ -8,6 +8,7 @@
  * until then.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,23 @@ void preload_enter_fork_child(void)
 	tls_slot = NULL;
 }
 
+/* /proc/self/cmdline with its NULs made spaces, for `cxlcr ps`. */
+static void read_command_line(char *out, size_t len)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, out, len - 1) : 0;
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	out[n] = 0;
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] == 0)
+			out[i] = i + 1 < n && out[i + 1] == 0 ? 0 : ' ';
+	while (n > 0 && (out[n - 1] == ' ' || out[n - 1] == 0))
+		out[--n] = 0;
+}
+
 static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *pool,
 			const struct cxlcr_region *r, void *heap, size_t heap_size)
 {
@@ -82,6 +100,7 @@ static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *p
 	h->heap_address = (uint64_t)(uintptr_t)heap;
 	h->heap_size = heap_size;
 	h->pid = getpid();
+	read_command_line(h->command, sizeof(h->command));
 	cxlcr_publish(h, sizeof(*h));
 	h->magic = CXLCR_ARENA_MAGIC;
 	cxlcr_publish(h, sizeof(*h));

@@ -17,6 +17,7 @@ cd "$ROOT" || exit 1
 TEST_NAME=$(basename "$0" .sh)
 POOL_DIR=
 SERVICES=()   # names given to `cxlcr run`
+POD=          # set by pod_up: the pod comes down on exit
 EXIT_HOOKS=() # commands run first by cleanup (see on_exit)
 
 say() { printf '%s: %s\n' "$TEST_NAME" "$*"; }
@@ -70,6 +71,15 @@ new_pool() {
 	POOL_DIR=$(mktemp -d /dev/shm/cxlcr-test-XXXX)
 	export CXLCR_POOL=$POOL_DIR/pool
 	"$CXLCR" pool format --size "${1:-8G}" >/dev/null || die "cxlcr pool format failed"
+}
+
+# pod_up N: emulated hosts h0..hN-1 on this test's pool, down again on exit.
+pod_up() {
+	need ip iptables nsenter criu
+	[ -f "$ROOT/build/criu/cxlcr_criu.so" ] || die "the CRIU plugin is not built (build/criu/cxlcr_criu.so)"
+	POD=1
+	"$CXLCR" pod down >/dev/null 2>&1 || true
+	"$CXLCR" pod up --hosts "$1" >/dev/null || die "cxlcr pod up failed"
 }
 
 # A TCP port nobody listens on now (the kernel's pick, on loopback).

@@ -1,0 +1,97 @@
+/*
+ * Internal header of cxlcr_criu.so, the CRIU plugin of cxlcr.
+ *
+ *   cxlcr_criu.c   registration and the hooks: thin, they log and decide
+ *                  what CRIU sees; everything else is in the helpers below,
+ *                  which report errors with cxlcr_error() and never log, so
+ *                  that tests/criu_plugin_test.c runs them without CRIU
+ *   pool_id.c      which file or device is the pool on this host
+ *   proc.c         what /proc says about a task: its pid namespace pid and
+ *                  its mappings of the pool
+ *   dump.c         the arena records of a task (dump)
+ *   restore.c      checking those records and taking the arenas over (restore)
+ *   devdax.c       device VMAs, open device fds and device paths (devdax pools)
+ */
+#ifndef CXLCR_CRIU_PLUGIN_H
+#define CXLCR_CRIU_PLUGIN_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "../common/pool_format.h"
+
+/* pool_id.c: the pool as this host's file system names it. */
+struct pool_id {
+	bool known;              /* a valid pool was found at path */
+	bool devdax;             /* a character device: matched by st_rdev */
+	dev_t dev;               /* a file: matched by st_dev and st_ino */
+	ino_t ino;
+	dev_t rdev;
+	uint8_t uuid[16];
+	char path[PATH_MAX];
+};
+
+struct cxlcr_pool;
+int pool_id_of(const struct cxlcr_pool *pool, struct pool_id *id);
+int pool_id_load(const char *path, struct pool_id *id);
+bool pool_id_match(const struct pool_id *id, const struct stat *st);
+
+/* proc.c */
+struct pool_mapping {
+	uint64_t start, end;     /* [start, end) in the task's address space */
+	uint64_t pgoff;          /* device offset (bytes) mapped at start */
+	uint32_t prot;           /* PROT_* of the first piece */
+	bool shared;
+};
+
+/* One line of /proc/PID/maps. */
+struct maps_line {
+	uint64_t start, end, pgoff, inode;
+	unsigned int dev_major, dev_minor;
+	char perms[5];
+};
+
+bool proc_parse_maps_line(const char *line, struct maps_line *m);
+int proc_innermost_nspid(pid_t pid, pid_t *nspid);
+/* The task's mappings of the pool, adjacent pieces of one mapping merged,
+ * in address order. *out is malloc'd (NULL when there are none). */
+int proc_pool_mappings(pid_t pid, const struct pool_id *id, struct pool_mapping **out,
+		       size_t *n);
+/* Does the task map a cxlcr pool file other than id (a pool this CRIU was
+ * not told about)? 1 and its path in where, 0 if not, -1 on error. */
+int proc_other_pool(pid_t pid, const struct pool_id *id, char *where, size_t len);
+
+/* dump.c: writes the task's arena records into dirfd. Returns how many
+ * (0: it maps no region of the pool), -1 on error. */
+int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id);
+/* Removes the records an earlier dump left in dirfd. */
+int dump_remove_old_records(int dirfd);
+
+/* restore.c */
+int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec);
+/* Checks every arena record of dirfd against the pool at pool_path (no
+ * take-over); *records says how many there were. */
+int restore_precheck(int dirfd, const char *pool_path, int *records);
+/* Checks the records of restored task pid and takes its arenas over.
+ * Returns how many records it had (0: none), -1 if it must not run. */
+int restore_take_over(int dirfd, pid_t pid, const char *pool_path);
+/* Starts a new restore: forgets what the last one took over. */
+void restore_forget_claims(void);
+/* Kills and reaps every task this process traces (CRIU: the restored tree). */
+void restore_kill_traced(void);
+
+/* devdax.c: each returns -ENOTSUP for what is not the pool's, so that
+ * CRIU goes on as without the plugin. */
+int devdax_admit_vma(const struct pool_id *id, const struct stat *st);
+int devdax_dump_fd(int dirfd, int fd, uint32_t file_id, const struct pool_id *id);
+int devdax_restore_fd(int dirfd, uint32_t file_id, const char *pool_path);
+int devdax_update_vma(int dirfd, const char *path, const char *pool_path, uint64_t old_pgoff,
+		      uint64_t *new_pgoff, int *plugin_fd);
+/* Did the dump record path as the devdax pool? Then *uuid is that pool's. */
+bool devdax_dumped_pool(int dirfd, const char *path, uint8_t uuid[16]);
+
+#endif

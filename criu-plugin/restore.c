@@ -1,0 +1,298 @@
+/*
+ * Restore: check a checkpoint's arena records against the pool of this
+ * host, then take the arenas over before the restored tasks run.
+ *
+ * A record is followed only if it is of this pool (uuid), its region is
+ * still the one that was dumped (generation) and nobody took the region
+ * over since (owner epoch). The take-over itself is a compare-and-set of
+ * the epoch under the pool lock, so of several restores of one checkpoint
+ * exactly one gets the arena; the others, and any later one, are refused.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/pool.h"
+#include "../common/record.h"
+#include "../common/util.h"
+#include "plugin.h"
+
+/* The regions this restore has taken over: another task of the same tree
+ * that maps one of them (a child sharing its parent's arena) finds the
+ * epoch already moved on, by us. */
+#define CLAIMS_MAX 256
+static struct claim {
+	uint64_t generation;
+	uint64_t from_epoch, to_epoch;
+} claims[CLAIMS_MAX];
+static size_t nclaims;
+
+void restore_forget_claims(void)
+{
+	nclaims = 0;
+}
+
+static const struct claim *claimed_by_us(const struct cxlcr_arena_record *rec)
+{
+	for (size_t i = 0; i < nclaims; i++)
+		if (claims[i].generation == rec->region_generation &&
+		    claims[i].from_epoch == rec->owner_epoch)
+			return &claims[i];
+	return NULL;
+}
+
+/* Is this record still the truth about the pool? One message per reason,
+ * each naming the arena. */
+int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec)
+{
+	const char *name = rec->region_name;
+	char want[40], have[40];
+	if (memcmp(rec->pool_uuid, pool->sb->uuid, sizeof(rec->pool_uuid)))
+		return cxlcr_error("arena %s: record is from another pool (uuid %s; pool %s is %s)",
+				   name, cxlcr_uuid_str(rec->pool_uuid, want), pool->path,
+				   cxlcr_uuid_str(pool->sb->uuid, have));
+	struct cxlcr_region r;
+	if (cxlcr_region_get(pool, rec->region_generation, &r) < 0) {
+		struct cxlcr_region *now = cxlcr_region_find(pool, rec->region_kind, name);
+		if (now)
+			return cxlcr_error("checkpoint is stale: arena %s was freed and made again "
+					   "(generation %" PRIu64 ", now %" PRIu64 ")",
+					   name, rec->region_generation, now->generation);
+		return cxlcr_error("arena %s: its region is gone from pool %s (generation %" PRIu64 ")",
+				   name, pool->path, rec->region_generation);
+	}
+	if (r.offset != rec->region_offset || r.size != rec->region_size)
+		return cxlcr_error("arena %s: region at %" PRIu64 "+%" PRIu64 ", record says %" PRIu64
+				   "+%" PRIu64, name, r.offset, r.size, rec->region_offset,
+				   rec->region_size);
+	const struct claim *c = claimed_by_us(rec);
+	if (r.owner_epoch != rec->owner_epoch && !(c && r.owner_epoch == c->to_epoch))
+		return cxlcr_error("checkpoint is stale: arena %s was taken over (epoch %" PRIu64
+				   ", now %" PRIu64 ")", name, rec->owner_epoch, r.owner_epoch);
+	return 0;
+}
+
+static bool is_arena_record_file(const char *name)
+{
+	int pid;
+	char tail[8];
+	return sscanf(name, "cxlcr-arena-%d%7s", &pid, tail) == 2 && !strcmp(tail, ".img");
+}
+
+/* Every arena record of the image directory, against the pool at
+ * pool_path: refuses a doomed restore before CRIU creates anything. The
+ * pool is opened only if there are records: a checkpoint without arenas
+ * needs none. */
+int restore_precheck(int dirfd, const char *pool_path, int *records)
+{
+	*records = 0;
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return cxlcr_error("cannot read the image directory: %s", strerror(errno));
+	}
+	rewinddir(d);
+	struct cxlcr_pool pool = { .fd = -1 };
+	bool opened = false;
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(d))) {
+		if (!is_arena_record_file(e->d_name))
+			continue;
+		struct cxlcr_arena_record *recs;
+		ssize_t n = cxlcr_arena_records_read(dirfd, e->d_name, &recs);
+		if (n < 0) {
+			rc = -1;
+			break;
+		}
+		if (!opened && n > 0) {
+			if (cxlcr_pool_open(&pool, pool_path) < 0) {
+				free(recs);
+				rc = -1;
+				break;
+			}
+			opened = true;
+		}
+		for (ssize_t i = 0; i < n && rc == 0; i++)
+			rc = restore_check_record(&pool, &recs[i]);
+		*records += (int)(n > 0 ? n : 0);
+		if (n > 0)
+			free(recs);
+	}
+	closedir(d);
+	if (opened)
+		cxlcr_pool_close(&pool);
+	return rc;
+}
+
+/* The restored task maps the region where the record says, at the same
+ * device offset: CRIU re-created the mapping at its captured address. (The
+ * kernel may have merged it with a neighbouring mapping of the pool.) */
+static int check_mapped(const struct pool_mapping *maps, size_t n, pid_t pid,
+			const struct cxlcr_arena_record *rec)
+{
+	uint64_t addr = rec->map_address, len = rec->map_length;
+	for (size_t i = 0; i < n; i++) {
+		const struct pool_mapping *m = &maps[i];
+		if (addr >= m->start && addr < m->end && len <= m->end - addr &&
+		    m->pgoff + (addr - m->start) == rec->map_pgoff)
+			return 0;
+	}
+	return cxlcr_error("arena %s: restored task %d does not map it at 0x%" PRIx64 " (%" PRIu64
+			   " bytes of pool offset %" PRIu64 ")", rec->region_name, (int)pid,
+			   rec->map_address, rec->map_length, rec->map_pgoff);
+}
+
+/* Takes one region over for pid, unless this restore already did (for an
+ * earlier task of the tree, or an earlier record of this task). Losing the
+ * compare-and-set means another restore or owner got there first. */
+static int claim(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_record *rec)
+{
+	if (claimed_by_us(rec))
+		return 0;
+	if (nclaims == CLAIMS_MAX)
+		return cxlcr_error("arena %s: more than %d arenas in one restore", rec->region_name,
+				   CLAIMS_MAX);
+	struct cxlcr_region now;
+	if (cxlcr_region_claim_epoch(pool, rec->region_generation, rec->owner_epoch, pid,
+				     cxlcr_host_name(), &now) < 0) {
+		if (now.generation == rec->region_generation)
+			return cxlcr_error("checkpoint is stale: arena %s was taken over (epoch %" PRIu64
+					   ", now %" PRIu64 ")", rec->region_name, rec->owner_epoch,
+					   now.owner_epoch);
+		return -1;
+	}
+	claims[nclaims++] = (struct claim){ rec->region_generation, rec->owner_epoch, now.owner_epoch };
+	return 0;
+}
+
+/*
+ * The task pid (as this host sees it) has been restored and is about to
+ * run: its records must hold and it must map its arenas where they say;
+ * then it becomes their owner. Returns how many records it had (0: it maps
+ * no arena), -1 if the restore must be refused.
+ */
+int restore_take_over(int dirfd, pid_t pid, const char *pool_path)
+{
+	pid_t nspid;
+	if (proc_innermost_nspid(pid, &nspid) < 0)
+		return -1;
+	char name[64];
+	struct cxlcr_arena_record *recs;
+	ssize_t n = cxlcr_arena_records_read(dirfd, cxlcr_arena_record_name(name, sizeof(name), nspid),
+					     &recs);
+	if (n <= 0)
+		return (int)n;
+
+	int rc = -1;
+	struct cxlcr_pool pool;
+	struct pool_id id;
+	struct pool_mapping *maps = NULL;
+	size_t nmaps;
+	if (cxlcr_pool_open(&pool, pool_path) < 0)
+		goto out;
+	if (pool_id_of(&pool, &id) < 0 || proc_pool_mappings(pid, &id, &maps, &nmaps) < 0)
+		goto close;
+	/* Everything is checked before anything is taken. */
+	for (ssize_t i = 0; i < n; i++)
+		if (restore_check_record(&pool, &recs[i]) < 0 || check_mapped(maps, nmaps, pid, &recs[i]) < 0)
+			goto close;
+	for (ssize_t i = 0; i < n; i++)
+		if (claim(&pool, pid, &recs[i]) < 0)
+			goto close;
+	rc = (int)n;
+close:
+	cxlcr_pool_close(&pool);
+out:
+	free(maps);
+	free(recs);
+	return rc;
+}
+
+/* Every thread that this process traces, as "tid tgid" pairs: on restore,
+ * CRIU's master traces every thread of the restored tree from the moment
+ * the tasks are restored until it lets them go. */
+static size_t traced_threads(pid_t (*tids)[2], size_t max)
+{
+	size_t n = 0;
+	DIR *procdir = opendir("/proc");
+	if (!procdir)
+		return 0;
+	struct dirent *p;
+	while ((p = readdir(procdir)) && n < max) {
+		pid_t tgid = (pid_t)atoi(p->d_name);
+		if (tgid <= 0)
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)tgid);
+		DIR *taskdir = opendir(path);
+		if (!taskdir)
+			continue;
+		struct dirent *t;
+		while ((t = readdir(taskdir)) && n < max) {
+			pid_t tid = (pid_t)atoi(t->d_name);
+			char status[96], *line = NULL;
+			size_t cap = 0;
+			if (tid <= 0)
+				continue;
+			snprintf(status, sizeof(status), "/proc/%d/task/%d/status", (int)tgid, (int)tid);
+			FILE *f = fopen(status, "re");
+			if (!f)
+				continue;
+			while (getline(&line, &cap, f) > 0) {
+				if (!strncmp(line, "TracerPid:", 10)) {
+					if (atoi(line + 10) == getpid()) {
+						tids[n][0] = tid;
+						tids[n][1] = tgid;
+						n++;
+					}
+					break;
+				}
+			}
+			free(line);
+			fclose(f);
+		}
+		closedir(taskdir);
+	}
+	closedir(procdir);
+	return n;
+}
+
+/*
+ * Kills the whole restored tree and reaps it, as its tracer. A killed
+ * thread that is traced stays a zombie until its tracer waits for it, and
+ * CRIU, cleaning up after a failed restore, waits for the root task only
+ * (without __WALL): it would wait forever for threads it never reaps. So
+ * every traced thread is killed, then all are reaped together: they do not
+ * die in any order we can wait in (the last thread of a PID namespace's
+ * init waits, in the kernel, for the namespace's other threads to be
+ * reaped first; a leader is reapable only after its other threads).
+ */
+void restore_kill_traced(void)
+{
+	static pid_t tids[4096][2];
+	size_t n = traced_threads(tids, sizeof(tids) / sizeof(tids[0]));
+	for (size_t i = 0; i < n; i++)
+		kill(tids[i][1], SIGKILL);
+	/* Bounded: a thread we cannot reap must not hang CRIU either. */
+	size_t left = n;
+	for (int tries = 0; left && tries < 2500; tries++) {
+		for (size_t i = 0; i < n; i++) {
+			if (tids[i][0] && waitpid(tids[i][0], NULL, __WALL | WNOHANG) != 0) {
+				tids[i][0] = 0;
+				left--;
+			}
+		}
+		if (left)
+			usleep(2000);
+	}
+}

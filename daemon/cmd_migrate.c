@@ -1,0 +1,381 @@
+/*
+ * cxlcr checkpoint | restore | migrate: the CXLResume path.
+ *
+ * Each verb runs in the daemon of the host concerned: checkpoint and
+ * migrate on the service's current host, restore on the destination. The
+ * heap stays in its arena throughout; only CRIU's images of the rest of the
+ * process move, through the pool's image store.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+#include "container.h"
+#include "criu.h"
+#include "exec.h"
+#include "image_store.h"
+#include "rpc.h"
+
+#define WORK_DIR "/var/lib/cxlcr"
+#define KILL_WAIT_MS 10000
+
+struct verb_args {
+	const char *name;
+	const char *host;  /* --host / --to */
+	bool json;
+	bool quiet;        /* restore for a migrate: the caller reports */
+};
+
+static bool parse(int argc, char **argv, const char *usage, const char *host_opt,
+		  struct verb_args *a, int *code)
+{
+	const struct option opts[] = { { host_opt ? host_opt : "host", required_argument, 0, 'H' },
+				       { "json", no_argument, 0, 'j' },
+				       { "quiet", no_argument, 0, 'q' },
+				       { "help", no_argument, 0, 'h' },
+				       { 0, 0, 0, 0 } };
+	int c;
+	memset(a, 0, sizeof(*a));
+	while ((c = getopt_long(argc, argv, "H:jqh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H': a->host = optarg; break;
+		case 'j': a->json = true; break;
+		case 'q': a->quiet = true; break;
+		case 'h': printf("usage: %s\n", usage); *code = EXIT_OK; return false;
+		default: *code = EXIT_USAGE; return false;
+		}
+	}
+	if (optind != argc - 1 || (host_opt && !a->host && !cli_host)) {
+		*code = fail(EXIT_USAGE, "usage: %s", usage);
+		return false;
+	}
+	a->name = argv[optind];
+	return true;
+}
+
+/* The arena of a service, with the pool left open for the caller. */
+static int load_service(struct cxlcr_pool *pool, const char *name, struct service *s)
+{
+	int rc = open_pool_or_fail(pool);
+	if (rc)
+		return rc;
+	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
+	if (!r) {
+		cxlcr_pool_close(pool);
+		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);
+	}
+	service_load(pool, r, s);
+	return 0;
+}
+
+/* A fresh local work directory for one image set. */
+static int work_dir(const char *what, const char *name, char *out, size_t len)
+{
+	char base[PATH_MAX / 2];
+	snprintf(base, sizeof(base), "%s/%s", WORK_DIR, this_host());
+	mkdir(WORK_DIR, 0700);
+	mkdir(base, 0700);
+	snprintf(out, len, "%s/%s.%s.XXXXXX", base, what, name);
+	if (!mkdtemp(out))
+		return cxlcr_error("cannot create a work directory under %s: %s", base, strerror(errno));
+	return 0;
+}
+
+static void remove_dir(const char *dir)
+{
+	exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
+}
+
+/* The verbs below only run in the daemon of the service's host. */
+static int require_service_here(const struct service *s)
+{
+	if (!s->running)
+		return fail(EXIT_FAIL, "service '%s' is not running (%s)", s->region.name, s->state);
+	if (strncmp(s->region.owner_host, this_host(), CXLCR_HOST_MAX))
+		return fail(EXIT_FAIL, "service '%s' runs on %s, not %s", s->region.name,
+			    s->region.owner_host, this_host());
+	if (!s->region.veth[0])
+		return fail(EXIT_FAIL, "service '%s' was not started on a pod host (cxlcr run --host)",
+			    s->region.name);
+	return 0;
+}
+
+/* Client side: send the verb to the daemon of the service's host. */
+static int forward_to_owner(const char *name, int argc, char **argv)
+{
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = load_service(&pool, name, &s);
+	if (rc)
+		return rc;
+	cxlcr_pool_close(&pool);
+	if (!host_is_local_pod_host(s.region.owner_host))
+		return fail(EXIT_FAIL, "service '%s' is not on a pod host (owner: %s)", name,
+			    s.region.owner_host[0] ? s.region.owner_host : "none");
+	return forward_to_host(s.region.owner_host, argc, argv);
+}
+
+/* Dumps a service and publishes its images in the pool. */
+static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, bool leave_stopped,
+			      uint64_t *image_bytes, double *dump_ms)
+{
+	char dir[PATH_MAX];
+	if (work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
+		return -1;
+	uint64_t t0 = cxlcr_mono_ns();
+	if (criu_dump(s->region.owner_pid, dir, s->region.veth, leave_stopped) < 0)
+		return -1; /* the directory stays, with CRIU's log */
+	*dump_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	struct cxlcr_image_set meta = { 0 };
+	cxlcr_copy_field(meta.service, sizeof(meta.service), s->region.name);
+	meta.arena_generation = s->region.generation;
+	meta.arena_epoch = s->region.owner_epoch;
+	cxlcr_copy_field(meta.source_host, sizeof(meta.source_host), this_host());
+	cxlcr_copy_field(meta.veth_inner, sizeof(meta.veth_inner), SERVICE_IFNAME);
+	meta.service_ip = s->region.service_ip;
+	struct cxlcr_region *r;
+	if (image_store_publish(pool, dir, &meta, image_bytes) < 0)
+		return -1;
+	/* Only the newest checkpoint of a service is worth keeping. */
+	r = NULL;
+	char name[CXLCR_NAME_MAX + 24];
+	snprintf(name, sizeof(name), "%s.%llu", s->region.name, (unsigned long long)meta.arena_epoch);
+	r = cxlcr_region_find(pool, CXLCR_KIND_IMAGES, name);
+	image_store_reclaim(pool, s->region.name, r ? r->generation : 0);
+	remove_dir(dir);
+	return 0;
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+	struct verb_args a;
+	int code;
+	if (!parse(argc, argv, "cxlcr checkpoint NAME [--json]", NULL, &a, &code))
+		return code;
+	if (!cli_host)
+		return forward_to_owner(a.name, argc, argv);
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = load_service(&pool, a.name, &s);
+	if (rc)
+		return rc;
+	if ((rc = require_service_here(&s))) {
+		cxlcr_pool_close(&pool);
+		return rc;
+	}
+	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
+	double dump_ms = 0;
+	if (checkpoint_service(&pool, &s, false, &bytes, &dump_ms) < 0) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "checkpoint of %s failed: %s", a.name, cxlcr_last_error());
+	}
+	cxlcr_pool_close(&pool);
+	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	if (a.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", a.name);
+		json_str(&j, "host", this_host());
+		json_double(&j, "freeze_ms", dump_ms);
+		json_double(&j, "checkpoint_ms", total);
+		json_double(&j, "total_ms", total);
+		json_u64(&j, "image_bytes", bytes);
+		json_end(&j);
+	} else {
+		char b[32];
+		printf("%s checkpointed on %s: %s of images in the pool, %.1f ms; the heap stayed in its arena\n",
+		       a.name, this_host(), cxlcr_format_size(bytes, b, sizeof(b)), total);
+	}
+	return EXIT_OK;
+}
+
+/* Fetches the newest checkpoint of a service and restores it here. */
+static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid, char *link,
+			   uint64_t *image_bytes)
+{
+	struct cxlcr_region images;
+	struct cxlcr_image_set meta;
+	if (image_store_find(pool, name, &images, &meta) < 0)
+		return -1;
+	struct cxlcr_region *arena = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
+	if (!arena || arena->generation != meta.arena_generation)
+		return cxlcr_error("the arena of checkpoint %s is gone", images.name);
+	char dir[PATH_MAX];
+	if (work_dir("restore", name, dir, sizeof(dir)) < 0)
+		return -1;
+	if (image_store_fetch(pool, &images, dir) < 0) {
+		remove_dir(dir);
+		return -1;
+	}
+	*image_bytes = meta.payload_bytes;
+	container_link_name(pool->sb->uuid, meta.arena_generation, meta.arena_epoch + 1, link);
+	if (criu_restore(dir, link, pid) < 0)
+		return -1; /* the directory stays, with CRIU's log */
+	/* The plugin took the arena over (owner, epoch); the checkpoint is
+	 * spent now, as a second restore of it would be refused anyway. */
+	cxlcr_region_set_veth(pool, meta.arena_generation, link);
+	image_store_reclaim(pool, name, 0);
+	remove_dir(dir);
+	return 0;
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	struct verb_args a;
+	int code;
+	if (!parse(argc, argv, "cxlcr restore NAME --host HOST [--json]", "host", &a, &code))
+		return code;
+	if (!cli_host)
+		return forward_to_host(a.host, argc, argv);
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
+	pid_t pid = 0;
+	char link[16];
+	if (restore_service(&pool, a.name, &pid, link, &bytes) < 0) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "restore of %s on %s failed: %s", a.name, this_host(),
+			    cxlcr_last_error());
+	}
+	cxlcr_pool_close(&pool);
+	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	if (a.quiet)
+		return EXIT_OK;
+	if (a.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", a.name);
+		json_str(&j, "host", this_host());
+		json_i64(&j, "pid", pid);
+		json_double(&j, "restore_ms", ms);
+		json_double(&j, "total_ms", ms);
+		json_u64(&j, "image_bytes", bytes);
+		json_end(&j);
+	} else {
+		printf("%s restored on %s: pid %d, %.1f ms\n", a.name, this_host(), pid, ms);
+	}
+	return EXIT_OK;
+}
+
+/* Asks the destination's daemon to restore; its error line comes back
+ * through a pipe so that migrate reports one line. */
+static int restore_on(const char *host, const char *name, char *why, size_t len)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return cxlcr_error("pipe: %s", strerror(errno));
+	char *argv[] = { "restore", (char *)name, "--host", (char *)host, "--quiet", NULL };
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int rc = rpc_call(host, 5, argv, null, p[1]);
+	close(null);
+	close(p[1]);
+	ssize_t n = read(p[0], why, len - 1);
+	close(p[0]);
+	why[n > 0 ? n : 0] = 0;
+	why[strcspn(why, "\n")] = 0;
+	if (rc < 0)
+		snprintf(why, len, "%s", cxlcr_last_error());
+	if (!strncmp(why, "cxlcr: ", 7))
+		memmove(why, why + 7, strlen(why + 7) + 1);
+	return rc == 0 ? 0 : -1;
+}
+
+/* After a failed migrate: the frozen source takes up its work again. */
+static void resume_source(const struct service *s)
+{
+	container_link_attach(s->region.veth);
+	container_network_unlock(s->region.owner_pid);
+	container_signal_all(s->region.owner_pid, SIGCONT);
+}
+
+int cmd_migrate(int argc, char **argv)
+{
+	struct verb_args a;
+	int code;
+	if (!parse(argc, argv, "cxlcr migrate NAME --to HOST [--json]", "to", &a, &code))
+		return code;
+	if (!a.host)
+		return fail(EXIT_USAGE, "usage: cxlcr migrate NAME --to HOST [--json]");
+	if (!cli_host)
+		return forward_to_owner(a.name, argc, argv);
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = load_service(&pool, a.name, &s);
+	if (rc)
+		return rc;
+	if ((rc = require_service_here(&s))) {
+		cxlcr_pool_close(&pool);
+		return rc;
+	}
+	if (!strcmp(a.host, this_host())) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_USAGE, "service '%s' already runs on %s", a.name, a.host);
+	}
+	if (!host_is_local_pod_host(a.host)) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "host %s is not up (see cxlcr pod up)", a.host);
+	}
+
+	/* 1. Freeze and checkpoint; the source stays frozen until the end. */
+	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
+	double dump_ms = 0;
+	if (checkpoint_service(&pool, &s, true, &bytes, &dump_ms) < 0) {
+		char why[CXLCR_ERROR_MAX];
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		if (pid_alive(s.region.owner_pid))
+			resume_source(&s);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "migrate of %s failed: %s; it goes on running on %s", a.name, why,
+			    this_host());
+	}
+	uint64_t t1 = cxlcr_mono_ns();
+	/* 2. Its address leaves this host with it; 3. the destination restores. */
+	container_link_detach(s.region.veth);
+	char why[CXLCR_ERROR_MAX];
+	if (restore_on(a.host, a.name, why, sizeof(why)) < 0) {
+		resume_source(&s);
+		image_store_reclaim(&pool, a.name, 0);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "migrate of %s to %s failed: %s; it goes on running on %s with all its data",
+			    a.name, a.host, why, this_host());
+	}
+	uint64_t t2 = cxlcr_mono_ns();
+	/* 4. Only now does the frozen source end. */
+	kill(s.region.owner_pid, SIGKILL);
+	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
+	cxlcr_pool_close(&pool);
+	uint64_t t3 = cxlcr_mono_ns();
+	if (a.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", a.name);
+		json_str(&j, "from", this_host());
+		json_str(&j, "to", a.host);
+		json_double(&j, "freeze_ms", (double)(t2 - t0) / 1e6);
+		json_double(&j, "dump_ms", dump_ms);
+		json_double(&j, "checkpoint_ms", (double)(t1 - t0) / 1e6);
+		json_double(&j, "restore_ms", (double)(t2 - t1) / 1e6);
+		json_double(&j, "total_ms", (double)(t3 - t0) / 1e6);
+		json_u64(&j, "image_bytes", bytes);
+		json_end(&j);
+	} else {
+		char b[32];
+		printf("%s migrated %s -> %s in %.1f ms (frozen %.1f ms: checkpoint %.1f, restore %.1f), %s of images\n",
+		       a.name, this_host(), a.host, (double)(t3 - t0) / 1e6, (double)(t2 - t0) / 1e6,
+		       (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+		       cxlcr_format_size(bytes, b, sizeof(b)));
+	}
+	return EXIT_OK;
+}

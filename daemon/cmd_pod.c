@@ -1,0 +1,333 @@
+/*
+ * cxlcr pod up | pod down: an emulated pod on this machine.
+ *
+ * Host hI is a network namespace (cxlcr-hI) with address 10.78.0.(10+I) on
+ * the pod bridge cxlcr0, its own UTS name hI, and a cxlcrd. The bridge is in
+ * the machine's network namespace, so clients here reach every host and
+ * service address. All hosts map the same pool; nothing else ties them to
+ * one machine.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+#include "container.h"
+#include "exec.h"
+#include "rpc.h"
+
+#define MAX_HOSTS       16
+#define NET_TIMEOUT_S   10
+#define READY_TIMEOUT_MS 10000
+#define STOP_WAIT_MS    10000
+#define LOG_DIR         "/var/log/cxlcr"
+
+static const char *pid_path(const char *host, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s.pid", CXLCR_HOSTS_DIR, host);
+	return buf;
+}
+
+static int daemon_pid(const char *host)
+{
+	char path[128];
+	FILE *f = fopen(pid_path(host, path, sizeof(path)), "r");
+	int pid = 0;
+	if (f) {
+		if (fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	return pid > 0 && pid_alive(pid) ? pid : 0;
+}
+
+static bool link_exists(const char *name)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/sys/class/net/%s", name);
+	return access(path, F_OK) == 0;
+}
+
+/* The pod network (the bridge's namespace: this machine's) gets a name,
+ * so that the daemons inside their hosts' namespaces can enter it. */
+static int name_pod_network(void)
+{
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (access(POD_NETNS_PATH, F_OK) == 0)
+		return 0;
+	return exec_run(NET_TIMEOUT_S, "ip", "netns", "attach", POD_NETNS, pid, NULL) ? -1 : 0;
+}
+
+static int make_bridge(void)
+{
+	if (name_pod_network() < 0)
+		return -1;
+	if (link_exists(POD_BRIDGE))
+		return 0;
+	char addr[32], ip[16];
+	snprintf(addr, sizeof(addr), "%s/%d", ip_string(POD_GATEWAY, ip), POD_PREFIX_LEN);
+	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", POD_BRIDGE, "type", "bridge", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "addr", "add", addr, "dev", POD_BRIDGE, NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", POD_BRIDGE, "up", NULL))
+		return -1;
+	return 0;
+}
+
+/* The host's network namespace and its address on the bridge. */
+static int make_host_net(int i, const char *host)
+{
+	char ns[32], link[16], addr[32], ip[16], path[64];
+	snprintf(ns, sizeof(ns), "cxlcr-%s", host);
+	snprintf(link, sizeof(link), "cxh%d", i);
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	if (access(path, F_OK) != 0 && exec_run(NET_TIMEOUT_S, "ip", "netns", "add", ns, NULL))
+		return -1;
+	if (link_exists(link))
+		return 0;
+	snprintf(addr, sizeof(addr), "%s/%d", ip_string(POD_HOST_FIRST + (uint32_t)i, ip), POD_PREFIX_LEN);
+	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name", "eth0",
+		     "netns", ns, NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", POD_BRIDGE, "up", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "addr", "add", addr, "dev", "eth0", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "link", "set", "eth0", "up", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "link", "set", "lo", "up", NULL))
+		return -1;
+	return 0;
+}
+
+static const char *daemon_binary(char *buf, size_t len)
+{
+	char exe[PATH_MAX - 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(buf, len, "%s/cxlcrd", exe);
+			if (access(buf, X_OK) == 0)
+				return buf;
+		}
+	}
+	return "cxlcrd";
+}
+
+/* Starts hI's daemon inside the host's namespaces, detached. */
+static int start_daemon(const char *host, const char *pool)
+{
+	char ns_path[64], log[128], bin[PATH_MAX];
+	snprintf(ns_path, sizeof(ns_path), "/run/netns/cxlcr-%s", host);
+	snprintf(log, sizeof(log), "%s/cxlcrd-%s.log", LOG_DIR, host);
+	daemon_binary(bin, sizeof(bin));
+	mkdir(LOG_DIR, 0755);
+	int ready[2];
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return cxlcr_error("pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0) {
+		close(ready[0]);
+		int ns = open(ns_path, O_RDONLY | O_CLOEXEC);
+		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0 || unshare(CLONE_NEWUTS) < 0 ||
+		    sethostname(host, strlen(host)) < 0) {
+			dprintf(ready[1], "error: cannot enter the namespaces of %s: %s\n", host, strerror(errno));
+			_exit(1);
+		}
+		if (fork() != 0)
+			_exit(0);
+		setsid();
+		int in = open("/dev/null", O_RDONLY), out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(in, 0);
+		dup2(out < 0 ? in : out, 1);
+		dup2(out < 0 ? in : out, 2);
+		dup2(ready[1], 3);
+		close_range(4, ~0u, 0);
+		setenv("CXLCR_POOL", pool, 1);
+		execl(bin, "cxlcrd", "--host", host, "--ready-fd", "3", (char *)NULL);
+		dprintf(3, "error: cannot run %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	close(ready[1]);
+	if (child > 0)
+		waitpid(child, NULL, 0);
+	char msg[512] = "";
+	struct pollfd p = { .fd = ready[0], .events = POLLIN };
+	ssize_t n = poll(&p, 1, READY_TIMEOUT_MS) == 1 ? read(ready[0], msg, sizeof(msg) - 1) : 0;
+	close(ready[0]);
+	msg[n > 0 ? n : 0] = 0;
+	msg[strcspn(msg, "\n")] = 0;
+	int pid;
+	if (sscanf(msg, "ok %d", &pid) != 1)
+		return cxlcr_error("the daemon of %s did not start: %s (log %s)", host,
+				   msg[0] ? msg : "no answer", log);
+	char path[128];
+	FILE *f = fopen(pid_path(host, path, sizeof(path)), "w");
+	if (f) {
+		fprintf(f, "%d\n", pid);
+		fclose(f);
+	}
+	return pid;
+}
+
+static int pod_up(int argc, char **argv)
+{
+	static const struct option opts[] = { { "hosts", required_argument, 0, 'n' },
+					      { "json", no_argument, 0, 'j' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	int c, hosts = 2;
+	bool json = false;
+	while ((c = getopt_long(argc, argv, "n:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			hosts = atoi(optarg);
+			if (hosts < 1 || hosts > MAX_HOSTS)
+				return fail(EXIT_USAGE, "--hosts %s: between 1 and %d", optarg, MAX_HOSTS);
+			break;
+		case 'j': json = true; break;
+		case 'h':
+			printf("usage: cxlcr pod up [--hosts N] [--json]\n\n"
+			       "Starts emulated hosts h0..hN-1 (default 2) on this machine, each with its\n"
+			       "own network namespace and address on bridge %s, and a cxlcrd.\n"
+			       "Hosts already up are left as they are.\n", POD_BRIDGE);
+			return EXIT_OK;
+		default: return EXIT_USAGE;
+		}
+	}
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	char pool_abs[PATH_MAX];
+	if (!realpath(pool.path, pool_abs))
+		cxlcr_copy_field(pool_abs, sizeof(pool_abs), pool.path);
+	cxlcr_pool_close(&pool);
+	mkdir(CXLCR_RUN_DIR, 0755);
+	mkdir(CXLCR_HOSTS_DIR, 0755);
+	if (make_bridge() < 0)
+		return fail(EXIT_FAIL, "cannot create bridge %s: %s", POD_BRIDGE, cxlcr_last_error());
+	struct json j;
+	if (json) {
+		json_begin(&j, stdout);
+		json_str(&j, "bridge", POD_BRIDGE);
+		json_array(&j, "hosts");
+	}
+	for (int i = 0; i < hosts; i++) {
+		char host[16], ip[16];
+		snprintf(host, sizeof(host), "h%d", i);
+		int pid = daemon_pid(host);
+		bool started = false;
+		if (!pid) {
+			if (make_host_net(i, host) < 0 || (pid = start_daemon(host, pool_abs)) < 0) {
+				if (json)
+					json_end(&j);
+				return fail(EXIT_FAIL, "host %s: %s", host, cxlcr_last_error());
+			}
+			started = true;
+		}
+		ip_string(POD_HOST_FIRST + (uint32_t)i, ip);
+		if (json) {
+			json_object(&j, NULL);
+			json_str(&j, "host", host);
+			json_str(&j, "address", ip);
+			json_i64(&j, "daemon_pid", pid);
+			json_bool(&j, "started", started);
+			json_object_end(&j);
+		} else {
+			printf("%s %s at %s, cxlcrd pid %d\n", host, started ? "up" : "already up", ip, pid);
+		}
+	}
+	if (json) {
+		json_array_end(&j);
+		json_end(&j);
+	}
+	return EXIT_OK;
+}
+
+/* Ends the services that ran on a host that goes away, and frees their
+ * arenas; checkpointed services (no process) keep theirs. */
+static void stop_host_services(const char *host)
+{
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
+		return;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r = pool.table[i];
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA ||
+		    strncmp(r.owner_host, host, CXLCR_HOST_MAX) || r.owner_pid <= 1 || !pid_alive(r.owner_pid))
+			continue;
+		kill(r.owner_pid, SIGKILL);
+		pid_wait_exit(r.owner_pid, STOP_WAIT_MS);
+		cxlcr_region_free(&pool, r.generation);
+	}
+	cxlcr_pool_close(&pool);
+}
+
+static int pod_down(int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: cxlcr pod down\n\nStops the services on the pod hosts, their daemons, "
+		       "and removes the hosts and bridge %s.\n", POD_BRIDGE);
+		return EXIT_OK;
+	}
+	int hosts = 0;
+	for (int i = 0; i < MAX_HOSTS; i++) {
+		char host[16], path[128], ns[32], link[16];
+		snprintf(host, sizeof(host), "h%d", i);
+		snprintf(ns, sizeof(ns), "cxlcr-%s", host);
+		snprintf(link, sizeof(link), "cxh%d", i);
+		snprintf(path, sizeof(path), "/run/netns/%s", ns);
+		int pid = daemon_pid(host);
+		if (!pid && access(path, F_OK) != 0)
+			continue;
+		stop_host_services(host);
+		if (pid) {
+			kill(pid, SIGTERM);
+			if (pid_wait_exit(pid, STOP_WAIT_MS) != 1)
+				kill(pid, SIGKILL);
+		}
+		unlink(pid_path(host, path, sizeof(path)));
+		unlink(host_socket_path(host, path, sizeof(path)));
+		snprintf(path, sizeof(path), "/run/netns/%s", ns);
+		if (access(path, F_OK) == 0)
+			exec_run(NET_TIMEOUT_S, "ip", "netns", "del", ns, NULL);
+		if (link_exists(link))
+			exec_run(NET_TIMEOUT_S, "ip", "link", "del", link, NULL);
+		printf("%s down\n", host);
+		hosts++;
+	}
+	if (link_exists(POD_BRIDGE))
+		exec_run(NET_TIMEOUT_S, "ip", "link", "del", POD_BRIDGE, NULL);
+	if (access(POD_NETNS_PATH, F_OK) == 0)
+		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", POD_NETNS, NULL);
+	if (!hosts)
+		printf("no pod hosts were up\n");
+	return EXIT_OK;
+}
+
+int cmd_pod(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "up"))
+		return pod_up(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "down"))
+		return pod_down(argc - 1, argv + 1);
+	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: cxlcr pod up [--hosts N] [--json]\n       cxlcr pod down\n");
+		return EXIT_OK;
+	}
+	return fail(EXIT_USAGE, "usage: cxlcr pod up [--hosts N] | cxlcr pod down");
+}

@@ -1,0 +1,168 @@
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/checksum.h"
+#include "../common/error.h"
+#include "container.h"
+#include "exec.h"
+
+#define NET_TIMEOUT_S 10
+
+const char *ip_string(uint32_t ip, char buf[16])
+{
+	struct in_addr a = { htonl(ip) };
+	inet_ntop(AF_INET, &a, buf, 16);
+	return buf;
+}
+
+void container_link_name(const uint8_t pool_uuid[16], uint64_t generation, uint64_t epoch,
+			 char out[16])
+{
+	/* Names are global on a machine: the pool's identity goes in too. */
+	uint32_t h = cxlcr_crc32c(0, pool_uuid, 16);
+	h = cxlcr_crc32c(h, &generation, sizeof(generation));
+	snprintf(out, 16, "cx%08x.%llu", h, (unsigned long long)(epoch % 1000));
+}
+
+/* eth0 inside the service, its peer on the bridge outside. */
+static int plumb(pid_t pid, const char *link, uint32_t ip)
+{
+	char pid_s[16], addr[32], ip_s[16];
+	snprintf(pid_s, sizeof(pid_s), "%d", pid);
+	snprintf(addr, sizeof(addr), "%s/%d", ip_string(ip, ip_s), POD_PREFIX_LEN);
+	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name",
+		     SERVICE_IFNAME, "netns", pid_s, NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", POD_BRIDGE, "up", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "addr", "add", addr, "dev",
+		     SERVICE_IFNAME, NULL) ||
+	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "link", "set", SERVICE_IFNAME,
+		     "up", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "link", "set", "lo", "up", NULL))
+		return -1;
+	return 0;
+}
+
+pid_t container_start(const char *name, const char *link, uint32_t ip, void (*child_fn)(void *),
+		      void *arg)
+{
+	int go[2], report[2];
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0)
+		return cxlcr_error("pipe: %s", strerror(errno));
+	pid_t helper = fork();
+	if (helper < 0)
+		return cxlcr_error("fork: %s", strerror(errno));
+	if (helper == 0) {
+		/* The helper creates the namespaces; its child is their pid 1. */
+		close(go[1]);
+		close(report[0]);
+		if (unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS) < 0) {
+			dprintf(report[1], "-%d", errno);
+			_exit(1);
+		}
+		pid_t init = fork();
+		if (init == 0) {
+			close(report[1]);
+			char c;
+			/* Wait until the parent has set up our network. */
+			while (read(go[0], &c, 1) < 0 && errno == EINTR)
+				;
+			close(go[0]);
+			if (sethostname(name, strlen(name)) < 0)
+				_exit(126);
+			child_fn(arg);
+			_exit(127);
+		}
+		dprintf(report[1], "%d", init < 0 ? -errno : init);
+		_exit(0);
+	}
+	close(go[0]);
+	close(report[1]);
+	char buf[32] = "";
+	ssize_t n = read(report[0], buf, sizeof(buf) - 1);
+	close(report[0]);
+	waitpid(helper, NULL, 0);
+	int pid = n > 0 ? atoi(buf) : -EIO;
+	if (pid <= 0) {
+		close(go[1]);
+		return cxlcr_error("cannot create the service's namespaces: %s", strerror(-pid));
+	}
+	if (plumb(pid, link, ip) < 0) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		kill(pid, SIGKILL);
+		close(go[1]);
+		return cxlcr_error("cannot set up the service's network: %s", why);
+	}
+	if (write(go[1], "g", 1) != 1) {
+		close(go[1]);
+		return cxlcr_error("the service died while its network was set up");
+	}
+	close(go[1]);
+	return pid;
+}
+
+int container_link_detach(const char *link)
+{
+	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "nomaster", "down", NULL) ? -1 : 0;
+}
+
+int container_link_attach(const char *link)
+{
+	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", POD_BRIDGE, "up", NULL) ? -1 : 0;
+}
+
+/* CRIU locks a dumped network namespace with an iptables chain named CRIU
+ * and lifts it only where it restores. A source resumed after a failed
+ * migrate must lift it itself. */
+int container_network_unlock(pid_t init)
+{
+	char pid_s[16];
+	snprintf(pid_s, sizeof(pid_s), "%d", init);
+	const char *tools[] = { "iptables", "ip6tables" };
+	for (size_t i = 0; i < 2; i++) {
+		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-D", "INPUT", "-j", "CRIU", NULL);
+		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-D", "OUTPUT", "-j", "CRIU", NULL);
+		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-F", "CRIU", NULL);
+		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-X", "CRIU", NULL);
+	}
+	return 0;
+}
+
+/* Does task pid live in the PID namespace of init? */
+static bool same_pid_ns(pid_t pid, const struct stat *ns)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+	return stat(path, &st) == 0 && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev;
+}
+
+int container_signal_all(pid_t init, int sig)
+{
+	char path[64];
+	struct stat ns;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", init);
+	if (stat(path, &ns) < 0)
+		return cxlcr_error("service pid %d is gone", init);
+	DIR *d = opendir("/proc");
+	if (!d)
+		return cxlcr_error("/proc: %s", strerror(errno));
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		pid_t pid = atoi(e->d_name);
+		if (pid > 0 && same_pid_ns(pid, &ns))
+			kill(pid, sig);
+	}
+	closedir(d);
+	return 0;
+}

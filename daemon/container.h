@@ -1,0 +1,49 @@
+/*
+ * A pod service is container-like: it is pid 1 of its own PID namespace,
+ * with its own network and UTS namespaces. Its address lives on its own
+ * interface (eth0), joined to the pod bridge by a veth pair, so the address
+ * belongs to the service and moves with it; restores never collide with the
+ * host's PIDs. The mount namespace stays the machine's (see DESIGN.md).
+ */
+#ifndef CXLCR_CONTAINER_H
+#define CXLCR_CONTAINER_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define POD_BRIDGE       "cxlcr0"
+#define POD_NETNS        "cxlcr-pod"   /* names the bridge's network namespace */
+#define POD_NETNS_PATH   "/run/netns/" POD_NETNS
+#define POD_PREFIX_LEN   16
+#define POD_GATEWAY      0x0a4e0001u  /* 10.78.0.1: the bridge */
+#define POD_HOST_FIRST   0x0a4e000au  /* 10.78.0.10: host h0 */
+#define POD_SERVICE_FIRST 0x0a4e0101u /* 10.78.1.1: first service */
+#define POD_SERVICE_COUNT 0xfe00u
+#define SERVICE_IFNAME   "eth0"
+
+/* "10.78.1.7" for an address in host order. */
+const char *ip_string(uint32_t ip, char buf[16]);
+
+/* The name of a service incarnation's link on the bridge: unique per pool,
+ * arena and owner epoch, so a restored service never meets its frozen
+ * source's. */
+void container_link_name(const uint8_t pool_uuid[16], uint64_t generation, uint64_t epoch,
+			 char out[16]);
+
+/* Starts child_fn(arg) as pid 1 of new PID, network and UTS namespaces with
+ * hostname `name`, after its network is set up: eth0 with ip/16, its peer
+ * `link` on the pod bridge. Returns the child's pid (in our namespace). */
+pid_t container_start(const char *name, const char *link, uint32_t ip,
+		      void (*child_fn)(void *), void *arg);
+
+/* Takes a service's link off the bridge, or puts it back. */
+int container_link_detach(const char *link);
+int container_link_attach(const char *link);
+
+/* Removes the network lock CRIU leaves in a service that a dump froze. */
+int container_network_unlock(pid_t init);
+
+/* Sends sig to every task of the PID namespace whose init is `init`. */
+int container_signal_all(pid_t init, int sig);
+
+#endif

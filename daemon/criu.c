@@ -1,0 +1,98 @@
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "container.h"
+#include "criu.h"
+#include "exec.h"
+
+/* The directory holding cxlcr_criu.so, and only it (CRIU loads every
+ * library in its plugin directory). */
+static const char *plugin_dir(void)
+{
+	static char dir[PATH_MAX];
+	const char *env = getenv("CXLCR_CRIU_PLUGIN_DIR");
+	if (env && *env)
+		return env;
+	char exe[PATH_MAX - 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(dir, sizeof(dir), "%s/criu", exe);
+			if (access(dir, R_OK) == 0)
+				return dir;
+		}
+	}
+	return "/usr/local/lib/cxlcr/criu";
+}
+
+/* CRIU says what went wrong in its log. The cxlcr plugin's reason is the
+ * one that matters when it refused; otherwise the first error line (later
+ * ones only report the failure spreading). */
+static int criu_failed(const char *dir, const char *log, const char *what)
+{
+	char path[PATH_MAX], line[512], last[512] = "";
+	bool from_plugin = false;
+	snprintf(path, sizeof(path), "%s/%s", dir, log);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "Error") || strstr(line, "RLIMIT_NOFILE") || from_plugin)
+			continue;
+		if (strstr(line, "cxlcr:")) {
+			const char *why = strstr(line, "cxlcr:") + 7;
+			snprintf(last, sizeof(last), "%s", why);
+			from_plugin = true;
+		} else if (!last[0]) {
+			snprintf(last, sizeof(last), "%s", line);
+		}
+	}
+	if (f)
+		fclose(f);
+	last[strcspn(last, "\n")] = 0;
+	const char *msg = last[0] ? last : cxlcr_last_error();
+	char copy[600];
+	snprintf(copy, sizeof(copy), "%s", msg);
+	return cxlcr_error("criu %s failed: %s (log %s)", what, copy, path);
+}
+
+int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
+{
+	char pid_s[16], ext[64];
+	snprintf(pid_s, sizeof(pid_s), "%d", pid);
+	snprintf(ext, sizeof(ext), "veth[%s]:%s", SERVICE_IFNAME, link);
+	char *argv[] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
+			 "-v2", "--external", ext, "--tcp-established", "--lib", (char *)plugin_dir(),
+			 leave_stopped ? "--leave-stopped" : NULL, NULL };
+	if (exec_argv(argv, CRIU_TIMEOUT_S) != 0)
+		return criu_failed(dir, "dump.log", "dump");
+	return 0;
+}
+
+int criu_restore(const char *dir, const char *link, pid_t *pid)
+{
+	char pair[64], pidfile[PATH_MAX];
+	snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, POD_BRIDGE);
+	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
+	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", "-v2", "-d",
+			 "--veth-pair", pair, "--tcp-established", "--pidfile", pidfile,
+			 "--lib", (char *)plugin_dir(), NULL };
+	if (exec_argv(argv, CRIU_TIMEOUT_S) != 0)
+		return criu_failed(dir, "restore.log", "restore");
+	FILE *f = fopen(pidfile, "r");
+	int p = 0;
+	if (!f || fscanf(f, "%d", &p) != 1 || p <= 0) {
+		if (f)
+			fclose(f);
+		return cxlcr_error("criu restore left no pid in %s", pidfile);
+	}
+	fclose(f);
+	*pid = p;
+	return 0;
+}

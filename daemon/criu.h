@@ -1,0 +1,23 @@
+/*
+ * Running CRIU on a pod service. Only the service's own pages, fds and
+ * namespaces go into the images: its heap is a shared mapping of the pool,
+ * which CRIU records as a file mapping and re-creates at the same address;
+ * the cxlcr plugin records the arena and takes it over on restore.
+ */
+#ifndef CXLCR_CRIU_H
+#define CXLCR_CRIU_H
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define CRIU_TIMEOUT_S 120
+
+/* Dumps the service whose PID-namespace init is pid into dir. With
+ * leave_stopped the tasks stay frozen (and their network locked) for a
+ * migrate to either end or resume them; otherwise CRIU kills them. */
+int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped);
+
+/* Restores the image set in dir, its eth0 joined to the pod bridge by a
+ * new link; *pid receives the restored init's pid. */
+int criu_restore(const char *dir, const char *link, pid_t *pid);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * cxlcrd: the daemon of one pod host.
+ *
+ * It listens on /run/cxlcr/hosts/HOST.sock and runs each request in a
+ * worker process, with the verb code of the command line, as host HOST:
+ * services it starts or restores are owned by HOST in the pool. The daemon
+ * itself lives in the host's network and UTS namespaces (its address and
+ * name); the service plumbing and CRIU work in the machine's network
+ * namespace, where the pod's bridge is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+#include "container.h"
+#include "rpc.h"
+
+static volatile sig_atomic_t stopping;
+static int log_fd = STDERR_FILENO; /* the daemon's log, even in a worker */
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_line(const char *fmt, ...)
+{
+	char when[32];
+	time_t t = time(NULL);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime(&t));
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "%s cxlcrd[%s]: ", when, cli_host);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	dprintf(log_fd, "%s\n", line);
+}
+
+/* Workers act in the machine's network namespace (see the top comment). */
+static int enter_pod_network(void)
+{
+	int fd = open(POD_NETNS_PATH, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return cxlcr_error("cannot enter the pod network namespace: %s", strerror(e));
+	}
+	close(fd);
+	return 0;
+}
+
+static void serve(int conn)
+{
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	/* rpc_serve() hands stdout and stderr to the client. */
+	log_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	uint64_t t0 = cxlcr_mono_ns();
+	int status;
+	if (enter_pod_network() < 0) {
+		log_line("%s", cxlcr_last_error());
+		_exit(EXIT_FAIL);
+	}
+	status = rpc_serve(conn, cli_dispatch);
+	if (status < 0)
+		log_line("request refused: %s", cxlcr_last_error());
+	else
+		log_line("request done: exit %d in %.1f ms", status, (double)(cxlcr_mono_ns() - t0) / 1e6);
+	_exit(status < 0 ? EXIT_FAIL : status);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = { { "host", required_argument, 0, 'H' },
+					      { "ready-fd", required_argument, 0, 'r' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	int c, ready_fd = -1;
+	while ((c = getopt_long(argc, argv, "H:r:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H': cli_host = optarg; break;
+		case 'r': ready_fd = atoi(optarg); break;
+		case 'h':
+			printf("usage: cxlcrd --host NAME [--ready-fd FD]\n\n"
+			       "The daemon of pod host NAME; `cxlcr pod up` starts one per host.\n"
+			       "The pool is $CXLCR_POOL, or %s.\n", CXLCR_POOL_DEFAULT_PATH);
+			return 0;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (!cli_host || !cxlcr_valid_name(cli_host)) {
+		fprintf(stderr, "cxlcrd: --host NAME is required\n");
+		return EXIT_USAGE;
+	}
+	char path[128];
+	mkdir(CXLCR_RUN_DIR, 0755);
+	mkdir(CXLCR_HOSTS_DIR, 0755);
+	int s = rpc_listen(host_socket_path(cli_host, path, sizeof(path)));
+	if (s < 0) {
+		if (ready_fd >= 0)
+			dprintf(ready_fd, "error: %s\n", cxlcr_last_error());
+		fprintf(stderr, "cxlcrd: %s\n", cxlcr_last_error());
+		return EXIT_FAIL;
+	}
+	struct sigaction sa = { .sa_handler = on_term };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGCHLD, SIG_IGN); /* workers are not waited for */
+	signal(SIGPIPE, SIG_IGN);
+	log_line("listening on %s, pool %s", path, cxlcr_pool_path());
+	if (ready_fd >= 0) {
+		dprintf(ready_fd, "ok %d\n", getpid());
+		close(ready_fd);
+	}
+	while (!stopping) {
+		int conn = accept4(s, NULL, NULL, SOCK_CLOEXEC);
+		if (conn < 0)
+			continue; /* EINTR from SIGTERM ends the loop */
+		pid_t pid = fork();
+		if (pid == 0) {
+			close(s);
+			serve(conn);
+		}
+		if (pid < 0)
+			log_line("cannot fork a worker: %s", strerror(errno));
+		close(conn);
+	}
+	unlink(path);
+	log_line("stopped");
+	return 0;
+}

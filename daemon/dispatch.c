@@ -1,0 +1,94 @@
+/* The verbs of cxlcr, and running one here or on a pod host's daemon. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+#include "rpc.h"
+
+#define CXLCR_VERSION "0.2.0"
+
+const char *cli_host;
+
+const char *this_host(void)
+{
+	return cli_host ? cli_host : cxlcr_host_name();
+}
+
+int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("cxlcr: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+int open_pool_or_fail(struct cxlcr_pool *pool)
+{
+	if (cxlcr_pool_open(pool, cxlcr_pool_path()) < 0)
+		return fail(EXIT_NO_POOL, "%s", cxlcr_last_error());
+	return 0;
+}
+
+static const struct command commands[] = {
+	{ "pool", cmd_pool, "format or inspect the shared pool" },
+	{ "pod", cmd_pod, "start or stop the emulated pod hosts" },
+	{ "run", cmd_run, "start a service with its heap in a pool arena" },
+	{ "ps", cmd_ps, "list services and their arenas" },
+	{ "status", cmd_status, "show one service" },
+	{ "checkpoint", cmd_checkpoint, "checkpoint a service into the pool" },
+	{ "restore", cmd_restore, "restore a checkpointed service on a host" },
+	{ "migrate", cmd_migrate, "move a running service to another host" },
+	{ "stop", cmd_stop, "stop a service and free its arena" },
+	{ "rm", cmd_rm, "free the arena of a service that has exited" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: cxlcr <command> [options]\n\n"
+		     "Moves and clones services whose heap lives in shared CXL memory.\n\n"
+		     "commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nEvery command takes --help and --json. The pool is $CXLCR_POOL, or %s.\n",
+		CXLCR_POOL_DEFAULT_PATH);
+}
+
+int cli_dispatch(int argc, char **argv)
+{
+	if (argc < 1) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h") || !strcmp(argv[0], "help")) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[0], "--version")) {
+		printf("cxlcr %s (pool format %u)\n", CXLCR_VERSION, CXLCR_POOL_VERSION);
+		return EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (!strcmp(argv[0], commands[i].name)) {
+			optind = 0; /* getopt starts afresh for each verb */
+			return commands[i].run(argc, argv);
+		}
+	}
+	return fail(EXIT_USAGE, "unknown command '%s' (see cxlcr --help)", argv[0]);
+}
+
+int forward_to_host(const char *host, int argc, char **argv)
+{
+	fflush(NULL);
+	int rc = rpc_call(host, argc, argv, STDOUT_FILENO, STDERR_FILENO);
+	if (rc < 0)
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	return rc;
+}

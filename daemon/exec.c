@@ -1,0 +1,117 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/util.h"
+#include "exec.h"
+
+#define EXEC_MAX_ARGS 64
+
+/* The last non-empty line of what the tool wrote to stderr. */
+static void last_line(const char *buf, char *out, size_t len)
+{
+	const char *end = buf + strlen(buf);
+	while (end > buf && (end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	const char *start = end;
+	while (start > buf && start[-1] != '\n')
+		start--;
+	snprintf(out, len, "%.*s", (int)(end - start), start);
+}
+
+int exec_argv(char *const argv[], int timeout_s)
+{
+	int err[2];
+	if (pipe2(err, O_CLOEXEC) < 0)
+		return cxlcr_error("%s: pipe: %s", argv[0], strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(err[0]);
+		close(err[1]);
+		return cxlcr_error("%s: fork: %s", argv[0], strerror(errno));
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(err[1], 2);
+		close_range(3, ~0u, 0);
+		execvp(argv[0], argv);
+		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(err[1]);
+
+	/* Collect stderr until the tool exits or its time is up. */
+	static __thread char buf[16384];
+	size_t got = 0;
+	buf[0] = 0;
+	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+	bool timed_out = false;
+	for (;;) {
+		uint64_t now = cxlcr_mono_ns();
+		if (now >= deadline) {
+			timed_out = true;
+			break;
+		}
+		struct pollfd p = { .fd = err[0], .events = POLLIN };
+		int rc = poll(&p, 1, (int)((deadline - now) / 1000000) + 1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			continue;
+		char chunk[4096];
+		ssize_t n = read(err[0], chunk, sizeof(chunk));
+		if (n <= 0)
+			break;
+		/* Keep the tail: the last lines say what failed. */
+		if (got + (size_t)n >= sizeof(buf)) {
+			size_t drop = got + (size_t)n - sizeof(buf) + 1;
+			memmove(buf, buf + drop, got - drop);
+			got -= drop;
+		}
+		memcpy(buf + got, chunk, (size_t)n);
+		got += (size_t)n;
+		buf[got] = 0;
+	}
+	close(err[0]);
+	if (timed_out)
+		kill(pid, SIGKILL);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	char line[400];
+	last_line(buf, line, sizeof(line));
+	if (timed_out)
+		return cxlcr_error("%s timed out after %d s", argv[0], timeout_s);
+	if (WIFSIGNALED(status))
+		return cxlcr_error("%s killed by signal %d%s%s", argv[0], WTERMSIG(status),
+				   line[0] ? ": " : "", line);
+	int code = WEXITSTATUS(status);
+	if (code)
+		cxlcr_error("%s failed (exit %d)%s%s", argv[0], code, line[0] ? ": " : "", line);
+	return code;
+}
+
+int exec_run(int timeout_s, const char *arg0, ...)
+{
+	char *argv[EXEC_MAX_ARGS];
+	int n = 0;
+	va_list ap;
+	va_start(ap, arg0);
+	for (const char *a = arg0; a && n < EXEC_MAX_ARGS - 1; a = va_arg(ap, const char *))
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	return exec_argv(argv, timeout_s);
+}

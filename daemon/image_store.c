@@ -1,0 +1,252 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/checksum.h"
+#include "../common/error.h"
+#include "../common/persist.h"
+#include "../common/util.h"
+#include "image_store.h"
+
+#define MAX_FILES 4096
+
+/* "SERVICE.EPOCH" -> is it an image set of service? */
+static bool names_service(const char *region_name, const char *service)
+{
+	const char *dot = strrchr(region_name, '.');
+	if (!dot || dot == region_name || !dot[1])
+		return false;
+	for (const char *p = dot + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return (size_t)(dot - region_name) == strlen(service) &&
+	       !strncmp(region_name, service, strlen(service));
+}
+
+static uint32_t header_checksum(const struct cxlcr_image_set *h, const struct cxlcr_image_file *files)
+{
+	uint32_t crc = cxlcr_crc32c(0, h, offsetof(struct cxlcr_image_set, checksum));
+	return cxlcr_crc32c(crc, files, h->file_count * sizeof(*files));
+}
+
+static int read_file(const char *path, char *dst, uint64_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return cxlcr_error("%s: %s", path, strerror(errno));
+	uint64_t done = 0;
+	while (done < size) {
+		ssize_t n = read(fd, dst + done, size - done);
+		if (n <= 0) {
+			close(fd);
+			return cxlcr_error("%s: short read", path);
+		}
+		done += (uint64_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+int image_store_publish(struct cxlcr_pool *pool, const char *dir, struct cxlcr_image_set *meta,
+			uint64_t *bytes)
+{
+	static struct cxlcr_image_file files[MAX_FILES];
+	DIR *d = opendir(dir);
+	if (!d)
+		return cxlcr_error("%s: %s", dir, strerror(errno));
+	uint32_t n = 0;
+	uint64_t payload = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		/* CRIU's images; its logs stay behind on the source. */
+		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || strstr(e->d_name, ".log"))
+			continue;
+		if (n == MAX_FILES || strlen(e->d_name) >= CXLCR_IMAGE_NAME_MAX) {
+			closedir(d);
+			return cxlcr_error("%s: too many or too long image file names", dir);
+		}
+		memset(&files[n], 0, sizeof(files[n]));
+		cxlcr_copy_field(files[n].name, sizeof(files[n].name), e->d_name);
+		files[n].size = (uint64_t)st.st_size;
+		payload += (files[n].size + 63) & ~63ull;
+		n++;
+	}
+	closedir(d);
+
+	uint64_t table = n * sizeof(struct cxlcr_image_file);
+	uint64_t size = sizeof(struct cxlcr_image_set) + table + payload;
+	char name[CXLCR_NAME_MAX + 24];
+	snprintf(name, sizeof(name), "%s.%llu", meta->service, (unsigned long long)meta->arena_epoch);
+	struct cxlcr_region r;
+	if (cxlcr_region_alloc(pool, CXLCR_KIND_IMAGES, name, size, &r) < 0)
+		return -1;
+	char *m = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
+	if (!m) {
+		cxlcr_region_free(pool, r.generation);
+		return -1;
+	}
+	uint64_t at = sizeof(struct cxlcr_image_set) + table;
+	for (uint32_t i = 0; i < n; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%.63s", dir, files[i].name);
+		files[i].offset = at;
+		if (read_file(path, m + at, files[i].size) < 0) {
+			munmap(m, r.size);
+			cxlcr_region_free(pool, r.generation);
+			return -1;
+		}
+		files[i].crc = cxlcr_crc32c(0, m + at, files[i].size);
+		at += (files[i].size + 63) & ~63ull;
+	}
+	struct cxlcr_image_set *h = (void *)m;
+	*h = *meta;
+	h->magic = CXLCR_IMAGES_MAGIC;
+	h->version = CXLCR_IMAGES_VERSION;
+	h->file_count = n;
+	memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
+	h->created_ns = cxlcr_now_ns();
+	h->payload_bytes = payload;
+	h->complete = 0;
+	memcpy(m + sizeof(*h), files, table);
+	h->checksum = header_checksum(h, files);
+	/* Everything is on the device before the marker that says so. */
+	cxlcr_publish(m, r.size);
+	__atomic_store_n(&h->complete, CXLCR_IMAGES_COMPLETE, __ATOMIC_RELEASE);
+	cxlcr_publish(&h->complete, sizeof(h->complete));
+	*meta = *h;
+	munmap(m, r.size);
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		total += files[i].size;
+	*bytes = total;
+	return 0;
+}
+
+/* Maps an image-store region and checks its header and table. */
+static struct cxlcr_image_set *open_set(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	if (r->size < sizeof(struct cxlcr_image_set)) {
+		cxlcr_error("image set %s is truncated", r->name);
+		return NULL;
+	}
+	struct cxlcr_image_set *h = cxlcr_pool_map(pool, r->offset, r->size, 0, 0);
+	if (!h)
+		return NULL;
+	cxlcr_refresh(h, sizeof(*h));
+	const char *why = NULL;
+	if (h->magic != CXLCR_IMAGES_MAGIC)
+		why = "not an image set";
+	else if (h->version != CXLCR_IMAGES_VERSION)
+		why = "unknown image set version";
+	else if (h->complete != CXLCR_IMAGES_COMPLETE)
+		why = "incomplete (its checkpoint did not finish)";
+	else if (memcmp(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid)))
+		why = "written for another pool";
+	else if (h->file_count > MAX_FILES ||
+		 sizeof(*h) + h->file_count * sizeof(struct cxlcr_image_file) > r->size)
+		why = "corrupt (file table out of range)";
+	if (!why) {
+		struct cxlcr_image_file *files = (void *)(h + 1);
+		cxlcr_refresh(files, h->file_count * sizeof(*files));
+		if (h->checksum != header_checksum(h, files))
+			why = "corrupt (header checksum mismatch)";
+		for (uint32_t i = 0; !why && i < h->file_count; i++)
+			if (files[i].offset > r->size || files[i].size > r->size - files[i].offset ||
+			    !memchr(files[i].name, 0, sizeof(files[i].name)) || strchr(files[i].name, '/'))
+				why = "corrupt (file entry out of range)";
+	}
+	if (why) {
+		cxlcr_error("checkpoint %s is %s", r->name, why);
+		munmap(h, r->size);
+		return NULL;
+	}
+	return h;
+}
+
+int image_store_find(struct cxlcr_pool *pool, const char *service, struct cxlcr_region *region,
+		     struct cxlcr_image_set *meta)
+{
+	bool found = false, any = false;
+	char why[CXLCR_ERROR_MAX] = "";
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r = pool->table[i];
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_IMAGES ||
+		    !names_service(r.name, service))
+			continue;
+		any = true;
+		struct cxlcr_image_set *h = open_set(pool, &r);
+		if (!h) {
+			snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+			continue;
+		}
+		if (!strncmp(h->service, service, CXLCR_NAME_MAX) &&
+		    (!found || h->arena_epoch > meta->arena_epoch)) {
+			*region = r;
+			*meta = *h;
+			found = true;
+		}
+		munmap(h, r.size);
+	}
+	if (found)
+		return 0;
+	if (any && why[0])
+		return cxlcr_error("%s", why);
+	return cxlcr_error("no checkpoint of '%s' in pool %s", service, pool->path);
+}
+
+int image_store_fetch(struct cxlcr_pool *pool, const struct cxlcr_region *region, const char *dir)
+{
+	struct cxlcr_image_set *h = open_set(pool, region);
+	if (!h)
+		return -1;
+	struct cxlcr_image_file *files = (void *)(h + 1);
+	int rc = 0;
+	for (uint32_t i = 0; i < h->file_count && rc == 0; i++) {
+		const char *data = (const char *)h + files[i].offset;
+		cxlcr_refresh(data, files[i].size);
+		if (cxlcr_crc32c(0, data, files[i].size) != files[i].crc) {
+			rc = cxlcr_error("checkpoint %s is corrupt (%s: checksum mismatch)", region->name,
+					 files[i].name);
+			break;
+		}
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%.63s", dir, files[i].name);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			rc = cxlcr_error("%s: %s", path, strerror(errno));
+			break;
+		}
+		uint64_t done = 0;
+		while (done < files[i].size) {
+			ssize_t n = write(fd, data + done, files[i].size - done);
+			if (n <= 0) {
+				rc = cxlcr_error("%s: %s", path, strerror(errno));
+				break;
+			}
+			done += (uint64_t)n;
+		}
+		close(fd);
+	}
+	munmap(h, region->size);
+	return rc;
+}
+
+void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t keep_generation)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r = pool->table[i];
+		if (r.state == CXLCR_REGION_LIVE && r.kind == CXLCR_KIND_IMAGES &&
+		    r.generation != keep_generation && names_service(r.name, service))
+			cxlcr_region_free(pool, r.generation);
+	}
+}

@@ -1,0 +1,195 @@
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/pool_format.h"
+#include "rpc.h"
+
+#define RPC_MAGIC    0x43505243u /* "CRPC" */
+#define RPC_MAX_ARGS 256
+#define RPC_MAX_LEN  65536
+
+struct rpc_request {
+	uint32_t magic;
+	uint32_t argc;
+	uint32_t len;   /* bytes of NUL-terminated arguments that follow */
+};
+
+const char *host_socket_path(const char *host, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s.sock", CXLCR_HOSTS_DIR, host);
+	return buf;
+}
+
+bool host_is_local_pod_host(const char *host)
+{
+	char path[128];
+	struct stat st;
+	return host && *host && stat(host_socket_path(host, path, sizeof(path)), &st) == 0 &&
+	       S_ISSOCK(st.st_mode);
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+	char *c = p;
+	while (n) {
+		ssize_t r = read(fd, c, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	host_socket_path(host, addr.sun_path, sizeof(addr.sun_path));
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return cxlcr_error("socket: %s", strerror(errno));
+	if (connect(s, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		int e = errno;
+		close(s);
+		return cxlcr_error("host %s: its daemon does not answer (%s)%s", host, strerror(e),
+				   e == ENOENT ? "; is the pod up (`cxlcr pod up`)?" : "");
+	}
+	size_t len = 0;
+	for (int i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	if (argc > RPC_MAX_ARGS || len > RPC_MAX_LEN) {
+		close(s);
+		return cxlcr_error("command line too long for a request");
+	}
+	char *payload = malloc(len ? len : 1);
+	if (!payload) {
+		close(s);
+		return cxlcr_error("out of memory");
+	}
+	size_t at = 0;
+	for (int i = 0; i < argc; i++) {
+		size_t n = strlen(argv[i]) + 1;
+		memcpy(payload + at, argv[i], n);
+		at += n;
+	}
+	struct rpc_request req = { RPC_MAGIC, (uint32_t)argc, (uint32_t)len };
+	/* The header carries our stdout and stderr. */
+	int fds[2] = { out_fd, err_fd };
+	char control[CMSG_SPACE(sizeof(fds))] = { 0 };
+	struct iovec iov = { &req, sizeof(req) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	int32_t status = -1;
+	int rc = -1;
+	if (sendmsg(s, &msg, MSG_NOSIGNAL) != sizeof(req) || write_all(s, payload, len) < 0)
+		cxlcr_error("host %s: cannot send the request: %s", host, strerror(errno));
+	else if (read_all(s, &status, sizeof(status)) < 0)
+		cxlcr_error("host %s: its daemon closed the connection before answering", host);
+	else
+		rc = status;
+	free(payload);
+	close(s);
+	return rc;
+}
+
+int rpc_listen(const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return cxlcr_error("socket path too long: %s", path);
+	strcpy(addr.sun_path, path);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return cxlcr_error("socket: %s", strerror(errno));
+	unlink(path);
+	if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || chmod(path, 0600) < 0 ||
+	    listen(s, 64) < 0) {
+		int e = errno;
+		close(s);
+		return cxlcr_error("cannot listen on %s: %s", path, strerror(e));
+	}
+	return s;
+}
+
+/* Only root, or the user the daemon runs as, may drive it. */
+static int check_peer(int conn)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return cxlcr_error("cannot read the peer's credentials: %s", strerror(errno));
+	if (cred.uid != 0 && cred.uid != geteuid())
+		return cxlcr_error("request from uid %u refused (root only)", cred.uid);
+	return 0;
+}
+
+int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
+{
+	struct rpc_request req;
+	int fds[2] = { -1, -1 };
+	char control[CMSG_SPACE(sizeof(fds))];
+	struct iovec iov = { &req, sizeof(req) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	if (check_peer(conn) < 0)
+		return -1;
+	if (recvmsg(conn, &msg, MSG_CMSG_CLOEXEC) != sizeof(req) || req.magic != RPC_MAGIC ||
+	    req.argc == 0 || req.argc > RPC_MAX_ARGS || req.len > RPC_MAX_LEN)
+		return cxlcr_error("malformed request");
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds)))
+		return cxlcr_error("request without stdout and stderr");
+	memcpy(fds, CMSG_DATA(c), sizeof(fds));
+
+	char *payload = malloc(req.len + 1);
+	char **argv = calloc(req.argc + 1, sizeof(char *));
+	if (!payload || !argv || read_all(conn, payload, req.len) < 0)
+		return cxlcr_error("truncated request");
+	payload[req.len] = 0;
+	size_t at = 0;
+	for (uint32_t i = 0; i < req.argc; i++) {
+		if (at >= req.len)
+			return cxlcr_error("malformed request arguments");
+		argv[i] = payload + at;
+		at += strlen(payload + at) + 1;
+	}
+	fflush(NULL);
+	dup2(fds[0], 1);
+	dup2(fds[1], 2);
+	close(fds[0]);
+	close(fds[1]);
+	int32_t status = dispatch((int)req.argc, argv);
+	fflush(NULL);
+	write_all(conn, &status, sizeof(status));
+	return status;
+}

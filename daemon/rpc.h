@@ -1,0 +1,32 @@
+/*
+ * How the cxlcr command line talks to the cxlcrd of a pod host.
+ *
+ * The client sends its verb and arguments, with its own stdout and stderr
+ * attached (SCM_RIGHTS), over the host's Unix socket. The daemon runs the
+ * very same verb code in a worker process, in that host's context, writing
+ * straight to the client's terminal; then it sends back the exit status.
+ * So a verb behaves the same whether it runs here or on a host, and its
+ * progress and errors reach the operator unchanged.
+ */
+#ifndef CXLCR_RPC_H
+#define CXLCR_RPC_H
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CXLCR_RUN_DIR    "/run/cxlcr"
+#define CXLCR_HOSTS_DIR  CXLCR_RUN_DIR "/hosts"
+
+const char *host_socket_path(const char *host, char *buf, size_t len);
+/* Is host a pod host whose daemon listens on this machine? */
+bool host_is_local_pod_host(const char *host);
+
+/* Runs `cxlcr argv...` on host's daemon; returns its exit status, or -1
+ * (with cxlcr_last_error()) when the daemon cannot be reached. */
+int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd);
+
+/* Daemon side: a listening socket at path, and one request served on conn
+ * (in a worker process) with dispatch. Returns the verb's exit status. */
+int rpc_listen(const char *path);
+int rpc_serve(int conn, int (*dispatch)(int argc, char **argv));
+
+#endif
