@@ -219,7 +219,8 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	}
 	*image_bytes = meta.payload_bytes;
 	container_link_name(pool->sb->uuid, meta.arena_generation, meta.arena_epoch + 1, link);
-	if (criu_restore(dir, link, pid) < 0)
+	const struct pod *pod = pod_current(false);
+	if (!pod || criu_restore(dir, pod->bridge, link, pid) < 0)
 		return -1; /* the directory stays, with CRIU's log */
 	/* The plugin took the arena over (owner, epoch); the checkpoint is
 	 * spent now, as a second restore of it would be refused anyway. */
@@ -295,7 +296,9 @@ static int restore_on(const char *host, const char *name, char *why, size_t len)
 /* After a failed migrate: the frozen source takes up its work again. */
 static void resume_source(const struct service *s)
 {
-	container_link_attach(s->region.veth);
+	const struct pod *pod = pod_current(false);
+	if (pod)
+		container_link_attach(pod, s->region.veth);
 	container_network_unlock(s->region.owner_pid);
 	container_signal_all(s->region.owner_pid, SIGCONT);
 }

@@ -1,11 +1,10 @@
 /*
- * cxlcr pod up | pod down: an emulated pod on this machine.
+ * cxlcr pod up | pod down: an emulated pod on this machine (see pod.h).
  *
- * Host hI is a network namespace (cxlcr-hI) with address 10.78.0.(10+I) on
- * the pod bridge cxlcr0, its own UTS name hI, and a cxlcrd. The bridge is in
- * the machine's network namespace, so clients here reach every host and
- * service address. All hosts map the same pool; nothing else ties them to
- * one machine.
+ * Host hI is a network namespace with an address on the pod's bridge, its
+ * own UTS name hI, and a cxlcrd. The bridge is in the machine's network
+ * namespace, so clients here reach every host and service address. All
+ * hosts map the same pool; nothing else ties them to one machine.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,16 +34,26 @@
 #define STOP_WAIT_MS    10000
 #define LOG_DIR         "/var/log/cxlcr"
 
-static const char *pid_path(const char *host, char *buf, size_t len)
+static const char *pid_path(const struct pod *pod, const char *host, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s.pid", CXLCR_HOSTS_DIR, host);
+	snprintf(buf, len, "%s/%s.pid", pod->dir, host);
 	return buf;
 }
 
-static int daemon_pid(const char *host)
+static void host_netns(const struct pod *pod, const char *host, char *buf, size_t len)
+{
+	snprintf(buf, len, "cxlcr%d-%s", pod->index, host);
+}
+
+static void host_link(const struct pod *pod, int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "cx%dh%d", pod->index, i);
+}
+
+static int daemon_pid(const struct pod *pod, const char *host)
 {
 	char path[128];
-	FILE *f = fopen(pid_path(host, path, sizeof(path)), "r");
+	FILE *f = fopen(pid_path(pod, host, path, sizeof(path)), "r");
 	int pid = 0;
 	if (f) {
 		if (fscanf(f, "%d", &pid) != 1)
@@ -63,45 +72,45 @@ static bool link_exists(const char *name)
 
 /* The pod network (the bridge's namespace: this machine's) gets a name,
  * so that the daemons inside their hosts' namespaces can enter it. */
-static int name_pod_network(void)
+static int name_pod_network(const struct pod *pod)
 {
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", getpid());
-	if (access(POD_NETNS_PATH, F_OK) == 0)
+	if (access(pod->netns_path, F_OK) == 0)
 		return 0;
-	return exec_run(NET_TIMEOUT_S, "ip", "netns", "attach", POD_NETNS, pid, NULL) ? -1 : 0;
+	return exec_run(NET_TIMEOUT_S, "ip", "netns", "attach", pod->netns, pid, NULL) ? -1 : 0;
 }
 
-static int make_bridge(void)
+static int make_bridge(const struct pod *pod)
 {
-	if (name_pod_network() < 0)
+	if (name_pod_network(pod) < 0)
 		return -1;
-	if (link_exists(POD_BRIDGE))
+	if (link_exists(pod->bridge))
 		return 0;
 	char addr[32], ip[16];
-	snprintf(addr, sizeof(addr), "%s/%d", ip_string(POD_GATEWAY, ip), POD_PREFIX_LEN);
-	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", POD_BRIDGE, "type", "bridge", NULL) ||
-	    exec_run(NET_TIMEOUT_S, "ip", "addr", "add", addr, "dev", POD_BRIDGE, NULL) ||
-	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", POD_BRIDGE, "up", NULL))
+	snprintf(addr, sizeof(addr), "%s/%d", ip_string(pod_gateway(pod), ip), POD_PREFIX_LEN);
+	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", pod->bridge, "type", "bridge", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "addr", "add", addr, "dev", pod->bridge, NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", pod->bridge, "up", NULL))
 		return -1;
 	return 0;
 }
 
 /* The host's network namespace and its address on the bridge. */
-static int make_host_net(int i, const char *host)
+static int make_host_net(const struct pod *pod, int i, const char *host)
 {
 	char ns[32], link[16], addr[32], ip[16], path[64];
-	snprintf(ns, sizeof(ns), "cxlcr-%s", host);
-	snprintf(link, sizeof(link), "cxh%d", i);
+	host_netns(pod, host, ns, sizeof(ns));
+	host_link(pod, i, link, sizeof(link));
 	snprintf(path, sizeof(path), "/run/netns/%s", ns);
 	if (access(path, F_OK) != 0 && exec_run(NET_TIMEOUT_S, "ip", "netns", "add", ns, NULL))
 		return -1;
 	if (link_exists(link))
 		return 0;
-	snprintf(addr, sizeof(addr), "%s/%d", ip_string(POD_HOST_FIRST + (uint32_t)i, ip), POD_PREFIX_LEN);
+	snprintf(addr, sizeof(addr), "%s/%d", ip_string(pod_host_ip(pod, i), ip), POD_PREFIX_LEN);
 	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name", "eth0",
 		     "netns", ns, NULL) ||
-	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", POD_BRIDGE, "up", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "addr", "add", addr, "dev", "eth0", NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "link", "set", "eth0", "up", NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "link", "set", "lo", "up", NULL))
@@ -127,11 +136,12 @@ static const char *daemon_binary(char *buf, size_t len)
 }
 
 /* Starts hI's daemon inside the host's namespaces, detached. */
-static int start_daemon(const char *host, const char *pool)
+static int start_daemon(const struct pod *pod, const char *host, const char *pool)
 {
-	char ns_path[64], log[128], bin[PATH_MAX];
-	snprintf(ns_path, sizeof(ns_path), "/run/netns/cxlcr-%s", host);
-	snprintf(log, sizeof(log), "%s/cxlcrd-%s.log", LOG_DIR, host);
+	char ns[32], ns_path[64], log[128], bin[PATH_MAX];
+	host_netns(pod, host, ns, sizeof(ns));
+	snprintf(ns_path, sizeof(ns_path), "/run/netns/%s", ns);
+	snprintf(log, sizeof(log), "%s/cxlcrd-%s.log", LOG_DIR, ns);
 	daemon_binary(bin, sizeof(bin));
 	mkdir(LOG_DIR, 0755);
 	int ready[2];
@@ -141,8 +151,8 @@ static int start_daemon(const char *host, const char *pool)
 	pid_t child = fork();
 	if (child == 0) {
 		close(ready[0]);
-		int ns = open(ns_path, O_RDONLY | O_CLOEXEC);
-		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0 || unshare(CLONE_NEWUTS) < 0 ||
+		int nsfd = open(ns_path, O_RDONLY | O_CLOEXEC);
+		if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0 || unshare(CLONE_NEWUTS) < 0 ||
 		    sethostname(host, strlen(host)) < 0) {
 			dprintf(ready[1], "error: cannot enter the namespaces of %s: %s\n", host, strerror(errno));
 			_exit(1);
@@ -175,7 +185,7 @@ static int start_daemon(const char *host, const char *pool)
 		return cxlcr_error("the daemon of %s did not start: %s (log %s)", host,
 				   msg[0] ? msg : "no answer", log);
 	char path[128];
-	FILE *f = fopen(pid_path(host, path, sizeof(path)), "w");
+	FILE *f = fopen(pid_path(pod, host, path, sizeof(path)), "w");
 	if (f) {
 		fprintf(f, "%d\n", pid);
 		fclose(f);
@@ -202,8 +212,8 @@ static int pod_up(int argc, char **argv)
 		case 'h':
 			printf("usage: cxlcr pod up [--hosts N] [--json]\n\n"
 			       "Starts emulated hosts h0..hN-1 (default 2) on this machine, each with its\n"
-			       "own network namespace and address on bridge %s, and a cxlcrd.\n"
-			       "Hosts already up are left as they are.\n", POD_BRIDGE);
+			       "own network namespace and address on the pod's bridge, and a cxlcrd.\n"
+			       "Each pool has its own pod. Hosts already up are left as they are.\n");
 			return EXIT_OK;
 		default: return EXIT_USAGE;
 		}
@@ -216,30 +226,31 @@ static int pod_up(int argc, char **argv)
 	if (!realpath(pool.path, pool_abs))
 		cxlcr_copy_field(pool_abs, sizeof(pool_abs), pool.path);
 	cxlcr_pool_close(&pool);
-	mkdir(CXLCR_RUN_DIR, 0755);
-	mkdir(CXLCR_HOSTS_DIR, 0755);
-	if (make_bridge() < 0)
-		return fail(EXIT_FAIL, "cannot create bridge %s: %s", POD_BRIDGE, cxlcr_last_error());
+	const struct pod *pod = pod_current(true);
+	if (!pod)
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	if (make_bridge(pod) < 0)
+		return fail(EXIT_FAIL, "cannot create bridge %s: %s", pod->bridge, cxlcr_last_error());
 	struct json j;
 	if (json) {
 		json_begin(&j, stdout);
-		json_str(&j, "bridge", POD_BRIDGE);
+		json_str(&j, "bridge", pod->bridge);
 		json_array(&j, "hosts");
 	}
 	for (int i = 0; i < hosts; i++) {
 		char host[16], ip[16];
 		snprintf(host, sizeof(host), "h%d", i);
-		int pid = daemon_pid(host);
+		int pid = daemon_pid(pod, host);
 		bool started = false;
 		if (!pid) {
-			if (make_host_net(i, host) < 0 || (pid = start_daemon(host, pool_abs)) < 0) {
+			if (make_host_net(pod, i, host) < 0 || (pid = start_daemon(pod, host, pool_abs)) < 0) {
 				if (json)
 					json_end(&j);
 				return fail(EXIT_FAIL, "host %s: %s", host, cxlcr_last_error());
 			}
 			started = true;
 		}
-		ip_string(POD_HOST_FIRST + (uint32_t)i, ip);
+		ip_string(pod_host_ip(pod, i), ip);
 		if (json) {
 			json_object(&j, NULL);
 			json_str(&j, "host", host);
@@ -280,18 +291,23 @@ static void stop_host_services(const char *host)
 static int pod_down(int argc, char **argv)
 {
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: cxlcr pod down\n\nStops the services on the pod hosts, their daemons, "
-		       "and removes the hosts and bridge %s.\n", POD_BRIDGE);
+		printf("usage: cxlcr pod down\n\nStops the services on the hosts of the pool's pod, their "
+		       "daemons, and removes the hosts and the pod's bridge.\n");
+		return EXIT_OK;
+	}
+	const struct pod *pod = pod_current(false);
+	if (!pod) {
+		printf("no pod is up for this pool\n");
 		return EXIT_OK;
 	}
 	int hosts = 0;
 	for (int i = 0; i < MAX_HOSTS; i++) {
 		char host[16], path[128], ns[32], link[16];
 		snprintf(host, sizeof(host), "h%d", i);
-		snprintf(ns, sizeof(ns), "cxlcr-%s", host);
-		snprintf(link, sizeof(link), "cxh%d", i);
+		host_netns(pod, host, ns, sizeof(ns));
+		host_link(pod, i, link, sizeof(link));
 		snprintf(path, sizeof(path), "/run/netns/%s", ns);
-		int pid = daemon_pid(host);
+		int pid = daemon_pid(pod, host);
 		if (!pid && access(path, F_OK) != 0)
 			continue;
 		stop_host_services(host);
@@ -300,7 +316,7 @@ static int pod_down(int argc, char **argv)
 			if (pid_wait_exit(pid, STOP_WAIT_MS) != 1)
 				kill(pid, SIGKILL);
 		}
-		unlink(pid_path(host, path, sizeof(path)));
+		unlink(pid_path(pod, host, path, sizeof(path)));
 		unlink(host_socket_path(host, path, sizeof(path)));
 		snprintf(path, sizeof(path), "/run/netns/%s", ns);
 		if (access(path, F_OK) == 0)
@@ -310,10 +326,11 @@ static int pod_down(int argc, char **argv)
 		printf("%s down\n", host);
 		hosts++;
 	}
-	if (link_exists(POD_BRIDGE))
-		exec_run(NET_TIMEOUT_S, "ip", "link", "del", POD_BRIDGE, NULL);
-	if (access(POD_NETNS_PATH, F_OK) == 0)
-		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", POD_NETNS, NULL);
+	if (link_exists(pod->bridge))
+		exec_run(NET_TIMEOUT_S, "ip", "link", "del", pod->bridge, NULL);
+	if (access(pod->netns_path, F_OK) == 0)
+		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", pod->netns, NULL);
+	pod_forget(pod);
 	if (!hosts)
 		printf("no pod hosts were up\n");
 	return EXIT_OK;

@@ -212,11 +212,14 @@ static int wait_ready(int fd, int *pid, char *msg, size_t len)
 static pid_t launch_in_pod(struct cxlcr_pool *pool, const struct cxlcr_region *region,
 			   struct launch *l, char *link, uint32_t *ip)
 {
+	const struct pod *pod = pod_current(false);
+	if (!pod)
+		return -1;
 	container_link_name(pool->sb->uuid, region->generation, 0, link);
-	if (cxlcr_region_assign_net(pool, region->generation, POD_SERVICE_FIRST, POD_SERVICE_COUNT,
+	if (cxlcr_region_assign_net(pool, region->generation, pod_service_first(pod), POD_SERVICE_COUNT,
 				    link, ip) < 0)
 		return -1;
-	return container_start(l->name, link, *ip, exec_service, l);
+	return container_start(pod, l->name, link, *ip, exec_service, l);
 }
 
 int cmd_run(int argc, char **argv)

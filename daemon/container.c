@@ -35,14 +35,14 @@ void container_link_name(const uint8_t pool_uuid[16], uint64_t generation, uint6
 }
 
 /* eth0 inside the service, its peer on the bridge outside. */
-static int plumb(pid_t pid, const char *link, uint32_t ip)
+static int plumb(const struct pod *pod, pid_t pid, const char *link, uint32_t ip)
 {
 	char pid_s[16], addr[32], ip_s[16];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
 	snprintf(addr, sizeof(addr), "%s/%d", ip_string(ip, ip_s), POD_PREFIX_LEN);
 	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name",
 		     SERVICE_IFNAME, "netns", pid_s, NULL) ||
-	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", POD_BRIDGE, "up", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ||
 	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "addr", "add", addr, "dev",
 		     SERVICE_IFNAME, NULL) ||
 	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "link", "set", SERVICE_IFNAME,
@@ -52,8 +52,8 @@ static int plumb(pid_t pid, const char *link, uint32_t ip)
 	return 0;
 }
 
-pid_t container_start(const char *name, const char *link, uint32_t ip, void (*child_fn)(void *),
-		      void *arg)
+pid_t container_start(const struct pod *pod, const char *name, const char *link, uint32_t ip,
+		      void (*child_fn)(void *), void *arg)
 {
 	int go[2], report[2];
 	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0)
@@ -96,7 +96,7 @@ pid_t container_start(const char *name, const char *link, uint32_t ip, void (*ch
 		close(go[1]);
 		return cxlcr_error("cannot create the service's namespaces: %s", strerror(-pid));
 	}
-	if (plumb(pid, link, ip) < 0) {
+	if (plumb(pod, pid, link, ip) < 0) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		kill(pid, SIGKILL);
@@ -116,9 +116,9 @@ int container_link_detach(const char *link)
 	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "nomaster", "down", NULL) ? -1 : 0;
 }
 
-int container_link_attach(const char *link)
+int container_link_attach(const struct pod *pod, const char *link)
 {
-	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", POD_BRIDGE, "up", NULL) ? -1 : 0;
+	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ? -1 : 0;
 }
 
 /* CRIU locks a dumped network namespace with an iptables chain named CRIU

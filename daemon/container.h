@@ -11,14 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define POD_BRIDGE       "cxlcr0"
-#define POD_NETNS        "cxlcr-pod"   /* names the bridge's network namespace */
-#define POD_NETNS_PATH   "/run/netns/" POD_NETNS
-#define POD_PREFIX_LEN   16
-#define POD_GATEWAY      0x0a4e0001u  /* 10.78.0.1: the bridge */
-#define POD_HOST_FIRST   0x0a4e000au  /* 10.78.0.10: host h0 */
-#define POD_SERVICE_FIRST 0x0a4e0101u /* 10.78.1.1: first service */
-#define POD_SERVICE_COUNT 0xfe00u
+#include "pod.h"
+
 #define SERVICE_IFNAME   "eth0"
 
 /* "10.78.1.7" for an address in host order. */
@@ -32,13 +26,13 @@ void container_link_name(const uint8_t pool_uuid[16], uint64_t generation, uint6
 
 /* Starts child_fn(arg) as pid 1 of new PID, network and UTS namespaces with
  * hostname `name`, after its network is set up: eth0 with ip/16, its peer
- * `link` on the pod bridge. Returns the child's pid (in our namespace). */
-pid_t container_start(const char *name, const char *link, uint32_t ip,
+ * `link` on the pod's bridge. Returns the child's pid (in our namespace). */
+pid_t container_start(const struct pod *pod, const char *name, const char *link, uint32_t ip,
 		      void (*child_fn)(void *), void *arg);
 
-/* Takes a service's link off the bridge, or puts it back. */
+/* Takes a service's link off the pod's bridge, or puts it back. */
 int container_link_detach(const char *link);
-int container_link_attach(const char *link);
+int container_link_attach(const struct pod *pod, const char *link);
 
 /* Removes the network lock CRIU leaves in a service that a dump froze. */
 int container_network_unlock(pid_t init);

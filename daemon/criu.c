@@ -75,10 +75,10 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 	return 0;
 }
 
-int criu_restore(const char *dir, const char *link, pid_t *pid)
+int criu_restore(const char *dir, const char *bridge, const char *link, pid_t *pid)
 {
 	char pair[64], pidfile[PATH_MAX];
-	snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, POD_BRIDGE);
+	snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, bridge);
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
 	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", "-v2", "-d",
 			 "--veth-pair", pair, "--tcp-established", "--pidfile", pidfile,

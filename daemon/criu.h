@@ -18,6 +18,6 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped);
 
 /* Restores the image set in dir, its eth0 joined to the pod bridge by a
  * new link; *pid receives the restored init's pid. */
-int criu_restore(const char *dir, const char *link, pid_t *pid);
+int criu_restore(const char *dir, const char *bridge, const char *link, pid_t *pid);
 
 #endif

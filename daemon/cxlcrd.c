@@ -56,7 +56,10 @@ static void log_line(const char *fmt, ...)
 /* Workers act in the machine's network namespace (see the top comment). */
 static int enter_pod_network(void)
 {
-	int fd = open(POD_NETNS_PATH, O_RDONLY | O_CLOEXEC);
+	const struct pod *pod = pod_current(false);
+	if (!pod)
+		return -1;
+	int fd = open(pod->netns_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
 		int e = errno;
 		if (fd >= 0)
@@ -111,8 +114,6 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	char path[128];
-	mkdir(CXLCR_RUN_DIR, 0755);
-	mkdir(CXLCR_HOSTS_DIR, 0755);
 	int s = rpc_listen(host_socket_path(cli_host, path, sizeof(path)));
 	if (s < 0) {
 		if (ready_fd >= 0)

@@ -10,6 +10,7 @@
 
 #include "../common/error.h"
 #include "../common/pool_format.h"
+#include "pod.h"
 #include "rpc.h"
 
 #define RPC_MAGIC    0x43505243u /* "CRPC" */
@@ -24,7 +25,8 @@ struct rpc_request {
 
 const char *host_socket_path(const char *host, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s.sock", CXLCR_HOSTS_DIR, host);
+	const struct pod *pod = pod_current(false);
+	snprintf(buf, len, "%s/%s.sock", pod ? pod->dir : POD_RUN_DIR "/no-pod", host);
 	return buf;
 }
 

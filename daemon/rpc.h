@@ -13,9 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define CXLCR_RUN_DIR    "/run/cxlcr"
-#define CXLCR_HOSTS_DIR  CXLCR_RUN_DIR "/hosts"
-
+/* The socket of a host of the current pool's pod (see pod.h). */
 const char *host_socket_path(const char *host, char *buf, size_t len);
 /* Is host a pod host whose daemon listens on this machine? */
 bool host_is_local_pod_host(const char *host);

@@ -81,7 +81,10 @@ ok "refused: $err"
 verify "a migrate to a missing host"
 
 say "migrate while the destination's daemon is down"
-kill -KILL "$(cat /run/cxlcr/hosts/h0.pid)"
+h0_daemon=$("$CXLCR" pod up --hosts 2 --json | python3 -c '
+import json, sys
+print([h["daemon_pid"] for h in json.load(sys.stdin)["hosts"] if h["host"] == "h0"][0])')
+kill -KILL "$h0_daemon"
 if err=$("$CXLCR" migrate redis --to h0 2>&1); then die "migrate to a dead daemon succeeded"; fi
 echo "$err" | grep -q "goes on running on h1" || die "unclear error: $err"
 [ "$(status_field redis host)" = h1 ] && [ "$(status_field redis state)" = running ] ||

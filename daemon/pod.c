@@ -1,0 +1,89 @@
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/pool.h"
+#include "pod.h"
+
+static void describe(struct pod *p, int index)
+{
+	p->index = index;
+	snprintf(p->dir, sizeof(p->dir), "%s/pod%d", POD_RUN_DIR, index);
+	snprintf(p->bridge, sizeof(p->bridge), "cxlcr%d", index);
+	snprintf(p->netns, sizeof(p->netns), "cxlcr%d-pod", index);
+	snprintf(p->netns_path, sizeof(p->netns_path), "/run/netns/%s", p->netns);
+	p->net = (10u << 24) | ((78u + (uint32_t)index) << 16);
+}
+
+static bool pod_of(int index, const char *pool)
+{
+	char path[128], line[PATH_MAX] = "";
+	snprintf(path, sizeof(path), "%s/pod%d/pool", POD_RUN_DIR, index);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool same = fgets(line, sizeof(line), f) && (line[strcspn(line, "\n")] = 0, !strcmp(line, pool));
+	fclose(f);
+	return same;
+}
+
+const struct pod *pod_current(bool create)
+{
+	static struct pod pod;
+	static char cached[PATH_MAX];
+	char pool[PATH_MAX];
+	if (!realpath(cxlcr_pool_path(), pool))
+		snprintf(pool, sizeof(pool), "%s", cxlcr_pool_path());
+	if (cached[0] && !strcmp(cached, pool))
+		return &pod;
+	for (int i = 0; i < POD_MAX; i++) {
+		if (pod_of(i, pool)) {
+			describe(&pod, i);
+			snprintf(cached, sizeof(cached), "%s", pool);
+			return &pod;
+		}
+	}
+	if (!create) {
+		cxlcr_error("no pod is up for pool %s (cxlcr pod up)", pool);
+		return NULL;
+	}
+	mkdir(POD_RUN_DIR, 0755);
+	for (int i = 0; i < POD_MAX; i++) {
+		describe(&pod, i);
+		if (mkdir(pod.dir, 0755) < 0)
+			continue; /* taken: mkdir is the claim */
+		char path[128];
+		snprintf(path, sizeof(path), "%s/pool", pod.dir);
+		FILE *f = fopen(path, "w");
+		if (!f || fprintf(f, "%s\n", pool) < 0 || fclose(f) != 0) {
+			cxlcr_error("cannot write %s: %s", path, strerror(errno));
+			return NULL;
+		}
+		snprintf(cached, sizeof(cached), "%s", pool);
+		return &pod;
+	}
+	cxlcr_error("all %d pods of this machine are in use", POD_MAX);
+	return NULL;
+}
+
+void pod_forget(const struct pod *p)
+{
+	DIR *d = opendir(p->dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char path[PATH_MAX];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", p->dir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(p->dir);
+}
