@@ -26,12 +26,36 @@ static inline void cxlcr_fence(void)
 #endif
 }
 
-/* Write back and invalidate every cache line of [p, p+len). clflush does
- * both on x86; DC CIVAC on arm64. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* clflushopt (CPUID.7.0:EBX bit 23) writes back and invalidates like
+ * clflush, but without serialising each line against the next: flushing a
+ * megabyte takes a fraction of the time. The fences around it order it. */
+static inline int cxlcr_have_clflushopt(void)
+{
+	static int have = -1;
+	if (have < 0) {
+		unsigned a, b = 0, c, d;
+		have = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23));
+	}
+	return have;
+}
+#endif
+
+/* Write back and invalidate every cache line of [p, p+len): clflushopt or
+ * clflush on x86, DC CIVAC on arm64. */
 static inline void cxlcr_flush_lines(const void *p, size_t len)
 {
 	uintptr_t line = (uintptr_t)p & ~(uintptr_t)(CXLCR_CACHELINE - 1);
 	uintptr_t end = (uintptr_t)p + len;
+#if defined(__x86_64__) || defined(__i386__)
+	if (cxlcr_have_clflushopt()) {
+		for (; line < end; line += CXLCR_CACHELINE)
+			__asm__ __volatile__("clflushopt %0" : "+m"(*(volatile char *)line));
+		return;
+	}
+#endif
 	for (; line < end; line += CXLCR_CACHELINE) {
 #if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_clflush((const void *)line);

@@ -91,9 +91,13 @@ static int work_dir(const char *what, const char *name, char *out, size_t len)
 	return 0;
 }
 
+/* Work directories go once done, unless $CXLCR_KEEP_WORK asks to keep
+ * them (CRIU's logs, for a closer look). */
 static void remove_dir(const char *dir)
 {
-	exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
+	const char *keep = getenv("CXLCR_KEEP_WORK");
+	if (!keep || !*keep || !strcmp(keep, "0"))
+		exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
 }
 
 /* The verbs below only run in the daemon of the service's host. */
@@ -125,6 +129,16 @@ static int forward_to_owner(const char *name, int argc, char **argv)
 	return forward_to_host(s.region.owner_host, argc, argv);
 }
 
+/* After a failed checkpoint or migrate: the source, frozen or not, takes
+ * up its work again. */
+static void resume_source(const struct service *s)
+{
+	const struct pod *pod = pod_current(false);
+	if (pod)
+		container_link_attach(pod, s->region.veth);
+	container_signal_all(s->region.owner_pid, SIGCONT);
+}
+
 /* Dumps a service and publishes its images in the pool. */
 static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, bool leave_stopped,
 			      uint64_t *image_bytes, double *dump_ms)
@@ -133,7 +147,9 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	if (work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
 	uint64_t t0 = cxlcr_mono_ns();
-	if (criu_dump(s->region.owner_pid, dir, s->region.veth, leave_stopped) < 0)
+	/* The service's network is locked by taking it off the bridge (criu.h). */
+	if (container_link_detach(s->region.veth) < 0 ||
+	    criu_dump(s->region.owner_pid, dir, s->region.veth, leave_stopped) < 0)
 		return -1; /* the directory stays, with CRIU's log */
 	*dump_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	struct cxlcr_image_set meta = { 0 };
@@ -176,8 +192,14 @@ int cmd_checkpoint(int argc, char **argv)
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	double dump_ms = 0;
 	if (checkpoint_service(&pool, &s, false, &bytes, &dump_ms) < 0) {
+		char why[CXLCR_ERROR_MAX];
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		bool alive = pid_alive(s.region.owner_pid);
+		if (alive)
+			resume_source(&s);
 		cxlcr_pool_close(&pool);
-		return fail(EXIT_FAIL, "checkpoint of %s failed: %s", a.name, cxlcr_last_error());
+		return fail(EXIT_FAIL, "checkpoint of %s failed: %s%s", a.name, why,
+			    alive ? "; it goes on running" : "");
 	}
 	cxlcr_pool_close(&pool);
 	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
@@ -293,16 +315,6 @@ static int restore_on(const char *host, const char *name, char *why, size_t len)
 	return rc == 0 ? 0 : -1;
 }
 
-/* After a failed migrate: the frozen source takes up its work again. */
-static void resume_source(const struct service *s)
-{
-	const struct pod *pod = pod_current(false);
-	if (pod)
-		container_link_attach(pod, s->region.veth);
-	container_network_unlock(s->region.owner_pid);
-	container_signal_all(s->region.owner_pid, SIGCONT);
-}
-
 int cmd_migrate(int argc, char **argv)
 {
 	struct verb_args a;
@@ -344,8 +356,8 @@ int cmd_migrate(int argc, char **argv)
 			    this_host());
 	}
 	uint64_t t1 = cxlcr_mono_ns();
-	/* 2. Its address leaves this host with it; 3. the destination restores. */
-	container_link_detach(s.region.veth);
+	/* 2. The destination restores (the source's link is off the bridge
+	 * since the dump: its address moves with it). */
 	char why[CXLCR_ERROR_MAX];
 	if (restore_on(a.host, a.name, why, sizeof(why)) < 0) {
 		resume_source(&s);
@@ -355,7 +367,7 @@ int cmd_migrate(int argc, char **argv)
 			    a.name, a.host, why, this_host());
 	}
 	uint64_t t2 = cxlcr_mono_ns();
-	/* 4. Only now does the frozen source end. */
+	/* 3. Only now does the frozen source end. */
 	kill(s.region.owner_pid, SIGKILL);
 	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
 	cxlcr_pool_close(&pool);

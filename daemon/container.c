@@ -113,29 +113,14 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 
 int container_link_detach(const char *link)
 {
-	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "nomaster", "down", NULL) ? -1 : 0;
+	/* Off the bridge, but up: a link that is down marks the service's
+	 * routes "linkdown", and CRIU cannot restore such routes. */
+	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "nomaster", NULL) ? -1 : 0;
 }
 
 int container_link_attach(const struct pod *pod, const char *link)
 {
 	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ? -1 : 0;
-}
-
-/* CRIU locks a dumped network namespace with an iptables chain named CRIU
- * and lifts it only where it restores. A source resumed after a failed
- * migrate must lift it itself. */
-int container_network_unlock(pid_t init)
-{
-	char pid_s[16];
-	snprintf(pid_s, sizeof(pid_s), "%d", init);
-	const char *tools[] = { "iptables", "ip6tables" };
-	for (size_t i = 0; i < 2; i++) {
-		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-D", "INPUT", "-j", "CRIU", NULL);
-		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-D", "OUTPUT", "-j", "CRIU", NULL);
-		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-F", "CRIU", NULL);
-		exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", tools[i], "-w", "-X", "CRIU", NULL);
-	}
-	return 0;
 }
 
 /* Does task pid live in the PID namespace of init? */

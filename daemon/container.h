@@ -34,9 +34,6 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 int container_link_detach(const char *link);
 int container_link_attach(const struct pod *pod, const char *link);
 
-/* Removes the network lock CRIU leaves in a service that a dump froze. */
-int container_network_unlock(pid_t init);
-
 /* Sends sig to every task of the PID namespace whose init is `init`. */
 int container_signal_all(pid_t init, int sig);
 

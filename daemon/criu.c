@@ -62,13 +62,24 @@ static int criu_failed(const char *dir, const char *log, const char *what)
 	return cxlcr_error("criu %s failed: %s (log %s)", what, copy, path);
 }
 
+/* -v2 (errors and warnings) unless $CXLCR_CRIU_VERBOSITY asks for more:
+ * every level costs time on the critical path of a migrate. */
+static const char *verbosity(void)
+{
+	static char v[8];
+	const char *env = getenv("CXLCR_CRIU_VERBOSITY");
+	snprintf(v, sizeof(v), "-v%d", env && *env ? atoi(env) : 2);
+	return v;
+}
+
 int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 {
 	char pid_s[16], ext[64];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
 	snprintf(ext, sizeof(ext), "veth[%s]:%s", SERVICE_IFNAME, link);
 	char *argv[] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
-			 "-v2", "--external", ext, "--tcp-established", "--lib", (char *)plugin_dir(),
+			 (char *)verbosity(), "--external", ext, "--tcp-established", "--network-lock", "skip",
+			 "--lib", (char *)plugin_dir(),
 			 leave_stopped ? "--leave-stopped" : NULL, NULL };
 	if (exec_argv(argv, CRIU_TIMEOUT_S) != 0)
 		return criu_failed(dir, "dump.log", "dump");
@@ -80,8 +91,8 @@ int criu_restore(const char *dir, const char *bridge, const char *link, pid_t *p
 	char pair[64], pidfile[PATH_MAX];
 	snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, bridge);
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
-	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", "-v2", "-d",
-			 "--veth-pair", pair, "--tcp-established", "--pidfile", pidfile,
+	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
+			 "--veth-pair", pair, "--tcp-established", "--network-lock", "skip", "--pidfile", pidfile,
 			 "--lib", (char *)plugin_dir(), NULL };
 	if (exec_argv(argv, CRIU_TIMEOUT_S) != 0)
 		return criu_failed(dir, "restore.log", "restore");
