@@ -167,6 +167,7 @@ _Static_assert(sizeof(struct cxlcr_arena_header) <= CXLCR_ARENA_HEAP_OFFSET, "ar
 #define CXLCR_IMAGES_COMPLETE  0x454c504d4f43ULL     /* "COMPLE" */
 #define CXLCR_IMAGE_NAME_MAX   64u
 #define CXLCR_IFNAME_MAX       16u
+#define CXLCR_IMAGE_PATH_MAX   256u
 
 struct cxlcr_image_set {
 	uint64_t magic;
@@ -183,7 +184,8 @@ struct cxlcr_image_set {
 	uint32_t service_ip;
 	uint32_t checksum;           /* CRC-32C of the header up to here and the table */
 	uint64_t complete;           /* CXLCR_IMAGES_COMPLETE once published */
-	uint8_t  pad[512 - 224];
+	char     source_pool[CXLCR_IMAGE_PATH_MAX]; /* the pool's path on the source host */
+	uint8_t  pad[512 - 224 - CXLCR_IMAGE_PATH_MAX];
 };
 
 struct cxlcr_image_file {

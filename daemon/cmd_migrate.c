@@ -159,6 +159,8 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	cxlcr_copy_field(meta.source_host, sizeof(meta.source_host), this_host());
 	cxlcr_copy_field(meta.veth_inner, sizeof(meta.veth_inner), SERVICE_IFNAME);
 	meta.service_ip = s->region.service_ip;
+	if (!realpath(pool->path, meta.source_pool))
+		cxlcr_copy_field(meta.source_pool, sizeof(meta.source_pool), pool->path);
 	struct cxlcr_region *r;
 	if (image_store_publish(pool, dir, &meta, image_bytes) < 0)
 		return -1;
@@ -242,7 +244,13 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	*image_bytes = meta.payload_bytes;
 	container_link_name(pool->sb->uuid, meta.arena_generation, meta.arena_epoch + 1, link);
 	const struct pod *pod = pod_current(false);
-	if (!pod || criu_restore(dir, pod->bridge, link, pid) < 0)
+	/* Hosts may name the pool differently: the mapping is then rebased. */
+	char here[PATH_MAX];
+	if (!realpath(pool->path, here))
+		cxlcr_copy_field(here, sizeof(here), pool->path);
+	meta.source_pool[sizeof(meta.source_pool) - 1] = 0;
+	const char *rebase = meta.source_pool[0] && strcmp(meta.source_pool, here) ? meta.source_pool : NULL;
+	if (!pod || criu_restore(dir, pod->bridge, link, rebase, pool->fd, pid) < 0)
 		return -1; /* the directory stays, with CRIU's log */
 	/* The plugin took the arena over (owner, epoch); the checkpoint is
 	 * spent now, as a second restore of it would be refused anyway. */

@@ -138,6 +138,8 @@ static const char *daemon_binary(char *buf, size_t len)
 /* Starts hI's daemon inside the host's namespaces, detached. */
 static int start_daemon(const struct pod *pod, const char *host, const char *pool)
 {
+	char index[16];
+	snprintf(index, sizeof(index), "%d", pod->index);
 	char ns[32], ns_path[64], log[128], bin[PATH_MAX];
 	host_netns(pod, host, ns, sizeof(ns));
 	snprintf(ns_path, sizeof(ns_path), "/run/netns/%s", ns);
@@ -167,6 +169,7 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 		dup2(ready[1], 3);
 		close_range(4, ~0u, 0);
 		setenv("CXLCR_POOL", pool, 1);
+		setenv("CXLCR_POD", index, 1);
 		execl(bin, "cxlcrd", "--host", host, "--ready-fd", "3", (char *)NULL);
 		dprintf(3, "error: cannot run %s: %s\n", bin, strerror(errno));
 		_exit(127);
@@ -196,13 +199,24 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 static int pod_up(int argc, char **argv)
 {
 	static const struct option opts[] = { { "hosts", required_argument, 0, 'n' },
+					      { "host-pool", required_argument, 0, 'p' },
 					      { "json", no_argument, 0, 'j' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	int c, hosts = 2;
 	bool json = false;
-	while ((c = getopt_long(argc, argv, "n:jh", opts, NULL)) != -1) {
+	const char *host_pool[MAX_HOSTS] = { 0 };
+	while ((c = getopt_long(argc, argv, "n:p:jh", opts, NULL)) != -1) {
 		switch (c) {
+		case 'p': {
+			/* hI=PATH: host hI sees the pool under another path. */
+			int i;
+			const char *eq = strchr(optarg, '=');
+			if (sscanf(optarg, "h%d=", &i) != 1 || !eq || i < 0 || i >= MAX_HOSTS || !eq[1])
+				return fail(EXIT_USAGE, "--host-pool %s: expected hN=PATH", optarg);
+			host_pool[i] = eq + 1;
+			break;
+		}
 		case 'n':
 			hosts = atoi(optarg);
 			if (hosts < 1 || hosts > MAX_HOSTS)
@@ -210,10 +224,12 @@ static int pod_up(int argc, char **argv)
 			break;
 		case 'j': json = true; break;
 		case 'h':
-			printf("usage: cxlcr pod up [--hosts N] [--json]\n\n"
+			printf("usage: cxlcr pod up [--hosts N] [--host-pool hI=PATH]... [--json]\n\n"
 			       "Starts emulated hosts h0..hN-1 (default 2) on this machine, each with its\n"
 			       "own network namespace and address on the pod's bridge, and a cxlcrd.\n"
-			       "Each pool has its own pod. Hosts already up are left as they are.\n");
+			       "Each pool has its own pod. Hosts already up are left as they are.\n"
+			       "--host-pool: host hI sees the pool under PATH (another name of the same\n"
+			       "device or file); restores there rebase the pool's mappings onto it.\n");
 			return EXIT_OK;
 		default: return EXIT_USAGE;
 		}
@@ -243,7 +259,13 @@ static int pod_up(int argc, char **argv)
 		int pid = daemon_pid(pod, host);
 		bool started = false;
 		if (!pid) {
-			if (make_host_net(pod, i, host) < 0 || (pid = start_daemon(pod, host, pool_abs)) < 0) {
+			const char *pool_path = host_pool[i] ? host_pool[i] : pool_abs;
+			struct cxlcr_pool same;
+			if (host_pool[i] && cxlcr_pool_open(&same, host_pool[i]) < 0)
+				return fail(EXIT_FAIL, "host %s: %s", host, cxlcr_last_error());
+			if (host_pool[i])
+				cxlcr_pool_close(&same);
+			if (make_host_net(pod, i, host) < 0 || (pid = start_daemon(pod, host, pool_path)) < 0) {
 				if (json)
 					json_end(&j);
 				return fail(EXIT_FAIL, "host %s: %s", host, cxlcr_last_error());

@@ -86,15 +86,25 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 	return 0;
 }
 
-int criu_restore(const char *dir, const char *bridge, const char *link, pid_t *pid)
+int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool,
+		 int pool_fd, pid_t *pid)
 {
-	char pair[64], pidfile[PATH_MAX];
+	char pair[64], pidfile[PATH_MAX], inherit[PATH_MAX + 16];
 	snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, bridge);
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
 	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
 			 "--veth-pair", pair, "--tcp-established", "--network-lock", "skip", "--pidfile", pidfile,
-			 "--lib", (char *)plugin_dir(), NULL };
-	if (exec_argv(argv, CRIU_TIMEOUT_S) != 0)
+			 "--lib", (char *)plugin_dir(), NULL, NULL, NULL };
+	/* CRIU opens a mapped file by the path it had at dump time, unless it
+	 * is told to take an inherited fd for that path (without its leading
+	 * slash): the pool as this host names it. */
+	if (source_pool && pool_fd >= 0) {
+		snprintf(inherit, sizeof(inherit), "fd[3]:%s", source_pool + (source_pool[0] == '/'));
+		size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
+		argv[n] = "--inherit-fd";
+		argv[n + 1] = inherit;
+	}
+	if (exec_argv_fd(argv, CRIU_TIMEOUT_S, source_pool ? pool_fd : -1) != 0)
 		return criu_failed(dir, "restore.log", "restore");
 	FILE *f = fopen(pidfile, "r");
 	int p = 0;

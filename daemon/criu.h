@@ -26,7 +26,10 @@
 int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped);
 
 /* Restores the image set in dir, its eth0 joined to the pod bridge by a
- * new link; *pid receives the restored init's pid. */
-int criu_restore(const char *dir, const char *bridge, const char *link, pid_t *pid);
+ * new link; *pid receives the restored init's pid. When this host names the
+ * pool differently from the source (source_pool), the restored mappings
+ * and fds of the pool are rebased onto pool_fd, this host's pool. */
+int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool,
+		 int pool_fd, pid_t *pid);
 
 #endif

@@ -31,6 +31,11 @@ static void last_line(const char *buf, char *out, size_t len)
 
 int exec_argv(char *const argv[], int timeout_s)
 {
+	return exec_argv_fd(argv, timeout_s, -1);
+}
+
+int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd)
+{
 	int err[2];
 	if (pipe2(err, O_CLOEXEC) < 0)
 		return cxlcr_error("%s: pipe: %s", argv[0], strerror(errno));
@@ -45,7 +50,12 @@ int exec_argv(char *const argv[], int timeout_s)
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(err[1], 2);
-		close_range(3, ~0u, 0);
+		if (pass_fd >= 0) {
+			dup2(pass_fd, 3); /* dup2 clears close-on-exec */
+			close_range(4, ~0u, 0);
+		} else {
+			close_range(3, ~0u, 0);
+		}
 		execvp(argv[0], argv);
 		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);

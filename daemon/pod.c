@@ -42,6 +42,13 @@ const struct pod *pod_current(bool create)
 		snprintf(pool, sizeof(pool), "%s", cxlcr_pool_path());
 	if (cached[0] && !strcmp(cached, pool))
 		return &pod;
+	/* A daemon is told its pod: its host may name the pool differently. */
+	const char *env = getenv("CXLCR_POD");
+	if (env && *env) {
+		describe(&pod, atoi(env));
+		snprintf(cached, sizeof(cached), "%s", pool);
+		return &pod;
+	}
 	for (int i = 0; i < POD_MAX; i++) {
 		if (pod_of(i, pool)) {
 			describe(&pod, i);

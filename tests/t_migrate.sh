@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CXLResume path with real Redis on an emulated pod: migrate h0 -> h1
 # -> h0, checkpoint and restore elsewhere, every value read back each
-# time; and the faults: a host that is not up, a destination daemon that
+# time; h1 names the pool differently, so its restores rebase the arena's
+# mapping onto its own path; and the faults: a host that is not up, a destination daemon that
 # is down, a spent checkpoint, a corrupt image set. After each, the
 # service runs somewhere with every value intact.
 set -euo pipefail
@@ -15,7 +16,15 @@ TYPES=strings,hashes,lists,sets,zsets
 PORT=6379
 
 new_pool 8G
-pod_up 2
+# h1 sees the pool under another name (a hard link: the same file).
+ln "$CXLCR_POOL" "$POOL_DIR/pool-h1"
+pod_up 2 --host-pool "h1=$POOL_DIR/pool-h1"
+
+# maps_pool PATH: the service maps its arena from the pool named PATH.
+maps_pool() {
+	grep -q " $1\$" "/proc/$(status_field redis pid)/maps" ||
+		die "the service does not map its arena from $1 on $(status_field redis host)"
+}
 
 say "cxlcr run --host h0 redis-server"
 SERVICES+=(redis)
@@ -57,10 +66,14 @@ print("timings: freeze %.1f ms, checkpoint %.1f ms, restore %.1f ms, images %d b
 	wait_exit "$before_pid" 30
 }
 
+maps_pool "$CXLCR_POOL"
 migrate h1
 verify "migrate h0 -> h1"
+maps_pool "$POOL_DIR/pool-h1"
+ok "rebased onto h1's name of the pool"
 migrate h0
 verify "migrate h1 -> h0"
+maps_pool "$CXLCR_POOL"
 
 say "checkpoint on h0, restore on h1"
 "$CXLCR" checkpoint redis --json | is_json || die "checkpoint failed"

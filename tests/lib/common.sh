@@ -73,13 +73,16 @@ new_pool() {
 	"$CXLCR" pool format --size "${1:-8G}" >/dev/null || die "cxlcr pool format failed"
 }
 
-# pod_up N: emulated hosts h0..hN-1 on this test's pool, down again on exit.
+# pod_up N [ARGS...]: emulated hosts h0..hN-1 on this test's pool (more
+# `cxlcr pod up` arguments may follow), down again on exit.
 pod_up() {
 	need ip iptables nsenter criu
 	[ -f "$ROOT/build/criu/cxlcr_criu.so" ] || die "the CRIU plugin is not built (build/criu/cxlcr_criu.so)"
 	POD=1
 	"$CXLCR" pod down >/dev/null 2>&1 || true
-	"$CXLCR" pod up --hosts "$1" >/dev/null || die "cxlcr pod up failed"
+	local n=$1
+	shift
+	"$CXLCR" pod up --hosts "$n" "$@" >/dev/null || die "cxlcr pod up failed"
 }
 
 # A TCP port nobody listens on now (the kernel's pick, on loopback).
