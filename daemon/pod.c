@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,42 @@ static bool pod_of(int index, const char *pool)
 	return same;
 }
 
+/* A pod whose pool file is gone and whose daemons are dead (a test that
+ * was killed before `pod down`) is forgotten, so that its number can be
+ * used again; its bridge and hosts' namespaces are reused as they are. */
+static bool reclaim_stale(const struct pod *p)
+{
+	char path[PATH_MAX], pool[PATH_MAX] = "";
+	snprintf(path, sizeof(path), "%s/pool", p->dir);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool read_ok = fgets(pool, sizeof(pool), f) != NULL;
+	fclose(f);
+	pool[strcspn(pool, "\n")] = 0;
+	if (!read_ok || access(pool, F_OK) == 0)
+		return false;
+	DIR *d = opendir(p->dir);
+	struct dirent *e;
+	bool alive = false;
+	while (d && (e = readdir(d)) && !alive) {
+		if (!strstr(e->d_name, ".pid"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", p->dir, e->d_name);
+		FILE *pf = fopen(path, "r");
+		int pid = 0;
+		if (pf && fscanf(pf, "%d", &pid) == 1 && pid > 0 && kill(pid, 0) == 0)
+			alive = true;
+		if (pf)
+			fclose(pf);
+	}
+	if (d)
+		closedir(d);
+	if (!alive)
+		pod_forget(p);
+	return !alive;
+}
+
 const struct pod *pod_current(bool create)
 {
 	static struct pod pod;
@@ -63,7 +100,7 @@ const struct pod *pod_current(bool create)
 	mkdir(POD_RUN_DIR, 0755);
 	for (int i = 0; i < POD_MAX; i++) {
 		describe(&pod, i);
-		if (mkdir(pod.dir, 0755) < 0)
+		if (mkdir(pod.dir, 0755) < 0 && !(reclaim_stale(&pod) && mkdir(pod.dir, 0755) == 0))
 			continue; /* taken: mkdir is the claim */
 		char path[128];
 		snprintf(path, sizeof(path), "%s/pool", pod.dir);

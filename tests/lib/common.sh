@@ -51,6 +51,15 @@ cleanup() {
 			"$CXLCR" stop "$name" >/dev/null 2>&1
 		done
 	fi
+	if [ -n "$POD" ]; then
+		if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+			local h
+			for h in /var/log/cxlcr/cxlcrd-*.log; do
+				[ -s "$h" ] && { echo "--- last lines of $h:" >&2; tail -n 8 "$h" >&2; }
+			done
+		fi
+		"$CXLCR" pod down >/dev/null 2>&1
+	fi
 	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ -n "$POOL_DIR" ]; then
 		local log
 		for log in "$POOL_DIR"/*.log; do
