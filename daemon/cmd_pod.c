@@ -170,6 +170,9 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 		close_range(4, ~0u, 0);
 		setenv("CXLCR_POOL", pool, 1);
 		setenv("CXLCR_POD", index, 1);
+		/* A daemon's tools come from the system's directories, not from
+		 * whatever the shell that ran `pod up` had on its PATH. */
+		setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 		execl(bin, "cxlcrd", "--host", host, "--ready-fd", "3", (char *)NULL);
 		dprintf(3, "error: cannot run %s: %s\n", bin, strerror(errno));
 		_exit(127);
