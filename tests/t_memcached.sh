@@ -29,6 +29,25 @@ if python3 "$KV" verify --proto memcached --port "$port" --count 10 --size $SIZE
 fi
 ok "every value read back as written"
 
+say "kvclient: --size-dist, --exptime, --expect"
+kv() { python3 "$KV" "$@" --proto memcached --port "$port" --count 50 --seed 11 --quiet; }
+for d in small large mixed; do
+	kv fill --size-dist $d --prefix $d --exptime 3600
+	kv verify --size-dist $d --prefix $d || die "--size-dist $d: values read back differ"
+done
+if kv verify --size-dist small --prefix mixed >/dev/null 2>&1; then
+	die "verify did not notice values of other sizes"
+fi
+if kv verify --size-dist small --prefix small --expect absent >/dev/null 2>&1; then
+	die "verify --expect absent did not notice items that are there"
+fi
+missing=$(python3 "$KV" verify --proto memcached --port "$port" --count 50 --prefix never --expect any --json |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["missing"])') ||
+	die "verify --expect any failed on items never written"
+[ "$missing" -eq 50 ] || die "verify --expect any counted $missing missing items, want 50"
+kv verify --prefix never --expect absent || die "verify --expect absent failed on items never written"
+ok "sized and expiring items written and checked"
+
 check_heap memcached $((150 * 1000 * 1000))
 ok "heap in the arena"
 

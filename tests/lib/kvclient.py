@@ -7,7 +7,7 @@ key must hold.
 
     kvclient.py fill   --port 6379 --count 200000 --size 1000 [--proto redis]
                        [--types strings,hashes,lists,sets,zsets] [--seed 1]
-    kvclient.py verify (the same options)
+    kvclient.py verify (the same options) [--expect present|absent|any]
     kvclient.py wait   --port 6379 [--proto redis|memcached|tcp] [--pid PID]
 
 `wait` polls until the server answers (Redis PING, Memcached version, or a
@@ -24,6 +24,21 @@ sorted set holds `elems` elements of about size/elems bytes each (so about
     zset   member J with score J
 Memcached keys are all strings (text protocol, one `set` per key).
 
+--size-dist chooses the size of string values (both protocols):
+    fixed   every value is --size bytes (the default)
+    small   10..99 bytes
+    large   100..899 KiB (below Memcached's default 1 MiB item limit)
+    mixed   16 B..512 KiB, log-uniform (every slab class gets some)
+A value's size is derived from its key alone (a checksum of it), so fill and
+verify agree without being told more. mean_value_size() gives the mean of a
+distribution, to turn a byte budget into a key count.
+
+Memcached only: --exptime N stores the items with that expiry (seconds, as
+the `set` command takes it; 0 never expires). `verify --expect` says what a
+key must be: present (with its value; the default), absent (a hit is wrong:
+the item should have expired), or any (a hit must hold its value, a miss is
+counted as missing but is not wrong). The summary counts the misses.
+
 Requests are pipelined in batches (--batch commands, default 1000) with two
 batches in flight, over --jobs connections in parallel processes. Python
 standard library only. Usable as a module: fill(opts) and verify(opts) take
@@ -31,6 +46,7 @@ the parsed options (see make_parser) and return a Result.
 """
 import argparse
 import json
+import math
 import os
 import random
 import socket
@@ -50,6 +66,14 @@ ALIASES = {"string": "strings", "hash": "hashes", "list": "lists", "set": "sets"
 MAX_SHOWN = 10         # mismatches listed by verify
 BATCH_BYTES = 4 << 20  # at most this much value data in one batch
 MC_KEYS_PER_GET = 50   # keys in one memcached multi-get
+
+# --size-dist name -> (smallest, largest) value size; see value_size().
+SIZE_DISTS = {
+    "fixed": None,
+    "small": (10, 99),
+    "large": (100 << 10, (900 << 10) - 1),
+    "mixed": (16, 512 << 10),
+}
 
 # Printable alphabet for values: 64 characters, so bytes.translate maps any
 # random byte onto it.
@@ -81,6 +105,34 @@ class Values:
 
 def key_name(prefix, types, i):
     return b"%s:%s:%d" % (prefix, TYPES[types[i % len(types)]].encode(), i)
+
+
+def value_size(opts, key):
+    """Bytes of the string value of key: --size, or drawn from --size-dist
+    by a checksum of the key (deterministic, independent of the seed)."""
+    dist = getattr(opts, "size_dist", "fixed")
+    if dist == "fixed":
+        return opts.size
+    lo, hi = SIZE_DISTS[dist]
+    u = zlib.crc32(key, 0x51ce) / 4294967296.0  # uniform in [0, 1)
+    if dist == "mixed":
+        return min(hi, int(lo * (hi / lo) ** u))
+    return lo + int(u * (hi - lo + 1))
+
+
+def mean_value_size(dist, size=1000):
+    """Mean string value size of a --size-dist (size: --size, for fixed)."""
+    if dist == "fixed":
+        return float(size)
+    lo, hi = SIZE_DISTS[dist]
+    if dist == "mixed":  # log-uniform
+        return (hi - lo) / math.log(hi / lo)
+    return (lo + hi) / 2.0
+
+
+def max_value_size(opts):
+    dist = getattr(opts, "size_dist", "fixed")
+    return opts.size if dist == "fixed" else SIZE_DISTS[dist][1]
 
 
 def elem_size(opts, key):
@@ -145,7 +197,7 @@ def redis_fill_cmds(opts, vals, i):
     key = key_name(opts.prefix, opts.types, i)
     t = opts.types[i % len(opts.types)]
     if t == "strings":
-        return resp(b"SET", key, vals.value(key, opts.size)), 1
+        return resp(b"SET", key, vals.value(key, value_size(opts, key))), 1
     el = elements(opts, vals, key)
     if t == "hashes":
         args = [b"HSET", key]
@@ -196,7 +248,7 @@ def redis_check(opts, vals, i, got):
     if isinstance(got, RedisError):
         return repr(got)
     if t == "strings":
-        want = vals.value(key, opts.size)
+        want = vals.value(key, value_size(opts, key))
         return None if got == want else describe(got, want)
     if got is None or got == []:
         return "missing"
@@ -242,8 +294,8 @@ def mc_read_line(f):
 
 def mc_fill_cmd(opts, vals, i):
     key = key_name(opts.prefix, opts.types, i)
-    v = vals.value(key, opts.size)
-    return b"set %s 0 0 %d\r\n%s\r\n" % (key, len(v), v)
+    v = vals.value(key, value_size(opts, key))
+    return b"set %s 0 %d %d\r\n%s\r\n" % (key, opts.exptime, len(v), v)
 
 
 def mc_read_get(f):
@@ -270,12 +322,14 @@ class Result:
         self.keys = 0
         self.bytes = 0          # value bytes written or checked
         self.bad = 0
+        self.missing = 0        # verify --expect absent|any: keys not found
         self.shown = []         # (key, problem), at most MAX_SHOWN
 
     def add(self, other):
         self.keys += other.keys
         self.bytes += other.bytes
         self.bad += other.bad
+        self.missing += other.missing
         self.shown = (self.shown + other.shown)[:MAX_SHOWN]
 
     def mismatch(self, key, why):
@@ -291,7 +345,8 @@ def connect(opts):
 
 
 def batches(opts, lo, hi):
-    per = max(1, min(opts.batch, BATCH_BYTES // max(opts.size, 1)))
+    size = mean_value_size(getattr(opts, "size_dist", "fixed"), opts.size)
+    per = max(1, min(opts.batch, int(BATCH_BYTES // max(size, 1))))
     for b in range(lo, hi, per):
         yield range(b, min(b + per, hi))
 
@@ -299,7 +354,7 @@ def batches(opts, lo, hi):
 def value_bytes(opts, i):
     key = key_name(opts.prefix, opts.types, i)
     if opts.types[i % len(opts.types)] == "strings":
-        return opts.size
+        return value_size(opts, key)
     return elem_size(opts, key) * opts.elems
 
 
@@ -323,7 +378,7 @@ def run_pipelined(opts, lo, hi, make, collect):
 
 
 def work(opts, verb, lo, hi):
-    vals = Values(opts.seed, opts.size)
+    vals = Values(opts.seed, max_value_size(opts))
     res = Result()
     redis = opts.proto == "redis"
 
@@ -374,12 +429,19 @@ def work(opts, verb, lo, hi):
             got = {}
             for _ in range(0, len(rng), MC_KEYS_PER_GET):
                 got.update(mc_read_get(f))
+            expect = getattr(opts, "expect", "present")
             for i in rng:
                 key = key_name(opts.prefix, opts.types, i)
-                want = vals.value(key, opts.size)
                 have = got.get(key)
                 res.keys += 1
-                res.bytes += opts.size
+                if have is None and expect != "present":
+                    res.missing += 1
+                    continue
+                if expect == "absent":
+                    res.mismatch(key, "present (%d bytes), should have expired" % len(have))
+                    continue
+                want = vals.value(key, value_size(opts, key))
+                res.bytes += len(want)
                 if have != want:
                     res.mismatch(key, describe(have, want))
 
@@ -404,7 +466,7 @@ def run(opts, verb):
             try:
                 res = work(opts, verb, bounds[k], bounds[k + 1])
                 msg = {"keys": res.keys, "bytes": res.bytes, "bad": res.bad,
-                       "shown": res.shown}
+                       "missing": res.missing, "shown": res.shown}
             except Exception as e:  # reported by the parent
                 msg = {"error": "%s: %s" % (type(e).__name__, e)}
                 code = 1
@@ -428,6 +490,7 @@ def run(opts, verb):
             continue
         part = Result()
         part.keys, part.bytes, part.bad = msg["keys"], msg["bytes"], msg["bad"]
+        part.missing = msg["missing"]
         part.shown = [tuple(x) for x in msg["shown"]]
         total.add(part)
     if errors:
@@ -532,6 +595,14 @@ def make_parser():
     p.add_argument("--types", type=parse_types, default=["strings"],
                    help="comma-separated: strings,hashes,lists,sets,zsets or all "
                         "(Redis only; default strings)")
+    p.add_argument("--size-dist", choices=list(SIZE_DISTS), default="fixed",
+                   help="string value sizes: fixed (--size), small (10-99 B), "
+                        "large (100-899 KiB), mixed (16 B-512 KiB); per key, from the key")
+    p.add_argument("--exptime", type=int, default=0,
+                   help="memcached: expiry of the items set, in seconds (default 0: never)")
+    p.add_argument("--expect", choices=["present", "absent", "any"], default="present",
+                   help="verify, memcached: keys must be present (default), absent "
+                        "(expired), or either (a miss is counted, a wrong value is not allowed)")
     p.add_argument("--elems", type=int, default=8,
                    help="elements per hash, list, set or zset key (default 8)")
     p.add_argument("--seed", type=int, default=1)
@@ -559,6 +630,10 @@ def parse_args(argv=None):
         opts.count = 0
     if opts.proto == "memcached" and opts.types != ["strings"]:
         p.error("--types: memcached holds strings only")
+    if opts.proto != "memcached" and (opts.exptime or opts.expect != "present"):
+        p.error("--exptime and --expect are for memcached only")
+    if opts.exptime < 0:
+        p.error("--exptime must not be negative")
     if opts.count < 0 or opts.start < 0 or opts.size < 1 or opts.elems < 1 or opts.batch < 1:
         p.error("--count, --start, --size, --elems and --batch must be positive")
     opts.prefix = opts.prefix.encode()
@@ -575,27 +650,39 @@ def main(argv=None):
             if opts.pid and not pid_alive(opts.pid) else
             "did not answer after %d attempts" % opts.tries), file=sys.stderr)
         return 1
-    t0 = time.monotonic()
+    t0, started_at = time.monotonic(), time.time()
     try:
         res = run(opts, opts.verb)
     except (KVError, OSError) as e:
         print("kvclient %s: %s" % (opts.verb, e), file=sys.stderr)
         return 2
-    secs = time.monotonic() - t0
+    secs, finished_at = time.monotonic() - t0, time.time()
     if res.bad:
         for key, why in res.shown:
             print("MISMATCH %s: %s" % (key, why), file=sys.stderr)
         print("kvclient verify: %d of %d keys wrong (first %d listed)" %
               (res.bad, res.keys, len(res.shown)), file=sys.stderr)
     if opts.json:
+        # started_at/finished_at: wall clock (epoch seconds), e.g. to know
+        # when items written with --exptime must have expired.
         print(json.dumps({"verb": opts.verb, "proto": opts.proto, "keys": res.keys,
                           "value_bytes": res.bytes, "wrong": res.bad,
-                          "seconds": round(secs, 3)}))
+                          "missing": res.missing, "seconds": round(secs, 3),
+                          "started_at": round(started_at, 3),
+                          "finished_at": round(finished_at, 3)}))
     elif not opts.quiet or res.bad:
+        if res.bad:
+            outcome = "%d wrong" % res.bad
+        elif opts.verb != "verify":
+            outcome = "written"
+        elif opts.expect == "absent":
+            outcome = "all absent"
+        else:
+            outcome = "all correct"
+        if opts.verb == "verify" and opts.expect == "any":
+            outcome += ", %d missing" % res.missing
         print("kvclient %s: %d keys, %.1f MiB of values, %s, %.1f s (%s port %d)" % (
-            opts.verb, res.keys, res.bytes / (1 << 20),
-            "%d wrong" % res.bad if res.bad else "all correct" if opts.verb == "verify"
-            else "written", secs, opts.proto, opts.port))
+            opts.verb, res.keys, res.bytes / (1 << 20), outcome, secs, opts.proto, opts.port))
     return 1 if res.bad else 0
 
 
