@@ -11,13 +11,17 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 BASE    := -std=gnu11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) $(EXTRA_CFLAGS)
 O       ?= build
 
-COMMON_SRC  := common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
+# What every component needs of common/ (the preload and the CRIU plugin
+# take only this), and the rest of it.
+POOL_SRC    := common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
+COMMON_SRC  := $(POOL_SRC) \
+               common/snapshot.c common/catalog.c
 PRELOAD_SRC := preload/glue.c preload/attach.c preload/stats.c preload/malloc.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c
-TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust pool_test
+TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust pool_test snapshot_test
 
 all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(addprefix $(O)/tests/,$(TEST_PROGS))
 
@@ -35,7 +39,7 @@ $(O)/libcxlcr-common.a: $(COMMON_SRC:%.c=$(O)/%.o)
 
 # The preload carries its own copy of the common code: it must not depend
 # on anything but libc, libdaxctl and (loaded at run time) mimalloc.
-$(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(COMMON_SRC:%.c=$(O)/%.o) preload/exports.map
+$(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) preload/exports.map
 	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldaxctl -ldl -lpthread -Wl,-z,defs -Wl,-z,now \
 		-Wl,--version-script=preload/exports.map
 
@@ -60,7 +64,7 @@ deps:
 sanitize:
 	$(MAKE) O=build/ubsan EXTRA_CFLAGS="-fsanitize=undefined -fno-sanitize-recover=all" all
 	$(MAKE) O=build/asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-		build/asan/cxlcr build/asan/tests/pool_test
+		build/asan/cxlcr build/asan/tests/pool_test build/asan/tests/snapshot_test
 
 test: deps all sanitize
 	@tests/run.sh
@@ -91,7 +95,7 @@ plugin: $(O)/cxlcr_criu.so $(O)/criu/cxlcr_criu.so $(O)/tests/criu_plugin_test
 
 $(O)/criu-plugin/%.o: criu-plugin/%.c criu-plugin/*.h common/*.h | $(O)/criu-plugin
 	$(CC) $(BASE) -c -o $@ $<
-$(O)/cxlcr_criu.so: $(PLUGIN_OBJS) $(COMMON_SRC:%.c=$(O)/%.o) criu-plugin/exports.map
+$(O)/cxlcr_criu.so: $(PLUGIN_OBJS) $(POOL_SRC:%.c=$(O)/%.o) criu-plugin/exports.map
 	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldaxctl -Wl,-z,now \
 		-Wl,--version-script=criu-plugin/exports.map
 $(O)/criu/cxlcr_criu.so: $(O)/cxlcr_criu.so | $(O)/criu

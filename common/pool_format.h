@@ -80,6 +80,8 @@ enum cxlcr_region_kind {
 	CXLCR_KIND_NONE = 0,
 	CXLCR_KIND_ARENA = 1,    /* one service's heap */
 	CXLCR_KIND_IMAGES = 2,   /* a published checkpoint (struct cxlcr_image_set) */
+	CXLCR_KIND_SNAPSHOT = 3, /* an arena's pages at one freeze point (struct cxlcr_snapshot_header) */
+	CXLCR_KIND_CATALOG = 4,  /* the snapshot catalog (struct cxlcr_catalog_header), one per pool */
 };
 
 /* One entry of the region table. Entries are written only under the pool
@@ -268,5 +270,225 @@ struct cxlcr_file_record {
 
 _Static_assert(sizeof(struct cxlcr_arena_record) == 520, "arena record layout");
 _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
+
+/*
+ * Remote fork (the CXLfork path): snapshots.
+ *
+ * A snapshot is an immutable copy of an arena's heap at one freeze point,
+ * in a region of kind CXLCR_KIND_SNAPSHOT:
+ *
+ *   0             struct cxlcr_snapshot_header
+ *   table_offset  the leaf table: one 64-bit leaf per 4 KiB page of the heap
+ *                 (CXLCR_SNAPSHOT_TABLE_OFFSET)
+ *   data_offset   copies of the heap's non-zero pages, 4 KiB each, in heap
+ *                 order; CXLCR_POOL_ALIGN aligned, so that a run of pages can
+ *                 be mapped from a devdax device too
+ *
+ * Leaf i describes the heap page at heap_address + i * 4 KiB:
+ *
+ *   bits 0..3    its tier (enum cxlcr_page_tier)
+ *   bits 4..11   reserved, 0 (room for a cold-tier server index)
+ *   bits 12..63  a 4 KiB aligned, device-relative offset: for CXL the pool
+ *                offset of the page's copy (inside this region's data area),
+ *                for COLD its offset on the memory server, for ZERO 0.
+ *
+ * So a zero page costs 8 bytes of table and nothing else, and an all-zero
+ * leaf is a zero page. Offsets are device-relative: any host rebases them
+ * onto its own mapping of the pool.
+ *
+ * The header and the table are covered by CRC-32C (the pages are not: like
+ * the arena they are copied from, they are the service's data). `complete`
+ * is written last, after the pages, the table and the rest of the header
+ * have been written back, so a reader on another host sees a whole snapshot
+ * or none.
+ */
+#define CXLCR_SNAPSHOT_MAGIC        0x5350414e53434c58ULL /* "XLCSNAPS" */
+#define CXLCR_SNAPSHOT_VERSION      1u
+#define CXLCR_SNAPSHOT_COMPLETE     0x454e4f4450414e53ULL /* "SNAPDONE" */
+#define CXLCR_SNAPSHOT_PAGE_SIZE    4096u
+#define CXLCR_SNAPSHOT_TABLE_OFFSET 4096u
+
+enum cxlcr_page_tier {
+	CXLCR_TIER_ZERO = 0,     /* never stored: reads as zero */
+	CXLCR_TIER_CXL = 1,      /* a copy in the pool, at the leaf's offset */
+	CXLCR_TIER_COLD = 2,     /* on a memory server of the cold tier (nothing writes these yet) */
+};
+
+#define CXLCR_LEAF_TIER_MASK      0xfull
+#define CXLCR_LEAF_RESERVED_MASK  0xff0ull
+#define CXLCR_LEAF_OFFSET_MASK    (~0xfffull)
+#define CXLCR_LEAF(tier, offset)  ((uint64_t)(offset) | (uint64_t)(tier))
+#define CXLCR_LEAF_TIER(leaf)     ((uint32_t)((leaf) & CXLCR_LEAF_TIER_MASK))
+#define CXLCR_LEAF_OFFSET(leaf)   ((leaf) & CXLCR_LEAF_OFFSET_MASK)
+
+struct cxlcr_snapshot_header {
+	uint64_t magic;              /* CXLCR_SNAPSHOT_MAGIC */
+	uint32_t version;            /* CXLCR_SNAPSHOT_VERSION */
+	uint32_t header_size;        /* sizeof(struct cxlcr_snapshot_header) */
+	uint8_t  pool_uuid[16];
+	uint64_t region_generation;  /* the snapshot's own region */
+	char     name[CXLCR_NAME_MAX];
+	uint64_t arena_generation;   /* the arena region it was taken from */
+	uint64_t arena_epoch;        /* that arena's owner_epoch at the time */
+	char     arena_name[CXLCR_NAME_MAX];
+	uint64_t heap_address;       /* where the arena's owner maps the heap */
+	uint64_t heap_size;
+	uint32_t page_size;          /* CXLCR_SNAPSHOT_PAGE_SIZE */
+	uint32_t reserved0;
+	uint64_t page_count;         /* heap_size / page_size: leaves in the table */
+	uint64_t pages_zero;         /* pages of each tier; they add up to page_count */
+	uint64_t pages_cxl;
+	uint64_t pages_cold;
+	uint64_t table_offset;       /* from the start of the region */
+	uint64_t table_size;         /* page_count * 8 */
+	uint64_t data_offset;        /* from the start of the region */
+	uint64_t data_size;          /* pages_cxl * page_size */
+	uint64_t created_ns;         /* CLOCK_REALTIME */
+	char     source_host[CXLCR_HOST_MAX];
+	uint32_t table_crc;          /* CRC-32C of the leaf table */
+	uint32_t checksum;           /* CRC-32C of everything above */
+	uint64_t complete;           /* CXLCR_SNAPSHOT_COMPLETE once published */
+	uint8_t  pad[512 - 360];
+};
+
+_Static_assert(sizeof(struct cxlcr_snapshot_header) == 512, "snapshot header layout");
+_Static_assert(sizeof(struct cxlcr_snapshot_header) <= CXLCR_SNAPSHOT_TABLE_OFFSET,
+	       "snapshot header fits before the table");
+
+/*
+ * The snapshot catalog: snapshots found by name, borrowed by the processes
+ * that use them (fork children, the daemons restoring them), and freed only
+ * when the last borrower has returned them. It is one region of kind
+ * CXLCR_KIND_CATALOG named CXLCR_CATALOG_REGION, created on first use (a
+ * region rather than room in the metadata area: it is zeroed when made, and
+ * no existing layout changes):
+ *
+ *   0                           struct cxlcr_catalog_header
+ *   CXLCR_CATALOG_HEADER_SIZE   CXLCR_CATALOG_ENTRIES struct cxlcr_catalog_entry
+ *
+ * The borrow protocol (after Aquifer). An entry's `status` word holds its
+ * generation and its state together, so that every state change is one
+ * compare-and-swap that also checks the generation:
+ *
+ *   FREE --publish (pool lock)--> WRITING --> PUBLISHED --tombstone--> TOMBSTONE
+ *     ^                                                                    |
+ *     +--------- FREEING <-- whoever drops the last reference -------------+
+ *
+ * Publishing an entry gives it a new generation (from the header's counter,
+ * never reused). A borrower looks the name up (status = G|PUBLISHED), takes
+ * a reference, and only then reads status again: if it is no longer
+ * G|PUBLISHED the entry was tombstoned, or freed and reused for another
+ * snapshot in between, and the borrower drops its reference and fails. A
+ * tombstoner sets TOMBSTONE and then reads the references; a borrower sets
+ * its reference and then reads the state: with full fences between, one of
+ * them always sees the other, so a snapshot is never freed under a borrower
+ * that passed its re-check.
+ *
+ * The reference count is the bitmask `holders`: bit i is set while borrow
+ * slot i holds a reference, and the count is its popcount. Taking a
+ * reference is an atomic OR of the borrower's own bit and dropping it an
+ * atomic AND, so the count and the record of who holds it can never
+ * disagree: a borrower that dies at any point leaves either a slot the
+ * reaper can see or nothing. Whoever clears the last bit of a TOMBSTONE
+ * entry (a returner, a reaper, the tombstoner itself) moves it to FREEING,
+ * frees the snapshot's region, and makes the entry FREE.
+ *
+ * A borrow slot is claimed by swapping its token from 0 to the claimer's
+ * (which carries the claim time, see CXLCR_BORROW_TOKEN_*), then filled in
+ * (host, pid, lease), and only then is the reference taken. The reaper
+ * (cxlcr_catalog_reap) drops borrows whose holder is gone: on the reaper's
+ * own host and pid namespace, a pid that no longer exists (or was reused:
+ * its start time differs); elsewhere, a lease that ran out (borrowers on
+ * other hosts renew theirs); and a slot claimed but never filled in for a
+ * whole lease (leases are CLOCK_REALTIME: the pod's hosts must agree on the
+ * time to well within one). While it takes a slot back, the reaper marks
+ * the token with CXLCR_BORROW_TOKEN_REAPING, so that two reapers never drop
+ * one reference twice.
+ *
+ * Every write to an entry is written back (persist.h) before anything that
+ * depends on it, and every read is preceded by a refresh.
+ */
+#define CXLCR_CATALOG_MAGIC        0x474c544143434c58ULL /* "XLCCATLG" */
+#define CXLCR_CATALOG_VERSION      1u
+#define CXLCR_CATALOG_REGION       "catalog"
+#define CXLCR_CATALOG_HEADER_SIZE  4096u
+#define CXLCR_CATALOG_ENTRIES      480u
+#define CXLCR_CATALOG_BORROWERS    64u    /* borrow slots per entry: bits of `holders` */
+#define CXLCR_CATALOG_LEASE_NS     (60ull * 1000000000ull)
+
+enum cxlcr_catalog_state {
+	CXLCR_CATALOG_FREE = 0,
+	CXLCR_CATALOG_PUBLISHED = 1,
+	CXLCR_CATALOG_TOMBSTONE = 2,  /* no new borrows; freed when the last borrower returns */
+	CXLCR_CATALOG_WRITING = 3,    /* a publisher (holding the pool lock) fills it in */
+	CXLCR_CATALOG_FREEING = 4,    /* the snapshot's region is being freed */
+};
+
+#define CXLCR_CATALOG_STATUS(generation, state)  ((uint64_t)(generation) << 8 | (uint64_t)(state))
+#define CXLCR_CATALOG_STATUS_STATE(status)       ((uint32_t)((status) & 0xffu))
+#define CXLCR_CATALOG_STATUS_GENERATION(status)  ((uint64_t)(status) >> 8)
+
+/* A borrow slot's token: the claim time in milliseconds (CLOCK_REALTIME)
+ * above CXLCR_BORROW_TOKEN_TIME_SHIFT, random bits below it, and bit 0 set
+ * while a reaper takes the slot back. Never 0. */
+#define CXLCR_BORROW_TOKEN_TIME_SHIFT  22
+#define CXLCR_BORROW_TOKEN_REAPING     1ull
+
+struct cxlcr_catalog_borrow {
+	uint64_t token;              /* 0: free slot */
+	uint64_t lease_end_ns;       /* CLOCK_REALTIME; 0 until the slot is filled in */
+	uint64_t borrowed_ns;
+	int32_t  pid;                /* the borrower, in the pid namespace pid_ns */
+	uint32_t reserved0;
+	uint64_t pid_start;          /* its start time (/proc/PID/stat), against pid reuse */
+	uint64_t pid_ns;             /* inode of its host's pid namespace */
+	char     host[CXLCR_HOST_MAX];
+	uint8_t  pad[128 - 112];
+};
+
+struct cxlcr_catalog_entry {
+	/* the words of the borrow protocol, changed with atomics */
+	uint64_t status;             /* CXLCR_CATALOG_STATUS(generation, state) */
+	uint64_t holders;            /* bit i: borrow slot i holds a reference */
+	uint64_t state_ns;           /* CLOCK_REALTIME of the last state change */
+	uint8_t  pad0[CXLCR_CACHELINE - 24];
+
+	/* what it names: written only while WRITING */
+	char     name[CXLCR_NAME_MAX];
+	uint64_t snapshot_generation; /* the snapshot's region */
+	uint64_t published_ns;
+	char     publisher_host[CXLCR_HOST_MAX];
+	uint8_t  pad1[3 * CXLCR_CACHELINE - 144];
+
+	struct cxlcr_catalog_borrow borrows[CXLCR_CATALOG_BORROWERS];
+};
+
+struct cxlcr_catalog_header {
+	/* immutable after creation, covered by checksum */
+	uint64_t magic;              /* CXLCR_CATALOG_MAGIC */
+	uint32_t version;            /* CXLCR_CATALOG_VERSION */
+	uint32_t header_size;        /* sizeof(struct cxlcr_catalog_header) */
+	uint8_t  pool_uuid[16];
+	uint64_t region_generation;  /* the catalog's own region */
+	uint64_t created_ns;
+	uint32_t entry_count;        /* CXLCR_CATALOG_ENTRIES */
+	uint32_t entry_size;         /* sizeof(struct cxlcr_catalog_entry) */
+	uint32_t borrow_slots;       /* CXLCR_CATALOG_BORROWERS */
+	uint32_t checksum;           /* CRC-32C of everything above */
+
+	/* mutable */
+	uint64_t last_generation;    /* the last entry generation handed out */
+	uint8_t  pad[CXLCR_CACHELINE - 8];
+};
+
+#define CXLCR_CATALOG_SIZE \
+	(CXLCR_CATALOG_HEADER_SIZE + CXLCR_CATALOG_ENTRIES * sizeof(struct cxlcr_catalog_entry))
+
+_Static_assert(sizeof(struct cxlcr_catalog_borrow) == 128, "catalog borrow slot layout");
+_Static_assert(sizeof(struct cxlcr_catalog_entry) == 4 * CXLCR_CACHELINE + CXLCR_CATALOG_BORROWERS * 128,
+	       "catalog entry layout");
+_Static_assert(sizeof(struct cxlcr_catalog_header) == 2 * CXLCR_CACHELINE, "catalog header layout");
+_Static_assert(CXLCR_CATALOG_BORROWERS == 64, "holders is a 64-bit mask");
+_Static_assert(CXLCR_CATALOG_SIZE <= 2 * CXLCR_POOL_ALIGN, "catalog fits its region");
 
 #endif

@@ -127,15 +127,22 @@ alloc_test() {
 }
 
 # flavour DIR PREFIX: the C tests of one build.
+# plain_test DIR PREFIX NAME [ARGS...]: a C test that needs no preload.
+plain_test() {
+	local dir=$1 prefix=$2 name=$3
+	shift 3
+	selected "$prefix$name" || return 0
+	if [ -x "$dir/tests/$name" ]; then
+		run_test "$prefix$name" "$dir/tests/$name" "$@"
+	else
+		missing "$prefix$name" "$dir/tests/$name"
+	fi
+}
+
 flavour() {
 	local dir=$1 prefix=$2
-	if selected "${prefix}pool_test"; then
-		if [ -x "$dir/tests/pool_test" ]; then
-			run_test "${prefix}pool_test" "$dir/tests/pool_test"
-		else
-			missing "${prefix}pool_test" "$dir/tests/pool_test"
-		fi
-	fi
+	plain_test "$dir" "$prefix" pool_test
+	plain_test "$dir" "$prefix" snapshot_test ${prefix:+--quick}
 	alloc_test "$dir" "$prefix" alloc_api
 	alloc_test "$dir" "$prefix" alloc_stress
 	alloc_test "$dir" "$prefix" alloc_fork
@@ -149,12 +156,9 @@ flavour "$build" ""
 if [ -d "$build/ubsan" ]; then
 	flavour "$build/ubsan" ubsan/
 fi
-if [ -d "$build/asan" ] && selected asan/pool_test; then
-	if [ -x "$build/asan/tests/pool_test" ]; then
-		run_test asan/pool_test "$build/asan/tests/pool_test"
-	else
-		missing asan/pool_test "$build/asan/tests/pool_test"
-	fi
+if [ -d "$build/asan" ]; then
+	plain_test "$build/asan" asan/ pool_test
+	plain_test "$build/asan" asan/ snapshot_test --quick
 fi
 
 export CXLCR_ROOT=$root CXLCR_BUILD=$build

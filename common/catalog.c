@@ -1,0 +1,841 @@
+/*
+ * The snapshot catalog. The protocol and the layout are described in
+ * pool_format.h (struct cxlcr_catalog_entry); this file follows it.
+ *
+ * Each call maps the catalog region for its own duration: borrows outlive
+ * the process's mapping, they are recorded in the pool. Every shared word
+ * is read after a refresh and written back after a write (persist.h), so
+ * the same code is right on a non-coherent CXL device.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "checksum.h"
+#include "error.h"
+#include "persist.h"
+#include "snapshot.h"
+#include "util.h"
+
+#define ENTRY_HEAD_SIZE  offsetof(struct cxlcr_catalog_entry, borrows)
+#define NO_SLOT          UINT32_MAX
+#define MS               1000000ull
+/* How often borrow() looks a name up again when the entry was replaced
+ * between its two steps: each retry means a publish and a free happened
+ * meanwhile, so more than a few means something is wrong. */
+#define BORROW_TRIES     8
+
+struct catalog {
+	struct cxlcr_pool *pool;
+	struct cxlcr_region region;
+	uint8_t *base;
+	struct cxlcr_catalog_header *header;
+	struct cxlcr_catalog_entry *entries;
+};
+
+/* ---- shared words: refreshed before, written back after ---- */
+
+static uint64_t load_shared(uint64_t *word)
+{
+	cxlcr_refresh(word, sizeof(*word));
+	return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+}
+
+static void store_shared(uint64_t *word, uint64_t value)
+{
+	__atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+	cxlcr_publish(word, sizeof(*word));
+}
+
+static bool cas_shared(uint64_t *word, uint64_t expected, uint64_t desired)
+{
+	cxlcr_refresh(word, sizeof(*word));
+	bool done = __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST);
+	cxlcr_publish(word, sizeof(*word));
+	return done;
+}
+
+static uint64_t fetch_or_shared(uint64_t *word, uint64_t bits)
+{
+	cxlcr_refresh(word, sizeof(*word));
+	uint64_t before = __atomic_fetch_or(word, bits, __ATOMIC_SEQ_CST);
+	cxlcr_publish(word, sizeof(*word));
+	return before;
+}
+
+static uint64_t fetch_and_shared(uint64_t *word, uint64_t bits)
+{
+	cxlcr_refresh(word, sizeof(*word));
+	uint64_t before = __atomic_fetch_and(word, bits, __ATOMIC_SEQ_CST);
+	cxlcr_publish(word, sizeof(*word));
+	return before;
+}
+
+/* Every state change of an entry: one compare-and-swap of its status word,
+ * which checks the generation along with the state. */
+static bool set_status(struct cxlcr_catalog_entry *e, uint64_t expected, uint64_t desired)
+{
+	if (!cas_shared(&e->status, expected, desired))
+		return false;
+	store_shared(&e->state_ns, cxlcr_now_ns());
+	return true;
+}
+
+/* ---- opening the catalog ---- */
+
+static uint32_t header_checksum(const struct cxlcr_catalog_header *h)
+{
+	return cxlcr_crc32c(0, h, offsetof(struct cxlcr_catalog_header, checksum));
+}
+
+/* The catalog region: found, or (with create) made. 1 if there is none. */
+static int find_or_make_region(struct cxlcr_pool *pool, bool create, struct cxlcr_region *r)
+{
+	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION);
+	if (!found && !create)
+		return 1;
+	if (!found && cxlcr_region_alloc(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION,
+					 CXLCR_CATALOG_SIZE, r) == 0)
+		return 0;
+	if (!found) /* another process may have made it meanwhile */
+		found = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION);
+	if (!found)
+		return -1;
+	return cxlcr_region_get(pool, found->generation, r);
+}
+
+/* A new catalog region reads as zero. Its header is written once, under
+ * the pool lock, by whichever process gets there first; the magic goes in
+ * last, so a writer that dies half-way leaves a header still to write. */
+static int init_header(struct catalog *c)
+{
+	struct cxlcr_catalog_header *h = c->header;
+	if (cxlcr_pool_lock(c->pool) < 0)
+		return -1;
+	cxlcr_refresh(h, sizeof(*h));
+	if (h->magic != CXLCR_CATALOG_MAGIC) {
+		memset(h, 0, sizeof(*h));
+		h->version = CXLCR_CATALOG_VERSION;
+		h->header_size = sizeof(*h);
+		memcpy(h->pool_uuid, c->pool->sb->uuid, sizeof(h->pool_uuid));
+		h->region_generation = c->region.generation;
+		h->created_ns = cxlcr_now_ns();
+		h->entry_count = CXLCR_CATALOG_ENTRIES;
+		h->entry_size = sizeof(struct cxlcr_catalog_entry);
+		h->borrow_slots = CXLCR_CATALOG_BORROWERS;
+		h->magic = CXLCR_CATALOG_MAGIC;
+		h->checksum = header_checksum(h);
+		h->magic = 0;
+		cxlcr_publish(h, sizeof(*h));
+		h->magic = CXLCR_CATALOG_MAGIC;
+		cxlcr_publish(h, sizeof(*h));
+	}
+	cxlcr_pool_unlock(c->pool);
+	return 0;
+}
+
+static int check_header(const struct catalog *c)
+{
+	const struct cxlcr_catalog_header *h = c->header;
+	const char *why = NULL;
+	if (h->magic != CXLCR_CATALOG_MAGIC)
+		why = "no catalog magic";
+	else if (h->version != CXLCR_CATALOG_VERSION)
+		return cxlcr_error("snapshot catalog: format version %u, this cxlcr reads version %u",
+				   h->version, CXLCR_CATALOG_VERSION);
+	else if (h->checksum != header_checksum(h))
+		why = "header checksum mismatch";
+	else if (memcmp(h->pool_uuid, c->pool->sb->uuid, sizeof(h->pool_uuid)) != 0)
+		return cxlcr_error("snapshot catalog belongs to another pool (uuid mismatch)");
+	else if (h->region_generation != c->region.generation || h->header_size != sizeof(*h) ||
+		 h->entry_count != CXLCR_CATALOG_ENTRIES || h->entry_size != sizeof(struct cxlcr_catalog_entry) ||
+		 h->borrow_slots != CXLCR_CATALOG_BORROWERS)
+		why = "inconsistent layout";
+	return why ? cxlcr_error("snapshot catalog of pool %s is corrupt (%s)", c->pool->path, why) : 0;
+}
+
+static void catalog_close(struct catalog *c)
+{
+	if (c->base)
+		munmap(c->base, c->region.size);
+	c->base = NULL;
+}
+
+/* Maps the catalog. 1 (and nothing mapped) if there is none yet and
+ * create is false. */
+static int catalog_open(struct cxlcr_pool *pool, bool create, struct catalog *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->pool = pool;
+	int found = find_or_make_region(pool, create, &c->region);
+	if (found != 0)
+		return found;
+	if (c->region.size < CXLCR_CATALOG_SIZE)
+		return cxlcr_error("snapshot catalog of pool %s is corrupt (region of %llu bytes)", pool->path,
+				   (unsigned long long)c->region.size);
+	c->base = cxlcr_pool_map(pool, c->region.offset, c->region.size, 0, 0);
+	if (!c->base)
+		return -1;
+	c->header = (struct cxlcr_catalog_header *)(void *)c->base;
+	c->entries = (struct cxlcr_catalog_entry *)(void *)(c->base + CXLCR_CATALOG_HEADER_SIZE);
+	cxlcr_refresh(c->header, sizeof(*c->header));
+	if (c->header->magic == 0) {
+		if (!create) {
+			catalog_close(c);
+			return 1;
+		}
+		if (init_header(c) < 0) {
+			catalog_close(c);
+			return -1;
+		}
+	}
+	if (check_header(c) < 0) {
+		catalog_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+/* catalog_open() for operations on a name: no catalog means no such name. */
+static int catalog_open_for(struct cxlcr_pool *pool, const char *name, struct catalog *c)
+{
+	int rc = catalog_open(pool, false, c);
+	if (rc > 0)
+		return cxlcr_error("no snapshot named '%s' in the catalog (it is empty)", name);
+	return rc;
+}
+
+/* ---- reading entries ---- */
+
+/*
+ * A consistent copy of an entry's head, read without a lock, seqlock
+ * style: its identity is written only while it is WRITING, under a
+ * generation that is never used again, so if the status word reads the
+ * same before and after, what was read in between belongs to it.
+ */
+static void read_entry(const struct catalog *c, uint32_t index, struct cxlcr_catalog_info *info)
+{
+	struct cxlcr_catalog_entry *e = &c->entries[index];
+	uint64_t before, after;
+	memset(info, 0, sizeof(*info));
+	for (int tries = 0; tries < 1000; tries++) {
+		cxlcr_refresh(e, ENTRY_HEAD_SIZE);
+		before = __atomic_load_n(&e->status, __ATOMIC_SEQ_CST);
+		memcpy(info->name, e->name, sizeof(info->name));
+		info->snapshot_generation = e->snapshot_generation;
+		info->published_ns = e->published_ns;
+		info->holders = __atomic_load_n(&e->holders, __ATOMIC_SEQ_CST);
+		cxlcr_fence();
+		after = load_shared(&e->status);
+		if (before == after)
+			break;
+	}
+	info->name[sizeof(info->name) - 1] = 0;
+	info->index = index;
+	info->state = CXLCR_CATALOG_STATUS_STATE(after);
+	info->generation = CXLCR_CATALOG_STATUS_GENERATION(after);
+	info->refcount = (uint32_t)__builtin_popcountll(info->holders);
+}
+
+/* The published entry called name: its index, or -1. */
+static int find_published(const struct catalog *c, const char *name, struct cxlcr_catalog_info *info)
+{
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		read_entry(c, i, info);
+		if (info->state == CXLCR_CATALOG_PUBLISHED && !strncmp(info->name, name, CXLCR_NAME_MAX))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* ---- freeing ---- */
+
+/*
+ * The snapshot an entry in state `status` names, read seqlock style: the
+ * identity is rewritten only after the entry went FREE and was given a new
+ * generation, so if status is unchanged after the read, the identity read
+ * belongs to it. False if status moved on.
+ */
+static bool snapshot_of(struct cxlcr_catalog_entry *e, uint64_t status, uint64_t *snapshot)
+{
+	cxlcr_refresh(e, ENTRY_HEAD_SIZE);
+	*snapshot = e->snapshot_generation;
+	cxlcr_fence();
+	return load_shared(&e->status) == status;
+}
+
+/* Frees the snapshot of an entry in FREEING (generation, naming snapshot)
+ * and makes the entry FREE. It may run twice for one entry (a reaper
+ * finishing what a process that looks dead began): freeing a region by
+ * its generation, which is never reused, is harmless the second time, and
+ * the final step is a compare-and-swap. */
+static int finish_free(struct catalog *c, uint32_t index, uint64_t generation, uint64_t snapshot)
+{
+	struct cxlcr_catalog_entry *e = &c->entries[index];
+	struct cxlcr_region r;
+	if (cxlcr_region_get(c->pool, snapshot, &r) == 0 && r.kind == CXLCR_KIND_SNAPSHOT &&
+	    cxlcr_region_free(c->pool, snapshot) < 0 && cxlcr_region_get(c->pool, snapshot, &r) == 0)
+		return -1;   /* still there: a reaper tries again */
+	set_status(e, CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_FREEING),
+		   CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_FREE));
+	return 0;
+}
+
+/*
+ * If the entry is a tombstone that nobody holds, frees it: one caller
+ * wins the move to FREEING. A borrower that sets its bit after holders
+ * was read here sees the tombstone when it re-checks, and never uses the
+ * snapshot. The snapshot is read before that move: once the entry is
+ * FREEING, another process may finish the free and the entry be reused.
+ * Returns 1 if this call freed it.
+ */
+static int free_if_unheld_tombstone(struct catalog *c, uint32_t index)
+{
+	struct cxlcr_catalog_entry *e = &c->entries[index];
+	uint64_t status = load_shared(&e->status), snapshot;
+	if (CXLCR_CATALOG_STATUS_STATE(status) != CXLCR_CATALOG_TOMBSTONE)
+		return 0;
+	if (load_shared(&e->holders) != 0 || !snapshot_of(e, status, &snapshot))
+		return 0;
+	uint64_t generation = CXLCR_CATALOG_STATUS_GENERATION(status);
+	if (!set_status(e, status, CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_FREEING)))
+		return 0;
+	return finish_free(c, index, generation, snapshot) == 0 ? 1 : 0;
+}
+
+/* ---- borrow slots ---- */
+
+/* A slot token: the claim time, random bits, and the reaping flag (see
+ * CXLCR_BORROW_TOKEN_* in pool_format.h). */
+static uint64_t new_token(bool reaping)
+{
+	uint64_t random = 0;
+	if (getrandom(&random, sizeof(random), 0) != sizeof(random))
+		random = cxlcr_mono_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	uint64_t low = random & ((1ull << CXLCR_BORROW_TOKEN_TIME_SHIFT) - 1) & ~CXLCR_BORROW_TOKEN_REAPING;
+	return (cxlcr_now_ns() / MS) << CXLCR_BORROW_TOKEN_TIME_SHIFT | low |
+	       (reaping ? CXLCR_BORROW_TOKEN_REAPING : 0);
+}
+
+static uint64_t token_age_ns(uint64_t token, uint64_t now)
+{
+	uint64_t claimed_ms = token >> CXLCR_BORROW_TOKEN_TIME_SHIFT, now_ms = now / MS;
+	return now_ms > claimed_ms ? (now_ms - claimed_ms) * MS : 0;
+}
+
+/* Who holds a borrow, as recorded in its slot. */
+struct holder {
+	int32_t pid;
+	uint64_t pid_start;
+	uint64_t pid_ns;
+	char host[CXLCR_HOST_MAX];
+	uint64_t lease_ns;
+};
+
+static uint64_t own_pid_namespace(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Whether pid runs (a zombie has ended), and its start time in clock
+ * ticks since boot, which tells a reused pid from the recorded one. */
+static bool process_alive(int32_t pid, uint64_t *start)
+{
+	char path[64], stat_line[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, stat_line, sizeof(stat_line) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	stat_line[n] = 0;
+	/* "pid (comm) state ...": comm may hold anything, so parse from its end. */
+	char *p = strrchr(stat_line, ')');
+	if (!p || p[1] != ' ')
+		return false;
+	p += 2;
+	if (*p == 'Z' || *p == 'X' || *p == 'x')
+		return false;
+	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
+		p = strchr(p, ' ');
+		if (!p)
+			return false;
+		p++;
+	}
+	*start = strtoull(p, NULL, 10);
+	return true;
+}
+
+static int resolve_holder(const struct cxlcr_borrower *who, struct holder *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->pid = who && who->pid ? who->pid : getpid();
+	cxlcr_copy_field(h->host, sizeof(h->host), who && who->host ? who->host : cxlcr_host_name());
+	h->lease_ns = who && who->lease_ns ? who->lease_ns : CXLCR_CATALOG_LEASE_NS;
+	if (strcmp(h->host, cxlcr_host_name()) != 0)
+		return 0;    /* another host's process: only its lease speaks for it */
+	h->pid_ns = own_pid_namespace();
+	if (!process_alive(h->pid, &h->pid_start))
+		return cxlcr_error("cannot borrow for pid %d: no such process", (int)h->pid);
+	return 0;
+}
+
+/*
+ * Claims a free borrow slot of the entry and records the holder in it.
+ * The lease goes in last: a slot whose lease is still 0 belongs to a
+ * claimer that may have died before recording itself, and the reaper
+ * judges it by the claim time in its token. Returns the slot, or -1.
+ */
+static int claim_slot(struct cxlcr_catalog_entry *e, const struct holder *h, uint64_t *token)
+{
+	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++) {
+		struct cxlcr_catalog_borrow *s = &e->borrows[i];
+		if (load_shared(&s->token) != 0)
+			continue;
+		uint64_t mine = new_token(false);
+		if (!cas_shared(&s->token, 0, mine))
+			continue;
+		uint64_t now = cxlcr_now_ns();
+		s->pid = h->pid;
+		s->pid_start = h->pid_start;
+		s->pid_ns = h->pid_ns;
+		memcpy(s->host, h->host, sizeof(s->host));
+		s->borrowed_ns = now;
+		cxlcr_publish(s, sizeof(*s));
+		store_shared(&s->lease_end_ns, now + h->lease_ns);
+		*token = mine;
+		return (int)i;
+	}
+	return -1;
+}
+
+/* Empties a slot we own (by its token, or as its reaper). */
+static void clear_slot(struct cxlcr_catalog_borrow *s, uint64_t owned_token)
+{
+	s->lease_end_ns = 0;
+	s->borrowed_ns = 0;
+	s->pid = 0;
+	s->pid_start = 0;
+	s->pid_ns = 0;
+	memset(s->host, 0, sizeof(s->host));
+	cxlcr_publish(s, sizeof(*s));
+	cas_shared(&s->token, owned_token, 0);
+}
+
+/* Drops the reference of a slot and empties it. Whoever clears the last
+ * bit of a tombstone frees the snapshot. Returns 1 if this call did. */
+static int drop_reference(struct catalog *c, uint32_t index, uint32_t slot, uint64_t owned_token)
+{
+	struct cxlcr_catalog_entry *e = &c->entries[index];
+	uint64_t bit = 1ull << slot;
+	uint64_t before = fetch_and_shared(&e->holders, ~bit);
+	clear_slot(&e->borrows[slot], owned_token);
+	if ((before & bit) && (before & ~bit) == 0)
+		return free_if_unheld_tombstone(c, index);
+	return 0;
+}
+
+/* ---- publish, find ---- */
+
+/* Under the pool lock: a free entry for name, or -1 with the reason (the
+ * name or the snapshot is already in the catalog, or it is full). */
+static int pick_entry_for(const struct catalog *c, const char *name, uint64_t snapshot, uint64_t *status)
+{
+	int free_index = -1;
+	struct cxlcr_catalog_info info;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		read_entry(c, i, &info);
+		if (info.state == CXLCR_CATALOG_FREE) {
+			if (free_index < 0) {
+				free_index = (int)i;
+				*status = CXLCR_CATALOG_STATUS(info.generation, CXLCR_CATALOG_FREE);
+			}
+			continue;
+		}
+		bool live = info.state == CXLCR_CATALOG_PUBLISHED || info.state == CXLCR_CATALOG_WRITING;
+		if (live && !strncmp(info.name, name, CXLCR_NAME_MAX))
+			return cxlcr_error("a snapshot named '%s' is already published", name);
+		if (info.snapshot_generation == snapshot)
+			return cxlcr_error("snapshot region %llu is already in the catalog as '%s'",
+					   (unsigned long long)snapshot, info.name);
+	}
+	if (free_index < 0)
+		return cxlcr_error("snapshot catalog is full (%u snapshots)", CXLCR_CATALOG_ENTRIES);
+	return free_index;
+}
+
+/* Under the pool lock: fills a free entry in (WRITING, with a new
+ * generation) and publishes it. */
+static int fill_entry(struct catalog *c, uint32_t index, uint64_t free_status, const char *name,
+		      uint64_t snapshot)
+{
+	struct cxlcr_catalog_entry *e = &c->entries[index];
+	cxlcr_refresh(&c->header->last_generation, sizeof(uint64_t));
+	uint64_t generation = __atomic_add_fetch(&c->header->last_generation, 1, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&c->header->last_generation, sizeof(uint64_t));
+	uint64_t writing = CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_WRITING);
+	if (!set_status(e, free_status, writing))
+		return cxlcr_error("snapshot catalog: entry %u changed under the pool lock", index);
+	cxlcr_copy_field(e->name, sizeof(e->name), name);
+	e->snapshot_generation = snapshot;
+	e->published_ns = cxlcr_now_ns();
+	cxlcr_copy_field(e->publisher_host, sizeof(e->publisher_host), cxlcr_host_name());
+	cxlcr_publish(e, ENTRY_HEAD_SIZE);
+	if (!set_status(e, writing, CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_PUBLISHED)))
+		return cxlcr_error("snapshot catalog: entry %u was taken back while being published", index);
+	return 0;
+}
+
+int cxlcr_catalog_publish(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation,
+			  struct cxlcr_catalog_info *out)
+{
+	if (!cxlcr_valid_name(name))
+		return cxlcr_error("invalid snapshot name '%s' (letters, digits, '.', '_', '-'; at most %u)",
+				   name, CXLCR_NAME_MAX - 1);
+	if (cxlcr_snapshot_validate(pool, snapshot_generation) < 0)
+		return -1;
+	struct catalog c;
+	if (catalog_open(pool, true, &c) < 0)
+		return -1;
+	if (cxlcr_pool_lock(pool) < 0) {
+		catalog_close(&c);
+		return -1;
+	}
+	int rc = -1;
+	uint64_t free_status = 0;
+	struct cxlcr_region r;
+	int index = -1;
+	if (cxlcr_region_get(pool, snapshot_generation, &r) < 0 || r.kind != CXLCR_KIND_SNAPSHOT)
+		cxlcr_error("snapshot region %llu is gone", (unsigned long long)snapshot_generation);
+	else if ((index = pick_entry_for(&c, name, snapshot_generation, &free_status)) >= 0)
+		rc = fill_entry(&c, (uint32_t)index, free_status, name, snapshot_generation);
+	cxlcr_pool_unlock(pool);
+	if (rc == 0 && out)
+		read_entry(&c, (uint32_t)index, out);
+	catalog_close(&c);
+	return rc;
+}
+
+int cxlcr_catalog_find(struct cxlcr_pool *pool, const char *name, struct cxlcr_catalog_info *out)
+{
+	struct catalog c;
+	if (catalog_open_for(pool, name, &c) < 0)
+		return -1;
+	int index = find_published(&c, name, out);
+	catalog_close(&c);
+	return index >= 0 ? 0 : cxlcr_error("no snapshot named '%s' in the catalog", name);
+}
+
+int cxlcr_catalog_entry(struct cxlcr_pool *pool, uint32_t index, struct cxlcr_catalog_info *out)
+{
+	if (index >= CXLCR_CATALOG_ENTRIES)
+		return cxlcr_error("snapshot catalog has no entry %u (it has %u)", index, CXLCR_CATALOG_ENTRIES);
+	struct catalog c;
+	int rc = catalog_open(pool, false, &c);
+	if (rc < 0)
+		return -1;
+	if (rc > 0) {   /* no catalog yet: every entry is free */
+		memset(out, 0, sizeof(*out));
+		out->index = index;
+		return 0;
+	}
+	read_entry(&c, index, out);
+	struct cxlcr_catalog_entry *e = &c.entries[index];
+	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++)
+		out->slots_claimed += load_shared(&e->borrows[i].token) != 0;
+	catalog_close(&c);
+	return 0;
+}
+
+/* ---- borrowing ---- */
+
+static int lookup(const struct catalog *c, const char *name, struct cxlcr_borrow *b)
+{
+	struct cxlcr_catalog_info info;
+	memset(b, 0, sizeof(*b));
+	b->slot = NO_SLOT;
+	int index = find_published(c, name, &info);
+	if (index < 0)
+		return cxlcr_error("no snapshot named '%s' in the catalog", name);
+	b->entry = (uint32_t)index;
+	b->generation = info.generation;
+	b->snapshot_generation = info.snapshot_generation;
+	memcpy(b->name, info.name, sizeof(b->name));
+	return 0;
+}
+
+/*
+ * The second step of a borrow: claim a slot, take the reference, then
+ * re-check the entry. 0: borrowed. 1: the entry is no longer the one
+ * looked up (tombstoned, or freed and reused); the reference has been
+ * dropped again. -1: an error.
+ */
+static int confirm(struct catalog *c, const struct holder *h, struct cxlcr_borrow *b)
+{
+	if (b->entry >= CXLCR_CATALOG_ENTRIES || b->generation == 0)
+		return cxlcr_error("borrow of '%s' was never looked up", b->name);
+	struct cxlcr_catalog_entry *e = &c->entries[b->entry];
+	uint64_t token;
+	int slot = claim_slot(e, h, &token);
+	if (slot < 0)
+		return cxlcr_error("snapshot '%s' has %u borrowers already", b->name, CXLCR_CATALOG_BORROWERS);
+	fetch_or_shared(&e->holders, 1ull << slot);
+	cxlcr_fence();
+	uint64_t now = load_shared(&e->status);
+	if (now != CXLCR_CATALOG_STATUS(b->generation, CXLCR_CATALOG_PUBLISHED)) {
+		drop_reference(c, b->entry, (uint32_t)slot, token);
+		if (CXLCR_CATALOG_STATUS_GENERATION(now) == b->generation)
+			cxlcr_error("snapshot '%s' was tombstoned while it was being borrowed", b->name);
+		else
+			cxlcr_error("snapshot '%s' was replaced while it was being borrowed (entry %u: generation %llu, now %llu)",
+				    b->name, b->entry, (unsigned long long)b->generation,
+				    (unsigned long long)CXLCR_CATALOG_STATUS_GENERATION(now));
+		return 1;
+	}
+	b->slot = (uint32_t)slot;
+	b->token = token;
+	return 0;
+}
+
+int cxlcr_catalog_borrow_begin(struct cxlcr_pool *pool, const char *name, struct cxlcr_borrow *b)
+{
+	struct catalog c;
+	memset(b, 0, sizeof(*b));
+	b->slot = NO_SLOT;
+	if (catalog_open_for(pool, name, &c) < 0)
+		return -1;
+	int rc = lookup(&c, name, b);
+	catalog_close(&c);
+	return rc;
+}
+
+int cxlcr_catalog_borrow_confirm(struct cxlcr_pool *pool, const struct cxlcr_borrower *who,
+				 struct cxlcr_borrow *b)
+{
+	struct holder h;
+	struct catalog c;
+	if (resolve_holder(who, &h) < 0 || catalog_open_for(pool, b->name, &c) < 0)
+		return -1;
+	int rc = confirm(&c, &h, b);
+	catalog_close(&c);
+	return rc == 0 ? 0 : -1;
+}
+
+int cxlcr_catalog_borrow(struct cxlcr_pool *pool, const char *name, const struct cxlcr_borrower *who,
+			 struct cxlcr_borrow *b)
+{
+	struct holder h;
+	struct catalog c;
+	if (resolve_holder(who, &h) < 0 || catalog_open_for(pool, name, &c) < 0)
+		return -1;
+	int rc = 1;
+	for (int tries = 0; rc > 0 && tries < BORROW_TRIES; tries++)
+		rc = lookup(&c, name, b) < 0 ? -1 : confirm(&c, &h, b);
+	catalog_close(&c);
+	return rc == 0 ? 0 : -1;
+}
+
+/* The slot of a confirmed borrow, if it is still ours (a reaper may have
+ * taken it back when its lease ran out). */
+static struct cxlcr_catalog_borrow *own_slot(const struct catalog *c, const struct cxlcr_borrow *b)
+{
+	if (b->token == 0 || b->entry >= CXLCR_CATALOG_ENTRIES || b->slot >= CXLCR_CATALOG_BORROWERS) {
+		cxlcr_error("snapshot '%s' is not borrowed", b->name);
+		return NULL;
+	}
+	struct cxlcr_catalog_borrow *s = &c->entries[b->entry].borrows[b->slot];
+	if (load_shared(&s->token) != b->token) {
+		cxlcr_error("the borrow of snapshot '%s' was taken back (its lease ran out)", b->name);
+		return NULL;
+	}
+	return s;
+}
+
+int cxlcr_catalog_return(struct cxlcr_pool *pool, struct cxlcr_borrow *b)
+{
+	struct catalog c;
+	if (catalog_open_for(pool, b->name, &c) < 0)
+		return -1;
+	int rc = -1;
+	if (own_slot(&c, b)) {
+		drop_reference(&c, b->entry, b->slot, b->token);
+		rc = 0;
+	}
+	b->token = 0;
+	b->slot = NO_SLOT;
+	catalog_close(&c);
+	return rc;
+}
+
+int cxlcr_catalog_renew(struct cxlcr_pool *pool, const struct cxlcr_borrow *b, uint64_t lease_ns)
+{
+	struct catalog c;
+	if (catalog_open_for(pool, b->name, &c) < 0)
+		return -1;
+	struct cxlcr_catalog_borrow *s = own_slot(&c, b);
+	if (s)
+		store_shared(&s->lease_end_ns, cxlcr_now_ns() + (lease_ns ? lease_ns : CXLCR_CATALOG_LEASE_NS));
+	catalog_close(&c);
+	return s ? 0 : -1;
+}
+
+int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *freed)
+{
+	struct catalog c;
+	struct cxlcr_catalog_info info;
+	if (freed)
+		*freed = false;
+	if (catalog_open_for(pool, name, &c) < 0)
+		return -1;
+	int rc = -1;
+	for (int tries = 0; rc < 0 && tries < BORROW_TRIES; tries++) {
+		int index = find_published(&c, name, &info);
+		if (index < 0)
+			break;
+		struct cxlcr_catalog_entry *e = &c.entries[index];
+		if (!set_status(e, CXLCR_CATALOG_STATUS(info.generation, CXLCR_CATALOG_PUBLISHED),
+				CXLCR_CATALOG_STATUS(info.generation, CXLCR_CATALOG_TOMBSTONE)))
+			continue;
+		/* Tombstone, then read the holders: see pool_format.h for why
+		 * a borrower that passed its re-check is always seen here. */
+		cxlcr_fence();
+		int done = free_if_unheld_tombstone(&c, (uint32_t)index);
+		if (freed)
+			*freed = done > 0;
+		rc = 0;
+	}
+	catalog_close(&c);
+	return rc == 0 ? 0 : cxlcr_error("no snapshot named '%s' in the catalog", name);
+}
+
+/* ---- the reaper ---- */
+
+struct reaper {
+	struct catalog *c;
+	uint64_t now;
+	uint64_t pid_ns;
+	const char *host;
+	struct cxlcr_reap_report report;
+};
+
+/* Whether the holder of a claimed slot is gone, by what its slot says. */
+static bool holder_is_gone(const struct reaper *r, struct cxlcr_catalog_borrow *s, uint64_t token)
+{
+	if (token & CXLCR_BORROW_TOKEN_REAPING)      /* a reaper died taking it back */
+		return token_age_ns(token, r->now) > CXLCR_CATALOG_LEASE_NS;
+	if (load_shared(&s->lease_end_ns) == 0)      /* claimed, never filled in */
+		return token_age_ns(token, r->now) > CXLCR_CATALOG_LEASE_NS;
+	cxlcr_fence();
+	cxlcr_refresh(s, sizeof(*s));
+	if (!strncmp(s->host, r->host, sizeof(s->host)) && s->pid_ns == r->pid_ns) {
+		uint64_t start = 0;
+		return !process_alive(s->pid, &start) || (s->pid_start && start != s->pid_start);
+	}
+	return s->lease_end_ns < r->now;
+}
+
+/* Takes a dead holder's slot back: marks it as being reaped (so no other
+ * reaper drops the same reference), drops its reference if it held one,
+ * and frees a tombstone that this leaves without holders. */
+static void reap_slot(struct reaper *r, uint32_t index, uint32_t slot)
+{
+	struct cxlcr_catalog_entry *e = &r->c->entries[index];
+	struct cxlcr_catalog_borrow *s = &e->borrows[slot];
+	uint64_t token = load_shared(&s->token);
+	if (token == 0 || !holder_is_gone(r, s, token))
+		return;
+	uint64_t reaping = new_token(true);
+	if (!cas_shared(&s->token, token, reaping))
+		return;   /* it changed meanwhile: not ours to take */
+	uint64_t bit = 1ull << slot;
+	uint64_t before = fetch_and_shared(&e->holders, ~bit);
+	clear_slot(s, reaping);
+	r->report.borrows_dropped++;
+	if (!(before & bit))
+		return;
+	r->report.references_dropped++;
+	if ((before & ~bit) == 0 && free_if_unheld_tombstone(r->c, index) > 0)
+		r->report.snapshots_freed++;
+}
+
+/* Entries a dead process left in WRITING: a publisher holds the pool lock
+ * for as long as it writes, so with the lock held, any WRITING entry is
+ * abandoned. */
+static void repair_abandoned_publishes(struct reaper *r)
+{
+	if (cxlcr_pool_lock(r->c->pool) < 0)
+		return;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		struct cxlcr_catalog_entry *e = &r->c->entries[i];
+		uint64_t status = load_shared(&e->status);
+		if (CXLCR_CATALOG_STATUS_STATE(status) == CXLCR_CATALOG_WRITING &&
+		    set_status(e, status, CXLCR_CATALOG_STATUS(CXLCR_CATALOG_STATUS_GENERATION(status),
+								CXLCR_CATALOG_FREE)))
+			r->report.entries_repaired++;
+	}
+	cxlcr_pool_unlock(r->c->pool);
+}
+
+/* After the slots of an entry: a tombstone nobody holds any more (its last
+ * returner may have died before freeing it) is freed, and a free left
+ * half done is finished. Returns whether the entry is WRITING. */
+static bool settle_entry(struct reaper *r, uint32_t index)
+{
+	struct cxlcr_catalog_entry *e = &r->c->entries[index];
+	uint64_t status = load_shared(&e->status);
+	switch (CXLCR_CATALOG_STATUS_STATE(status)) {
+	case CXLCR_CATALOG_TOMBSTONE:
+		if (free_if_unheld_tombstone(r->c, index) > 0)
+			r->report.snapshots_freed++;
+		break;
+	case CXLCR_CATALOG_FREEING: {
+		uint64_t snapshot;
+		if (snapshot_of(e, status, &snapshot) &&
+		    finish_free(r->c, index, CXLCR_CATALOG_STATUS_GENERATION(status), snapshot) == 0)
+			r->report.entries_repaired++;
+		break;
+	}
+	case CXLCR_CATALOG_WRITING:
+		return true;
+	}
+	return false;
+}
+
+int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report)
+{
+	struct catalog c;
+	struct reaper r = { .c = &c, .now = cxlcr_now_ns(), .pid_ns = own_pid_namespace(),
+			    .host = cxlcr_host_name() };
+	if (report)
+		memset(report, 0, sizeof(*report));
+	int rc = catalog_open(pool, false, &c);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	bool writing = false;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		/* One refresh of all the slots, rather than a fence per slot:
+		 * most are free, and a claimed one is read again in reap_slot(). */
+		struct cxlcr_catalog_entry *e = &c.entries[i];
+		cxlcr_refresh(e->borrows, sizeof(e->borrows));
+		for (uint32_t slot = 0; slot < CXLCR_CATALOG_BORROWERS; slot++)
+			if (__atomic_load_n(&e->borrows[slot].token, __ATOMIC_SEQ_CST) != 0)
+				reap_slot(&r, i, slot);
+		writing |= settle_entry(&r, i);
+	}
+	if (writing)
+		repair_abandoned_publishes(&r);
+	catalog_close(&c);
+	if (report)
+		*report = r.report;
+	return (int)r.report.borrows_dropped;
+}

@@ -1,0 +1,120 @@
+/*
+ * The snapshot catalog: snapshots found by name, borrowed by whoever uses
+ * them, freed when the last borrower returns them. The protocol and the
+ * on-device layout are described in pool_format.h (struct
+ * cxlcr_catalog_entry); in short:
+ *
+ *   publish    a complete snapshot becomes findable under a name
+ *   borrow     look the name up (borrow_begin), take a reference and check
+ *              that the entry is still the one looked up (borrow_confirm)
+ *   return     drop the reference; the last one of a tombstoned snapshot
+ *              frees its region
+ *   tombstone  no new borrows; freed now if nobody holds it, else later
+ *   reap       drop the borrows of processes that died, and finish what a
+ *              dead process left half done
+ *
+ * Any process on any host of the pod may call any of these at any time:
+ * borrowing, returning and tombstoning take no lock (only atomics on the
+ * pool), publishing takes the pool lock.
+ */
+#ifndef CXLCR_CATALOG_H
+#define CXLCR_CATALOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "pool.h"
+
+/* A stable copy of one catalog entry. */
+struct cxlcr_catalog_info {
+	uint32_t index;              /* of the entry in the catalog */
+	uint32_t state;              /* enum cxlcr_catalog_state */
+	uint64_t generation;
+	uint32_t refcount;           /* references held (bits of holders) */
+	uint32_t slots_claimed;      /* borrow slots in use, with or without a reference */
+	uint64_t holders;
+	uint64_t snapshot_generation;
+	uint64_t published_ns;
+	char     name[CXLCR_NAME_MAX];
+};
+
+/* Who a borrow is recorded for. Zero fields mean: this process, this host,
+ * CXLCR_CATALOG_LEASE_NS. A daemon that restores a child borrows for the
+ * child's pid, so that the borrow ends when the child does. */
+struct cxlcr_borrower {
+	int32_t pid;
+	const char *host;
+	uint64_t lease_ns;           /* how long a borrow from another host lasts unless renewed */
+};
+
+/* One borrow, from borrow_begin() to return. */
+struct cxlcr_borrow {
+	uint32_t entry;              /* index of the catalog entry */
+	uint32_t slot;               /* its borrow slot, once confirmed */
+	uint64_t generation;         /* of the entry when it was looked up */
+	uint64_t token;              /* our claim of the slot; 0 until confirmed */
+	uint64_t snapshot_generation;   /* the snapshot's region: cxlcr_snapshot_open() takes it */
+	char     name[CXLCR_NAME_MAX];
+};
+
+/* What cxlcr_catalog_reap() did. */
+struct cxlcr_reap_report {
+	uint32_t borrows_dropped;    /* slots of dead borrowers taken back */
+	uint32_t references_dropped; /* ... of which held a reference */
+	uint32_t snapshots_freed;    /* tombstoned snapshots whose last borrower was dead */
+	uint32_t entries_repaired;   /* left half published or half freed by a dead process */
+};
+
+/*
+ * Makes the complete snapshot with this region generation findable as name.
+ * The snapshot is validated first; a name that is already published, or a
+ * snapshot that already is, is refused. Creates the catalog on first use.
+ */
+int cxlcr_catalog_publish(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation,
+			  struct cxlcr_catalog_info *out);
+
+/* The published entry called name; fails if there is none. */
+int cxlcr_catalog_find(struct cxlcr_pool *pool, const char *name, struct cxlcr_catalog_info *out);
+
+/* Entry index, whatever its state (for listings and tests). */
+int cxlcr_catalog_entry(struct cxlcr_pool *pool, uint32_t index, struct cxlcr_catalog_info *out);
+
+/*
+ * Borrowing, in two steps (cxlcr_catalog_borrow() does both):
+ *   borrow_begin    looks name up: which entry, at which generation;
+ *   borrow_confirm  claims a borrow slot, takes a reference, and checks
+ *                   that the entry still is that generation and published.
+ *                   If it is not (tombstoned, or freed and reused in
+ *                   between) the reference is dropped again and it fails.
+ * who may be NULL (see struct cxlcr_borrower). While the borrow is held the
+ * snapshot's region stays allocated.
+ */
+int cxlcr_catalog_borrow_begin(struct cxlcr_pool *pool, const char *name, struct cxlcr_borrow *b);
+int cxlcr_catalog_borrow_confirm(struct cxlcr_pool *pool, const struct cxlcr_borrower *who,
+				 struct cxlcr_borrow *b);
+/* Both steps; looks the name up again (a few times) when the entry was
+ * replaced between them. */
+int cxlcr_catalog_borrow(struct cxlcr_pool *pool, const char *name, const struct cxlcr_borrower *who,
+			 struct cxlcr_borrow *b);
+
+/* Ends a borrow. The snapshot must no longer be mapped by the borrower:
+ * if this was the last reference of a tombstoned snapshot, its region is
+ * freed here. Fails if the borrow was reaped meanwhile. */
+int cxlcr_catalog_return(struct cxlcr_pool *pool, struct cxlcr_borrow *b);
+
+/* Extends a borrow's lease to now + lease_ns (0: the default). */
+int cxlcr_catalog_renew(struct cxlcr_pool *pool, const struct cxlcr_borrow *b, uint64_t lease_ns);
+
+/* Stops new borrows of name. If nobody holds it, its snapshot is freed now
+ * (*freed = true), else by the last borrower to return it. */
+int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *freed);
+
+/*
+ * Drops every borrow whose holder is gone: a process of this host (and pid
+ * namespace) that no longer exists, or a borrow from elsewhere whose lease
+ * ran out. Frees the tombstoned snapshots that leaves without borrowers, and
+ * finishes publishes and frees that a dead process left half done. report
+ * may be NULL. Returns the number of borrows dropped, or -1.
+ */
+int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report);
+
+#endif

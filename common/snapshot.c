@@ -1,0 +1,554 @@
+/*
+ * Snapshots: an arena's non-zero pages copied into a region of their own,
+ * with a leaf table that says where every page of the heap lives (the
+ * layout is in pool_format.h).
+ *
+ * Taking one is two passes over the frozen heap. The first finds the
+ * non-zero pages: on a pool file, SEEK_DATA/SEEK_HOLE skip the holes (pages
+ * never written) without reading them, and the rest is compared with zero,
+ * which stops at the first non-zero word of a data page. It only sets bits,
+ * so the snapshot region can then be allocated at its exact size. The
+ * second pass copies the pages run by run.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+#include "checksum.h"
+#include "error.h"
+#include "persist.h"
+#include "snapshot.h"
+#include "util.h"
+
+#define PAGE ((uint64_t)CXLCR_SNAPSHOT_PAGE_SIZE)
+#define LEAF_SIZE sizeof(uint64_t)
+#ifndef MADV_POPULATE_READ   /* Linux 5.14; older C libraries lack the names */
+#define MADV_POPULATE_READ  22
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* ---- the arena being copied ---- */
+
+struct source {
+	struct cxlcr_region region;
+	uint8_t *base;               /* the whole arena region, mapped */
+	const uint8_t *heap;         /* base + CXLCR_ARENA_HEAP_OFFSET */
+	uint64_t heap_offset;        /* pool offset of the heap */
+	uint64_t heap_size;
+	uint64_t heap_address;       /* where its owner maps the heap */
+	uint64_t pages;
+};
+
+/* The arena's header is written by the preload when a process attaches;
+ * it alone knows where the heap is mapped, which a fork child needs. */
+static int check_arena_header(const struct cxlcr_pool *pool, const struct source *src)
+{
+	const struct cxlcr_arena_header *h = (const void *)src->base;
+	const char *name = src->region.name;
+	cxlcr_refresh(h, sizeof(*h));
+	if (h->magic != CXLCR_ARENA_MAGIC)
+		return cxlcr_error("arena '%s' has no arena header (never attached by a process)", name);
+	if (h->version != CXLCR_ARENA_VERSION)
+		return cxlcr_error("arena '%s': header version %u, this cxlcr reads version %u", name,
+				   h->version, CXLCR_ARENA_VERSION);
+	if (h->region_generation != src->region.generation)
+		return cxlcr_error("arena '%s': its header belongs to region %llu, not %llu", name,
+				   (unsigned long long)h->region_generation,
+				   (unsigned long long)src->region.generation);
+	if (memcmp(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid)) != 0)
+		return cxlcr_error("arena '%s': its header belongs to another pool", name);
+	if (h->heap_size != src->region.size - CXLCR_ARENA_HEAP_OFFSET || h->heap_address == 0 ||
+	    h->heap_address % PAGE != 0)
+		return cxlcr_error("arena '%s': inconsistent header (heap of %llu bytes at %#llx in a region of %llu)",
+				   name, (unsigned long long)h->heap_size,
+				   (unsigned long long)h->heap_address,
+				   (unsigned long long)src->region.size);
+	return 0;
+}
+
+static int open_source(struct cxlcr_pool *pool, uint64_t arena_generation, struct source *src)
+{
+	memset(src, 0, sizeof(*src));
+	if (cxlcr_region_get(pool, arena_generation, &src->region) < 0)
+		return -1;
+	if (src->region.kind != CXLCR_KIND_ARENA)
+		return cxlcr_error("region '%s' (generation %llu) is not an arena", src->region.name,
+				   (unsigned long long)arena_generation);
+	if (src->region.size < CXLCR_ARENA_HEAP_OFFSET + PAGE)
+		return cxlcr_error("arena '%s' is too small to hold a heap (%llu bytes)",
+				   src->region.name, (unsigned long long)src->region.size);
+	src->base = cxlcr_pool_map(pool, src->region.offset, src->region.size, 0, 0);
+	if (!src->base)
+		return -1;
+	if (check_arena_header(pool, src) < 0) {
+		munmap(src->base, src->region.size);
+		src->base = NULL;
+		return -1;
+	}
+	const struct cxlcr_arena_header *h = (const void *)src->base;
+	src->heap = src->base + CXLCR_ARENA_HEAP_OFFSET;
+	src->heap_offset = src->region.offset + CXLCR_ARENA_HEAP_OFFSET;
+	src->heap_size = h->heap_size;
+	src->heap_address = h->heap_address;
+	src->pages = src->heap_size / PAGE;
+	return 0;
+}
+
+static void close_source(struct source *src)
+{
+	if (src->base)
+		munmap(src->base, src->region.size);
+	src->base = NULL;
+}
+
+/* ---- pass 1: which pages hold data ---- */
+
+struct page_map {
+	uint64_t *bits;              /* bit i: heap page i is not zero */
+	uint64_t pages;
+	uint64_t nonzero;
+	uint64_t holes_skipped;      /* zero pages never read */
+};
+
+/* The first page at or after i whose bit is `set`, or m->pages. Skips
+ * whole words, so a large zero stretch costs a few instructions. */
+static uint64_t next_page_with(const struct page_map *m, uint64_t i, bool set)
+{
+	while (i < m->pages) {
+		uint64_t word = m->bits[i / 64];
+		if (!set)
+			word = ~word;
+		word &= ~0ull << (i % 64);
+		if (word) {
+			uint64_t found = i / 64 * 64 + (uint64_t)__builtin_ctzll(word);
+			return found < m->pages ? found : m->pages;
+		}
+		i = (i / 64 + 1) * 64;
+	}
+	return m->pages;
+}
+
+/* A 4 KiB page of zeros? The first word settles nearly every data page;
+ * the rest is ORed a cache line at a time, which the compiler vectorises. */
+static bool page_is_zero(const uint8_t *page)
+{
+	const uint64_t *w = (const uint64_t *)page;
+	if (w[0])
+		return false;
+	for (size_t i = 0; i < PAGE / 8; i += 8) {
+		uint64_t any = w[i] | w[i + 1] | w[i + 2] | w[i + 3] | w[i + 4] | w[i + 5] | w[i + 6] | w[i + 7];
+		if (any)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The next stretch [*lo, *hi) of [from, end) (pool offsets, page aligned)
+ * that may hold data; false when the rest is a hole. On a pool file,
+ * SEEK_DATA/SEEK_HOLE report holes (never written, so zero) without
+ * reading them. A devdax device, or a file system that cannot tell, is one
+ * stretch of data.
+ */
+static bool next_data_extent(const struct cxlcr_pool *pool, uint64_t from, uint64_t end,
+			     uint64_t *lo, uint64_t *hi)
+{
+	if (from >= end)
+		return false;
+	*lo = from;
+	*hi = end;
+	if (pool->devdax)
+		return true;
+	off_t data = lseek(pool->fd, (off_t)from, SEEK_DATA);
+	if (data < 0)
+		return errno != ENXIO;       /* ENXIO: nothing but holes after from */
+	if ((uint64_t)data < from)           /* a file that ignores SEEK_DATA */
+		return true;
+	if ((uint64_t)data >= end)
+		return false;
+	*lo = (uint64_t)data / PAGE * PAGE;
+	off_t hole = lseek(pool->fd, data, SEEK_HOLE);
+	if (hole > data && (uint64_t)hole < end)
+		*hi = round_up((uint64_t)hole, PAGE);
+	return true;
+}
+
+/* Maps [p, p+len) of a pool mapping in one system call rather than one
+ * page fault at a time. On a pool file, most of a snapshot's time goes to
+ * page faults otherwise (a fresh tmpfs page is allocated and cleared on
+ * the first write); on devdax it only fills page tables. Failure (an older
+ * kernel) is harmless: the pages fault in as they are touched. */
+static void prefault(void *p, uint64_t len, int how)
+{
+	if (len)
+		madvise(p, len, how);
+}
+
+/* Pass 1. Each stretch is refreshed before it is read: on a non-coherent
+ * device this host may hold stale lines of an arena that another host
+ * wrote since. */
+static int find_nonzero_pages(const struct cxlcr_pool *pool, const struct source *src,
+			      struct page_map *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->pages = src->pages;
+	m->bits = calloc((m->pages + 63) / 64, sizeof(uint64_t));
+	if (!m->bits)
+		return cxlcr_error("out of memory for a map of %llu pages", (unsigned long long)m->pages);
+	uint64_t end = src->heap_offset + src->heap_size, at = src->heap_offset, lo, hi;
+	for (; next_data_extent(pool, at, end, &lo, &hi); at = hi) {
+		m->holes_skipped += (lo - at) / PAGE;
+		const uint8_t *p = src->heap + (lo - src->heap_offset);
+		prefault((void *)(uintptr_t)p, hi - lo, MADV_POPULATE_READ);
+		cxlcr_refresh(p, hi - lo);
+		uint64_t first = (lo - src->heap_offset) / PAGE, last = (hi - src->heap_offset) / PAGE;
+		for (uint64_t i = first; i < last; i++, p += PAGE) {
+			if (!page_is_zero(p)) {
+				m->bits[i / 64] |= 1ull << (i % 64);
+				m->nonzero++;
+			}
+		}
+	}
+	m->holes_skipped += (end - at) / PAGE;
+	return 0;
+}
+
+/* ---- pass 2: the copy ---- */
+
+struct layout {
+	uint64_t table_offset, table_size;
+	uint64_t data_offset, data_size;
+	uint64_t region_size;
+};
+
+static void plan_layout(uint64_t pages, uint64_t nonzero, struct layout *l)
+{
+	l->table_offset = CXLCR_SNAPSHOT_TABLE_OFFSET;
+	l->table_size = pages * LEAF_SIZE;
+	l->data_offset = round_up(l->table_offset + l->table_size, CXLCR_POOL_ALIGN);
+	l->data_size = nonzero * PAGE;
+	l->region_size = round_up(l->data_offset + l->data_size, CXLCR_POOL_ALIGN);
+}
+
+/*
+ * Copies whole pages into the pool. On x86 with non-temporal stores: they
+ * go to the device rather than into this host's cache, so nothing needs
+ * writing back afterwards (a fence orders them, see copy_pages()), and
+ * the copy does not evict the cache of a host whose service is about to
+ * resume. Elsewhere: memcpy, then write the lines back.
+ */
+static void copy_to_pool(uint8_t *dst, const uint8_t *src, size_t len)
+{
+#if defined(__x86_64__)
+	__m128i *d = (__m128i *)(void *)dst;
+	const __m128i *s = (const __m128i *)(const void *)src;
+	for (size_t i = 0; i < len / sizeof(__m128i); i += 4) {
+		__m128i a = _mm_load_si128(s + i), b = _mm_load_si128(s + i + 1);
+		__m128i c = _mm_load_si128(s + i + 2), e = _mm_load_si128(s + i + 3);
+		_mm_stream_si128(d + i, a);
+		_mm_stream_si128(d + i + 1, b);
+		_mm_stream_si128(d + i + 2, c);
+		_mm_stream_si128(d + i + 3, e);
+	}
+#else
+	memcpy(dst, src, len);
+	cxlcr_flush_lines(dst, len);
+#endif
+}
+
+/* Pass 2: the non-zero pages, run by run and in heap order, into the data
+ * area; their leaves into table (private memory, all ZERO leaves to start
+ * with). */
+static void copy_pages(const struct source *src, const struct page_map *m, uint8_t *snap,
+		       uint64_t snap_offset, const struct layout *l, uint64_t *table)
+{
+	uint8_t *data = snap + l->data_offset;
+	uint64_t copied = 0;
+	for (uint64_t i = next_page_with(m, 0, true); i < m->pages; i = next_page_with(m, i, true)) {
+		uint64_t run_end = next_page_with(m, i, false);
+		copy_to_pool(data + copied * PAGE, src->heap + i * PAGE, (run_end - i) * PAGE);
+		for (; i < run_end; i++, copied++)
+			table[i] = CXLCR_LEAF(CXLCR_TIER_CXL, snap_offset + l->data_offset + copied * PAGE);
+	}
+	cxlcr_fence();   /* orders the non-temporal stores before the table and header */
+}
+
+static uint32_t header_checksum(const struct cxlcr_snapshot_header *h)
+{
+	return cxlcr_crc32c(0, h, offsetof(struct cxlcr_snapshot_header, checksum));
+}
+
+/* Writes the table and the header, each written back before the next
+ * step, and the completion marker last: from then on it is a snapshot. */
+static void publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
+			     const struct cxlcr_region *snap_region, uint8_t *snap,
+			     const struct layout *l, const struct page_map *m, const uint64_t *table)
+{
+	memcpy(snap + l->table_offset, table, l->table_size);
+	cxlcr_publish(snap + l->table_offset, l->table_size);
+
+	struct cxlcr_snapshot_header *h = (void *)snap;
+	memset(h, 0, sizeof(*h));
+	h->magic = CXLCR_SNAPSHOT_MAGIC;
+	h->version = CXLCR_SNAPSHOT_VERSION;
+	h->header_size = sizeof(*h);
+	memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
+	h->region_generation = snap_region->generation;
+	cxlcr_copy_field(h->name, sizeof(h->name), snap_region->name);
+	h->arena_generation = src->region.generation;
+	h->arena_epoch = src->region.owner_epoch;
+	cxlcr_copy_field(h->arena_name, sizeof(h->arena_name), src->region.name);
+	h->heap_address = src->heap_address;
+	h->heap_size = src->heap_size;
+	h->page_size = CXLCR_SNAPSHOT_PAGE_SIZE;
+	h->page_count = m->pages;
+	h->pages_zero = m->pages - m->nonzero;
+	h->pages_cxl = m->nonzero;
+	h->pages_cold = 0;
+	h->table_offset = l->table_offset;
+	h->table_size = l->table_size;
+	h->data_offset = l->data_offset;
+	h->data_size = l->data_size;
+	h->created_ns = cxlcr_now_ns();
+	cxlcr_copy_field(h->source_host, sizeof(h->source_host), cxlcr_host_name());
+	h->table_crc = cxlcr_crc32c(0, table, l->table_size);
+	h->checksum = header_checksum(h);
+	cxlcr_publish(h, sizeof(*h));
+	h->complete = CXLCR_SNAPSHOT_COMPLETE;
+	cxlcr_publish(&h->complete, sizeof(h->complete));
+}
+
+/* Allocates the snapshot region, copies into it and publishes it. */
+static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, const struct page_map *m,
+			  const char *name, struct cxlcr_region *snap_region)
+{
+	struct layout l;
+	plan_layout(m->pages, m->nonzero, &l);
+	uint64_t *table = calloc(m->pages, LEAF_SIZE);
+	if (!table)
+		return cxlcr_error("out of memory for a leaf table of %llu pages", (unsigned long long)m->pages);
+	if (cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, snap_region) < 0) {
+		free(table);
+		return -1;
+	}
+	uint8_t *snap = cxlcr_pool_map(pool, snap_region->offset, snap_region->size, 0, 0);
+	if (!snap) {
+		free(table);
+		cxlcr_region_free(pool, snap_region->generation);
+		return -1;
+	}
+	prefault(snap + l.data_offset, l.data_size, MADV_POPULATE_WRITE);
+	copy_pages(src, m, snap, snap_region->offset, &l, table);
+	publish_snapshot(pool, src, snap_region, snap, &l, m, table);
+	munmap(snap, snap_region->size);
+	free(table);
+	return 0;
+}
+
+int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			  struct cxlcr_snapshot_info *out)
+{
+	uint64_t start = cxlcr_mono_ns();
+	struct source src;
+	struct page_map m = { 0 };
+	struct cxlcr_region snap_region;
+	int rc = -1;
+	if (!cxlcr_valid_name(name))
+		return cxlcr_error("invalid snapshot name '%s' (letters, digits, '.', '_', '-'; at most %u)",
+				   name, CXLCR_NAME_MAX - 1);
+	if (open_source(pool, arena_generation, &src) < 0)
+		return -1;
+	if (find_nonzero_pages(pool, &src, &m) < 0)
+		goto out;
+	uint64_t scanned = cxlcr_mono_ns();
+	if (write_snapshot(pool, &src, &m, name, &snap_region) < 0)
+		goto out;
+	uint64_t done = cxlcr_mono_ns();
+	if (out) {
+		memset(out, 0, sizeof(*out));
+		out->region_generation = snap_region.generation;
+		out->region_offset = snap_region.offset;
+		out->region_size = snap_region.size;
+		out->heap_address = src.heap_address;
+		out->heap_size = src.heap_size;
+		out->pages_total = m.pages;
+		out->pages_cxl = m.nonzero;
+		out->pages_zero = m.pages - m.nonzero;
+		out->holes_skipped = m.holes_skipped;
+		out->scan_ns = scanned - start;
+		out->copy_ns = done - scanned;
+		out->total_ns = done - start;
+	}
+	rc = 0;
+out:
+	free(m.bits);
+	close_source(&src);
+	return rc;
+}
+
+/* ---- reading a snapshot ---- */
+
+/* The header's own consistency, and that it is this region's and this
+ * pool's; the layout must fit the region (else it was truncated). */
+static int check_header(const struct cxlcr_pool *pool, const struct cxlcr_snapshot *s)
+{
+	const struct cxlcr_snapshot_header *h = &s->header;
+	const char *name = s->region.name;
+	uint64_t size = s->region.size;
+	if (h->magic != CXLCR_SNAPSHOT_MAGIC)
+		return cxlcr_error("snapshot '%s' is corrupt (no snapshot magic)", name);
+	if (h->version != CXLCR_SNAPSHOT_VERSION)
+		return cxlcr_error("snapshot '%s': format version %u, this cxlcr reads version %u", name,
+				   h->version, CXLCR_SNAPSHOT_VERSION);
+	if (h->header_size != sizeof(*h))
+		return cxlcr_error("snapshot '%s' is corrupt (header size %u)", name, h->header_size);
+	if (h->complete != CXLCR_SNAPSHOT_COMPLETE)
+		return cxlcr_error("snapshot '%s' is incomplete (its copy never finished)", name);
+	if (h->checksum != header_checksum(h))
+		return cxlcr_error("snapshot '%s' is corrupt (header checksum mismatch)", name);
+	if (memcmp(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid)) != 0)
+		return cxlcr_error("snapshot '%s' belongs to another pool (uuid mismatch)", name);
+	if (h->region_generation != s->region.generation)
+		return cxlcr_error("snapshot '%s' is foreign: its header names region %llu, it lies in region %llu",
+				   name, (unsigned long long)h->region_generation,
+				   (unsigned long long)s->region.generation);
+	if (h->page_size != PAGE || h->heap_size == 0 || h->heap_size % PAGE ||
+	    h->page_count != h->heap_size / PAGE ||
+	    h->pages_zero > h->page_count || h->pages_cxl > h->page_count - h->pages_zero ||
+	    h->pages_cold != h->page_count - h->pages_zero - h->pages_cxl)
+		return cxlcr_error("snapshot '%s' is corrupt (inconsistent page counts)", name);
+	if (h->table_offset != CXLCR_SNAPSHOT_TABLE_OFFSET || h->table_size != h->page_count * LEAF_SIZE ||
+	    h->data_offset % CXLCR_POOL_ALIGN || h->data_offset < h->table_offset + h->table_size ||
+	    h->data_size != h->pages_cxl * PAGE)
+		return cxlcr_error("snapshot '%s' is corrupt (inconsistent layout)", name);
+	if (h->data_offset > size || h->data_size > size - h->data_offset)
+		return cxlcr_error("snapshot '%s' is truncated: it needs %llu bytes, its region holds %llu",
+				   name, (unsigned long long)(h->data_offset + h->data_size),
+				   (unsigned long long)size);
+	return 0;
+}
+
+/* Every leaf: a known tier, reserved bits clear, and a CXL copy inside the
+ * data area. Copies are in heap order, so offsets must rise, which also
+ * rules out two pages sharing one copy. The tier counts must match. */
+static int check_leaves(const struct cxlcr_snapshot *s)
+{
+	const struct cxlcr_snapshot_header *h = &s->header;
+	const char *name = s->region.name;
+	uint64_t data_lo = s->region.offset + h->data_offset, data_hi = data_lo + h->data_size;
+	uint64_t counts[3] = { 0, 0, 0 }, next_copy = data_lo;
+	for (uint64_t i = 0; i < h->page_count; i++) {
+		uint64_t leaf = s->leaves[i], offset = CXLCR_LEAF_OFFSET(leaf);
+		uint32_t tier = CXLCR_LEAF_TIER(leaf);
+		bool bad = (leaf & CXLCR_LEAF_RESERVED_MASK) || tier > CXLCR_TIER_COLD ||
+			   (tier == CXLCR_TIER_ZERO && offset != 0) ||
+			   (tier == CXLCR_TIER_CXL && (offset < next_copy || offset >= data_hi));
+		if (bad)
+			return cxlcr_error("snapshot '%s' is corrupt (leaf %llu, %#llx, points nowhere valid)",
+					   name, (unsigned long long)i, (unsigned long long)leaf);
+		if (tier == CXLCR_TIER_CXL)
+			next_copy = offset + PAGE;
+		counts[tier]++;
+	}
+	if (counts[CXLCR_TIER_ZERO] != h->pages_zero || counts[CXLCR_TIER_CXL] != h->pages_cxl ||
+	    counts[CXLCR_TIER_COLD] != h->pages_cold)
+		return cxlcr_error("snapshot '%s' is corrupt (leaf table does not match the page counts)", name);
+	return 0;
+}
+
+static int check_table(const struct cxlcr_snapshot *s)
+{
+	cxlcr_refresh(s->leaves, s->header.table_size);
+	if (cxlcr_crc32c(0, s->leaves, s->header.table_size) != s->header.table_crc)
+		return cxlcr_error("snapshot '%s' is corrupt (leaf table checksum mismatch)", s->region.name);
+	return check_leaves(s);
+}
+
+int cxlcr_snapshot_open(struct cxlcr_pool *pool, uint64_t snapshot_generation, struct cxlcr_snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->pool = pool;
+	if (cxlcr_region_get(pool, snapshot_generation, &s->region) < 0)
+		return -1;
+	if (s->region.kind != CXLCR_KIND_SNAPSHOT)
+		return cxlcr_error("region '%s' (generation %llu) is not a snapshot", s->region.name,
+				   (unsigned long long)snapshot_generation);
+	uint8_t *m = cxlcr_pool_map(pool, s->region.offset, s->region.size, 0, 0);
+	if (!m)
+		return -1;
+	/* Snapshots are immutable: a reader cannot scribble on one. */
+	if (mprotect(m, s->region.size, PROT_READ) < 0) {
+		int e = errno;
+		munmap(m, s->region.size);
+		return cxlcr_error("snapshot '%s': mprotect: %s", s->region.name, strerror(e));
+	}
+	s->base = m;
+	cxlcr_refresh(m, sizeof(s->header));
+	memcpy(&s->header, m, sizeof(s->header));
+	s->leaves = (const uint64_t *)(const void *)(m + CXLCR_SNAPSHOT_TABLE_OFFSET);
+	if (check_header(pool, s) < 0 || check_table(s) < 0) {
+		cxlcr_snapshot_close(s);
+		return -1;
+	}
+	return 0;
+}
+
+void cxlcr_snapshot_close(struct cxlcr_snapshot *s)
+{
+	if (s->base)
+		munmap((void *)s->base, s->region.size);
+	s->base = NULL;
+	s->leaves = NULL;
+}
+
+int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generation)
+{
+	struct cxlcr_snapshot s;
+	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
+		return -1;
+	cxlcr_snapshot_close(&s);
+	return 0;
+}
+
+int cxlcr_snapshot_page_offset(const struct cxlcr_snapshot *s, uint64_t page_index, uint32_t *tier,
+			       uint64_t *offset)
+{
+	if (!s->leaves)
+		return cxlcr_error("snapshot is not open");
+	if (page_index >= s->header.page_count)
+		return cxlcr_error("snapshot '%s': page %llu is beyond its heap of %llu pages", s->region.name,
+				   (unsigned long long)page_index, (unsigned long long)s->header.page_count);
+	uint64_t leaf = s->leaves[page_index];
+	*tier = CXLCR_LEAF_TIER(leaf);
+	*offset = CXLCR_LEAF_OFFSET(leaf);
+	return 0;
+}
+
+int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index, void *buf)
+{
+	uint32_t tier;
+	uint64_t offset;
+	if (cxlcr_snapshot_page_offset(s, page_index, &tier, &offset) < 0)
+		return -1;
+	if (tier == CXLCR_TIER_ZERO) {
+		memset(buf, 0, PAGE);
+		return 0;
+	}
+	if (tier != CXLCR_TIER_CXL)
+		return cxlcr_error("snapshot '%s': page %llu is on the cold tier, which cannot be read yet",
+				   s->region.name, (unsigned long long)page_index);
+	const uint8_t *copy = s->base + (offset - s->region.offset);
+	cxlcr_refresh(copy, PAGE);
+	memcpy(buf, copy, PAGE);
+	return 0;
+}

@@ -1,0 +1,84 @@
+/*
+ * Snapshots of an arena, for remote fork (the CXLfork path).
+ *
+ * A snapshot is an immutable copy of an arena's heap at one freeze point,
+ * in a region of its own: the heap's non-zero pages are copied into it, and
+ * a leaf table gives, for every page of the heap, its tier (zero, CXL, cold)
+ * and device-relative offset. The layout is in pool_format.h (struct
+ * cxlcr_snapshot_header). Snapshots are found by name through the catalog
+ * (catalog.h), which also decides when one may be freed.
+ */
+#ifndef CXLCR_SNAPSHOT_H
+#define CXLCR_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "pool.h"
+
+/* What cxlcr_snapshot_create() made, and how long it took. */
+struct cxlcr_snapshot_info {
+	uint64_t region_generation;  /* the snapshot's region: cxlcr_snapshot_open() takes it */
+	uint64_t region_offset;
+	uint64_t region_size;
+	uint64_t heap_address;
+	uint64_t heap_size;
+	uint64_t pages_total;
+	uint64_t pages_cxl;          /* copied */
+	uint64_t pages_zero;         /* not stored */
+	uint64_t holes_skipped;      /* zero pages skipped without reading them (file pools) */
+	uint64_t scan_ns;            /* finding the non-zero pages */
+	uint64_t copy_ns;            /* copying them and writing the table */
+	uint64_t total_ns;
+};
+
+/*
+ * Copies the heap of the live arena region with this generation into a new
+ * snapshot region called name (a region name: see cxlcr_valid_name): every
+ * non-zero 4 KiB page is copied, zero pages are only recorded in the leaf
+ * table. The snapshot is complete (and visible to other hosts) when this
+ * returns 0; on failure nothing is left behind.
+ *
+ * This function only copies. The caller freezes the service first and
+ * resumes it afterwards (and, on a non-coherent device, has the service's
+ * host write its cached arena lines back before): pages that change while
+ * the copy runs end up in the snapshot in any state, or as zero.
+ *
+ * The arena must have been attached (its header names its heap address).
+ */
+int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			  struct cxlcr_snapshot_info *out);
+
+/* An open, validated snapshot: its region mapped read-only. */
+struct cxlcr_snapshot {
+	struct cxlcr_pool *pool;
+	struct cxlcr_region region;               /* copy of its region entry */
+	struct cxlcr_snapshot_header header;      /* copy, as validated */
+	const uint8_t *base;                      /* the mapped region */
+	const uint64_t *leaves;                   /* header.page_count of them */
+};
+
+/*
+ * Opens the snapshot region with this generation and checks it: a region
+ * that is not a snapshot, or a snapshot that is incomplete, corrupt
+ * (magic, version, checksums, layout, leaves out of range), truncated
+ * (bigger than its region) or foreign (another pool's, another region's),
+ * is refused with one line saying so.
+ */
+int cxlcr_snapshot_open(struct cxlcr_pool *pool, uint64_t snapshot_generation,
+			struct cxlcr_snapshot *s);
+void cxlcr_snapshot_close(struct cxlcr_snapshot *s);
+
+/* Opens and closes again: 0 if the snapshot is whole and ours. */
+int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generation);
+
+/* Where page page_index of the heap lives: its tier (enum cxlcr_page_tier)
+ * and device-relative offset (0 for a zero page). */
+int cxlcr_snapshot_page_offset(const struct cxlcr_snapshot *s, uint64_t page_index,
+			       uint32_t *tier, uint64_t *offset);
+
+/* Copies page page_index of the snapshotted heap into buf
+ * (CXLCR_SNAPSHOT_PAGE_SIZE bytes): the stored copy, or zeros. Cold pages
+ * cannot be read yet. */
+int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index, void *buf);
+
+#endif

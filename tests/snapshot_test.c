@@ -1,0 +1,994 @@
+/*
+ * Snapshots and the snapshot catalog (common/snapshot.c, common/catalog.c),
+ * linked directly, on a pool file in a fresh directory under /dev/shm. No
+ * preload: arenas are made with cxlcr_region_alloc(), mapped with
+ * cxlcr_pool_map() and given the header a process would write when it
+ * attaches.
+ *
+ *   snapshot_test          runs the tests, then times a 1 GiB snapshot
+ *   snapshot_test --quick  the same without the timing
+ */
+#include <sched.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "../common/catalog.h"
+#include "../common/checksum.h"
+#include "../common/error.h"
+#include "../common/pool.h"
+#include "../common/snapshot.h"
+#include "../common/util.h"
+#include "test.h"
+
+#define POOL_SIZE       (8ull << 30)   /* sparse: only what the tests touch is allocated */
+#define PAGE            CXLCR_SNAPSHOT_PAGE_SIZE
+#define TEST_HEAP       (64 * MiB)     /* CXLCR_HEAP_ALIGN: the smallest arena */
+#define BENCH_HEAP      (1ull << 30)
+#define BORROWERS       8
+#define BORROWS_EACH    100
+
+static char dir[64];
+static char path[128];
+
+/* ---- test arenas ---- */
+
+/* A test arena: its region and its mapping (header, then the heap). */
+struct arena_map {
+	struct cxlcr_region region;
+	uint8_t *base;
+	uint8_t *heap;
+	uint64_t pages;
+};
+
+/* What the preload writes when a process attaches an arena (attach.c). */
+static void write_arena_header(struct cxlcr_pool *pool, struct arena_map *a)
+{
+	struct cxlcr_arena_header *h = (void *)a->base;
+	memset(h, 0, sizeof(*h));
+	h->version = CXLCR_ARENA_VERSION;
+	h->slot_count = CXLCR_ARENA_STAT_SLOTS;
+	memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
+	h->region_generation = a->region.generation;
+	h->heap_address = (uint64_t)(uintptr_t)a->heap;
+	h->heap_size = a->region.size - CXLCR_ARENA_HEAP_OFFSET;
+	h->pid = getpid();
+	h->magic = CXLCR_ARENA_MAGIC;
+}
+
+/* An arena with heap_size bytes of heap, mapped like the preload maps it
+ * (heap on a CXLCR_HEAP_ALIGN boundary); with_header: as if attached. */
+static void make_arena(struct cxlcr_pool *pool, const char *name, uint64_t heap_size, bool with_header,
+		       struct arena_map *a)
+{
+	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_ARENA, name, heap_size + CXLCR_ARENA_HEAP_OFFSET,
+				 &a->region) == 0, "%s", cxlcr_last_error());
+	a->base = cxlcr_pool_map(pool, a->region.offset, a->region.size, CXLCR_HEAP_ALIGN,
+				 CXLCR_ARENA_HEAP_OFFSET);
+	CHECK(a->base, "%s", cxlcr_last_error());
+	a->heap = a->base + CXLCR_ARENA_HEAP_OFFSET;
+	a->pages = heap_size / PAGE;
+	if (with_header)
+		write_arena_header(pool, a);
+}
+
+static void drop_arena(struct cxlcr_pool *pool, struct arena_map *a)
+{
+	CHECK(munmap(a->base, a->region.size) == 0);
+	CHECK(cxlcr_region_free(pool, a->region.generation) == 0, "%s", cxlcr_last_error());
+}
+
+/* ---- page contents ---- */
+
+static uint64_t mix(uint64_t x)   /* splitmix64 */
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* What a page of a test heap holds. Zero pages come two ways: never
+ * written (a hole of the pool file, skipped by SEEK_DATA) and written with
+ * zeros (data to the file system, found zero by comparing). A page whose
+ * only non-zero byte is its last one checks that the compare reads it all. */
+enum page_kind { HOLE, WRITTEN_ZERO, PATTERN, LAST_BYTE_ONLY };
+
+static enum page_kind kind_of(uint64_t seed, uint64_t page)
+{
+	switch (mix(seed ^ page * 0x100000001b3ull) % 8) {
+	case 0: case 1: case 2: return HOLE;
+	case 3: return WRITTEN_ZERO;
+	case 7: return LAST_BYTE_ONLY;
+	default: return PATTERN;
+	}
+}
+
+/* The contents of page `page` under seed into buf (zero for zero kinds). */
+static void expected_page(uint64_t seed, uint64_t page, uint8_t *buf)
+{
+	memset(buf, 0, PAGE);
+	enum page_kind k = kind_of(seed, page);
+	if (k == LAST_BYTE_ONLY) {
+		buf[PAGE - 1] = (uint8_t)(page | 1);
+	} else if (k == PATTERN) {
+		uint64_t *w = (uint64_t *)(void *)buf;
+		for (size_t i = 0; i < PAGE / 8; i++)
+			w[i] = mix(seed + page * 512 + i);
+	}
+}
+
+/* Writes the test contents into every page but the holes. */
+static void fill_heap(struct arena_map *a, uint64_t seed, uint64_t *nonzero, uint64_t *holes)
+{
+	static uint8_t buf[PAGE];
+	*nonzero = *holes = 0;
+	for (uint64_t i = 0; i < a->pages; i++) {
+		enum page_kind k = kind_of(seed, i);
+		if (k == HOLE) {
+			(*holes)++;
+			continue;
+		}
+		expected_page(seed, i, buf);
+		memcpy(a->heap + i * PAGE, buf, PAGE);
+		*nonzero += k == PATTERN || k == LAST_BYTE_ONLY;
+	}
+}
+
+static bool page_is_zero(const uint8_t *p)
+{
+	for (size_t i = 0; i < PAGE; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* ---- snapshots ---- */
+
+/* Checks every page of snapshot s against the heap filled with seed. */
+static void check_snapshot_pages(struct cxlcr_snapshot *s, uint64_t seed, int pool_fd)
+{
+	static uint8_t want[PAGE], got[PAGE], on_device[PAGE];
+	uint64_t data_lo = s->region.offset + s->header.data_offset;
+	uint64_t data_hi = data_lo + s->header.data_size, previous = 0, cxl = 0;
+	for (uint64_t i = 0; i < s->header.page_count; i++) {
+		uint32_t tier;
+		uint64_t offset;
+		CHECK(cxlcr_snapshot_page_offset(s, i, &tier, &offset) == 0, "%s", cxlcr_last_error());
+		expected_page(seed, i, want);
+		CHECK(cxlcr_snapshot_read_page(s, i, got) == 0, "%s", cxlcr_last_error());
+		CHECK(memcmp(got, want, PAGE) == 0, "page %llu differs from the source",
+		      (unsigned long long)i);
+		if (page_is_zero(want)) {
+			CHECK(tier == CXLCR_TIER_ZERO && offset == 0, "zero page %llu: tier %u offset %llu",
+			      (unsigned long long)i, tier, (unsigned long long)offset);
+			continue;
+		}
+		CHECK(tier == CXLCR_TIER_CXL, "page %llu: tier %u", (unsigned long long)i, tier);
+		CHECK(offset >= data_lo && offset < data_hi && offset % PAGE == 0 && offset > previous,
+		      "page %llu: copy at pool offset %llu, data area %llu..%llu", (unsigned long long)i,
+		      (unsigned long long)offset, (unsigned long long)data_lo, (unsigned long long)data_hi);
+		/* The offset is device-relative: the pool file holds the copy there. */
+		CHECK(pread(pool_fd, on_device, PAGE, (off_t)offset) == PAGE);
+		CHECK(memcmp(on_device, want, PAGE) == 0, "page %llu: pool offset %llu holds something else",
+		      (unsigned long long)i, (unsigned long long)offset);
+		previous = offset;
+		cxl++;
+	}
+	CHECK_EQ(cxl, s->header.pages_cxl);
+}
+
+static void test_snapshot_contents(struct cxlcr_pool *pool)
+{
+	struct arena_map a;
+	struct cxlcr_snapshot_info info;
+	struct cxlcr_snapshot s;
+	uint64_t seed = 0x5eed, nonzero, holes;
+
+	SAY("a %llu MiB arena: holes, pages written with zeros, patterns, pages with only their last byte set",
+	    TEST_HEAP >> 20);
+	make_arena(pool, "src", TEST_HEAP, true, &a);
+	fill_heap(&a, seed, &nonzero, &holes);
+	SAY("%llu pages: %llu non-zero, %llu holes, %llu written zero", (unsigned long long)a.pages,
+	    (unsigned long long)nonzero, (unsigned long long)holes,
+	    (unsigned long long)(a.pages - nonzero - holes));
+
+	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "snap", &info) == 0, "%s", cxlcr_last_error());
+	SAY("snapshot: exactly the non-zero pages are copied (%llu), the rest is ZERO tier",
+	    (unsigned long long)info.pages_cxl);
+	CHECK_EQ(info.pages_total, a.pages);
+	CHECK_EQ(info.pages_cxl, nonzero);
+	CHECK_EQ(info.pages_zero, a.pages - nonzero);
+	CHECK(info.holes_skipped > 0 && info.holes_skipped <= holes, "%llu holes skipped of %llu",
+	      (unsigned long long)info.holes_skipped, (unsigned long long)holes);
+	SAY("SEEK_DATA skipped %llu hole pages without reading them", (unsigned long long)info.holes_skipped);
+	CHECK_EQ(info.heap_address, (uintptr_t)a.heap);
+	CHECK_EQ(info.heap_size, TEST_HEAP);
+
+	CHECK(cxlcr_snapshot_open(pool, info.region_generation, &s) == 0, "%s", cxlcr_last_error());
+	SAY("the header records the arena, its epoch, heap address and size, and the page counts");
+	const struct cxlcr_snapshot_header *h = &s.header;
+	CHECK_EQ(h->arena_generation, a.region.generation);
+	CHECK_EQ(h->arena_epoch, a.region.owner_epoch);
+	CHECK(!strcmp(h->arena_name, "src") && !strcmp(h->name, "snap"));
+	CHECK_EQ(h->heap_address, (uintptr_t)a.heap);
+	CHECK_EQ(h->heap_size, TEST_HEAP);
+	CHECK_EQ(h->page_count, a.pages);
+	CHECK_EQ(h->pages_cxl, nonzero);
+	CHECK_EQ(h->pages_zero + h->pages_cxl, a.pages);
+	CHECK_EQ(h->pages_cold, 0);
+	CHECK(memcmp(h->pool_uuid, pool->sb->uuid, 16) == 0);
+	CHECK(h->data_offset % CXLCR_POOL_ALIGN == 0);
+	CHECK_EQ(s.region.size, (h->data_offset + h->data_size + CXLCR_POOL_ALIGN - 1) / CXLCR_POOL_ALIGN *
+				   CXLCR_POOL_ALIGN);
+
+	SAY("every copied page equals its source, at the pool offset its leaf gives");
+	check_snapshot_pages(&s, seed, pool->fd);
+
+	SAY("the arena changes after the snapshot: the snapshot does not");
+	uint64_t nz2, holes2;
+	fill_heap(&a, seed + 1, &nz2, &holes2);
+	memset(a.heap, 0x77, PAGE);                         /* a zero page becomes data */
+	memset(a.heap + (a.pages - 1) * PAGE, 0, PAGE);     /* and some data becomes zero */
+	check_snapshot_pages(&s, seed, pool->fd);
+	cxlcr_snapshot_close(&s);
+
+	SAY("page_offset and read_page refuse a page beyond the heap");
+	CHECK(cxlcr_snapshot_open(pool, info.region_generation, &s) == 0, "%s", cxlcr_last_error());
+	uint32_t tier;
+	uint64_t offset;
+	static uint8_t buf[PAGE];
+	CHECK_ERROR(cxlcr_snapshot_page_offset(&s, a.pages, &tier, &offset), "beyond its heap");
+	CHECK_ERROR(cxlcr_snapshot_read_page(&s, a.pages, buf), "beyond its heap");
+	cxlcr_snapshot_close(&s);
+
+	SAY("an all-zero arena gives a snapshot with no data pages");
+	struct arena_map empty;
+	struct cxlcr_snapshot_info info0;
+	make_arena(pool, "empty", TEST_HEAP, true, &empty);
+	CHECK(cxlcr_snapshot_create(pool, empty.region.generation, "snap-empty", &info0) == 0, "%s",
+	      cxlcr_last_error());
+	CHECK_EQ(info0.pages_cxl, 0);
+	CHECK_EQ(info0.holes_skipped, empty.pages);
+	CHECK(cxlcr_snapshot_validate(pool, info0.region_generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_free(pool, info0.region_generation) == 0);
+	drop_arena(pool, &empty);
+
+	CHECK(cxlcr_region_free(pool, info.region_generation) == 0, "%s", cxlcr_last_error());
+	drop_arena(pool, &a);
+}
+
+/* ---- refusals ---- */
+
+static void reseal_header(struct cxlcr_snapshot_header *h)
+{
+	h->checksum = cxlcr_crc32c(0, h, offsetof(struct cxlcr_snapshot_header, checksum));
+}
+
+/* Damages a snapshot in place with `damage`, checks that opening it fails
+ * with `want`, and puts it back as it was. */
+static void check_refused(struct cxlcr_pool *pool, uint64_t generation, uint8_t *m, size_t len,
+			  const char *what, void (*damage)(uint8_t *m), const char *want)
+{
+	static uint8_t saved[4 * MiB];
+	CHECK(len <= sizeof(saved));
+	memcpy(saved, m, len);
+	damage(m);
+	SAY("refused: %s (\"%s\")", what, want);
+	struct cxlcr_snapshot s;
+	CHECK_ERROR(cxlcr_snapshot_open(pool, generation, &s), want);
+	CHECK_ERROR(cxlcr_snapshot_validate(pool, generation), want);
+	memcpy(m, saved, len);
+	CHECK(cxlcr_snapshot_validate(pool, generation) == 0, "after repair: %s", cxlcr_last_error());
+}
+
+static struct cxlcr_snapshot_header *hdr(uint8_t *m)
+{
+	return (struct cxlcr_snapshot_header *)(void *)m;
+}
+
+static uint64_t *leaves(uint8_t *m)
+{
+	return (uint64_t *)(void *)(m + CXLCR_SNAPSHOT_TABLE_OFFSET);
+}
+
+/* Recomputes the table checksum after a change of the table, so that only
+ * the meaning of the change is left to be caught. */
+static void reseal_table(uint8_t *m)
+{
+	hdr(m)->table_crc = cxlcr_crc32c(0, leaves(m), hdr(m)->table_size);
+	reseal_header(hdr(m));
+}
+
+static void bad_magic(uint8_t *m) { hdr(m)->magic ^= 1; }
+static void bad_version(uint8_t *m) { hdr(m)->version = 99; reseal_header(hdr(m)); }
+static void flipped_header_byte(uint8_t *m) { hdr(m)->heap_size ^= 0x1000; }
+static void incomplete(uint8_t *m) { hdr(m)->complete = 0; }
+static void other_pool(uint8_t *m) { hdr(m)->pool_uuid[3] ^= 0xff; reseal_header(hdr(m)); }
+static void other_region(uint8_t *m) { hdr(m)->region_generation += 1000; reseal_header(hdr(m)); }
+static void bad_counts(uint8_t *m) { hdr(m)->pages_zero += 1; reseal_header(hdr(m)); }
+static void flipped_table_byte(uint8_t *m) { m[CXLCR_SNAPSHOT_TABLE_OFFSET + 77] ^= 0x10; }
+
+/* The first leaf of a tier, for the damages below. */
+static uint64_t *first_leaf(uint8_t *m, uint32_t tier)
+{
+	for (uint64_t i = 0; i < hdr(m)->page_count; i++)
+		if (CXLCR_LEAF_TIER(leaves(m)[i]) == tier)
+			return &leaves(m)[i];
+	test_fail(__FILE__, __LINE__, "first_leaf", " no leaf of tier %u", tier);
+}
+
+static void leaf_outside(uint8_t *m)
+{
+	*first_leaf(m, CXLCR_TIER_CXL) = CXLCR_LEAF(CXLCR_TIER_CXL, 4096ull * 7);  /* the superblock */
+	reseal_table(m);
+}
+
+static void leaf_past_data(uint8_t *m)
+{
+	uint64_t *leaf = first_leaf(m, CXLCR_TIER_CXL);
+	*leaf = CXLCR_LEAF(CXLCR_TIER_CXL, CXLCR_LEAF_OFFSET(*leaf) + hdr(m)->data_size);
+	reseal_table(m);
+}
+
+static void leaf_reserved_bits(uint8_t *m) { *first_leaf(m, CXLCR_TIER_CXL) |= 0x100; reseal_table(m); }
+static void leaf_unknown_tier(uint8_t *m) { *first_leaf(m, CXLCR_TIER_ZERO) = 7; reseal_table(m); }
+
+static void leaf_shared_copy(uint8_t *m)
+{
+	/* Two pages pointing at one copy: offsets must rise in heap order. */
+	uint64_t *a = first_leaf(m, CXLCR_TIER_CXL), *b = a + 1;
+	while (CXLCR_LEAF_TIER(*b) != CXLCR_TIER_CXL)
+		b++;
+	*b = *a;
+	reseal_table(m);
+}
+
+static void test_refusals(struct cxlcr_pool *pool)
+{
+	struct arena_map a, bare;
+	struct cxlcr_snapshot_info info, unused;
+	struct cxlcr_snapshot s;
+	uint64_t nonzero, holes;
+
+	make_arena(pool, "src2", TEST_HEAP, true, &a);
+	fill_heap(&a, 42, &nonzero, &holes);
+	SAY("refused: an arena never attached, a region that is not an arena, a bad or taken name");
+	make_arena(pool, "bare", TEST_HEAP, false, &bare);
+	CHECK_ERROR(cxlcr_snapshot_create(pool, bare.region.generation, "x", &unused), "never attached");
+	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "snap2", &info) == 0, "%s", cxlcr_last_error());
+	CHECK_ERROR(cxlcr_snapshot_create(pool, info.region_generation, "x", &unused), "is not an arena");
+	CHECK_ERROR(cxlcr_snapshot_create(pool, a.region.generation, "a/b", &unused), "invalid snapshot name");
+	CHECK_ERROR(cxlcr_snapshot_create(pool, a.region.generation, "snap2", &unused), "already exists");
+	CHECK_ERROR(cxlcr_snapshot_create(pool, 999999, "x", &unused), "is gone");
+	SAY("refused: opening a region that is not a snapshot, or is gone");
+	CHECK_ERROR(cxlcr_snapshot_open(pool, a.region.generation, &s), "is not a snapshot");
+	CHECK_ERROR(cxlcr_snapshot_open(pool, 999999, &s), "is gone");
+
+	/* A writable mapping of the snapshot's header and table, to damage them. */
+	size_t len = CXLCR_POOL_ALIGN;
+	uint8_t *m = cxlcr_pool_map(pool, info.region_offset, len, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	uint64_t g = info.region_generation;
+	check_refused(pool, g, m, len, "bad magic", bad_magic, "no snapshot magic");
+	check_refused(pool, g, m, len, "unknown version", bad_version, "format version 99");
+	check_refused(pool, g, m, len, "a flipped header byte", flipped_header_byte, "header checksum mismatch");
+	check_refused(pool, g, m, len, "no completion marker", incomplete, "incomplete");
+	check_refused(pool, g, m, len, "another pool's uuid", other_pool, "belongs to another pool");
+	check_refused(pool, g, m, len, "another region's header", other_region, "is foreign");
+	check_refused(pool, g, m, len, "page counts that do not add up", bad_counts, "inconsistent page counts");
+	check_refused(pool, g, m, len, "a flipped table byte", flipped_table_byte, "leaf table checksum mismatch");
+	check_refused(pool, g, m, len, "a leaf pointing outside the snapshot", leaf_outside, "points nowhere valid");
+	check_refused(pool, g, m, len, "a leaf past the data area", leaf_past_data, "points nowhere valid");
+	check_refused(pool, g, m, len, "a leaf with reserved bits", leaf_reserved_bits, "points nowhere valid");
+	check_refused(pool, g, m, len, "a leaf of an unknown tier", leaf_unknown_tier, "points nowhere valid");
+	check_refused(pool, g, m, len, "two pages sharing a copy", leaf_shared_copy, "points nowhere valid");
+
+	SAY("a COLD leaf (nothing makes them yet) validates; page_offset gives it, read_page refuses it");
+	static uint8_t saved[2 * MiB], buf[PAGE];
+	memcpy(saved, m, len);
+	uint64_t *zero_leaf = first_leaf(m, CXLCR_TIER_ZERO), cold_page = (uint64_t)(zero_leaf - leaves(m));
+	*zero_leaf = CXLCR_LEAF(CXLCR_TIER_COLD, 0x1234000);
+	hdr(m)->pages_zero--;
+	hdr(m)->pages_cold++;
+	reseal_table(m);
+	CHECK(cxlcr_snapshot_open(pool, g, &s) == 0, "%s", cxlcr_last_error());
+	uint32_t tier;
+	uint64_t offset;
+	CHECK(cxlcr_snapshot_page_offset(&s, cold_page, &tier, &offset) == 0, "%s", cxlcr_last_error());
+	CHECK(tier == CXLCR_TIER_COLD && offset == 0x1234000);
+	CHECK_ERROR(cxlcr_snapshot_read_page(&s, cold_page, buf), "cold tier");
+	cxlcr_snapshot_close(&s);
+	memcpy(m, saved, len);
+	CHECK(munmap(m, len) == 0);
+
+	SAY("refused: a truncated snapshot (its region entry shrunk to 2 MiB)");
+	CHECK(cxlcr_pool_lock(pool) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_region *entry = NULL;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		if (pool->table[i].state == CXLCR_REGION_LIVE && pool->table[i].generation == g)
+			entry = &pool->table[i];
+	CHECK(entry);
+	uint64_t size = entry->size;
+	entry->size = CXLCR_POOL_ALIGN;
+	cxlcr_pool_unlock(pool);
+	CHECK_ERROR(cxlcr_snapshot_validate(pool, g), "is truncated");
+	CHECK(cxlcr_pool_lock(pool) == 0, "%s", cxlcr_last_error());
+	entry->size = size;
+	cxlcr_pool_unlock(pool);
+	CHECK(cxlcr_snapshot_validate(pool, g) == 0, "%s", cxlcr_last_error());
+
+	SAY("refused: publishing a damaged snapshot in the catalog");
+	m = cxlcr_pool_map(pool, info.region_offset, len, 0, 0);
+	CHECK(m);
+	bad_magic(m);
+	CHECK_ERROR(cxlcr_catalog_publish(pool, "damaged", g, NULL), "no snapshot magic");
+	bad_magic(m);
+	CHECK(munmap(m, len) == 0);
+
+	CHECK(cxlcr_region_free(pool, g) == 0);
+	drop_arena(pool, &bare);
+	drop_arena(pool, &a);
+}
+
+/* ---- the catalog ---- */
+
+/* A small snapshot (of arena a) called name, published under the same name. */
+static uint64_t publish_snapshot(struct cxlcr_pool *pool, struct arena_map *a, const char *name,
+				 struct cxlcr_catalog_info *info)
+{
+	struct cxlcr_snapshot_info si;
+	CHECK(cxlcr_snapshot_create(pool, a->region.generation, name, &si) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_publish(pool, name, si.region_generation, info) == 0, "%s", cxlcr_last_error());
+	return si.region_generation;
+}
+
+static bool region_live(struct cxlcr_pool *pool, uint64_t generation)
+{
+	struct cxlcr_region r;
+	return cxlcr_region_get(pool, generation, &r) == 0;
+}
+
+static struct cxlcr_catalog_info entry_info(struct cxlcr_pool *pool, uint32_t index)
+{
+	struct cxlcr_catalog_info info;
+	CHECK(cxlcr_catalog_entry(pool, index, &info) == 0, "%s", cxlcr_last_error());
+	return info;
+}
+
+/* No entry is held or has a claimed slot, and no snapshot region is left
+ * but those of published entries. */
+static void check_nothing_leaked(struct cxlcr_pool *pool)
+{
+	uint32_t published = 0, snapshots = 0;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		struct cxlcr_catalog_info e = entry_info(pool, i);
+		CHECK(e.refcount == 0 && e.holders == 0 && e.slots_claimed == 0,
+		      "entry %u ('%s'): refcount %u, %u slots claimed", i, e.name, e.refcount, e.slots_claimed);
+		CHECK(e.state == CXLCR_CATALOG_FREE || e.state == CXLCR_CATALOG_PUBLISHED,
+		      "entry %u ('%s') left in state %u", i, e.name, e.state);
+		if (e.state == CXLCR_CATALOG_PUBLISHED) {
+			published++;
+			CHECK(region_live(pool, e.snapshot_generation), "published '%s' lost its region", e.name);
+		}
+	}
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		snapshots += pool->table[i].state == CXLCR_REGION_LIVE &&
+			     pool->table[i].kind == CXLCR_KIND_SNAPSHOT;
+	CHECK_EQ(snapshots, published);
+}
+
+static void test_catalog_basics(struct cxlcr_pool *pool, struct arena_map *a)
+{
+	struct cxlcr_catalog_info info, found;
+	struct cxlcr_borrow b1, b2;
+	bool freed;
+
+	SAY("catalog: before any publish, names are not found and reaping does nothing");
+	CHECK_ERROR(cxlcr_catalog_find(pool, "s1", &found), "no snapshot named 's1'");
+	CHECK_EQ(cxlcr_catalog_reap(pool, NULL), 0);
+
+	SAY("publish s1: created on first use, PUBLISHED, refcount 0");
+	uint64_t s1 = publish_snapshot(pool, a, "s1", &info);
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION) != NULL);
+	CHECK_EQ(info.state, CXLCR_CATALOG_PUBLISHED);
+	CHECK(info.generation > 0);
+	CHECK_EQ(info.refcount, 0);
+	CHECK_EQ(info.snapshot_generation, s1);
+	CHECK(cxlcr_catalog_find(pool, "s1", &found) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(found.index, info.index);
+	CHECK_EQ(found.generation, info.generation);
+
+	SAY("refused: the same name again, the same snapshot under another name, a missing snapshot");
+	CHECK_ERROR(cxlcr_catalog_publish(pool, "s1", s1, NULL), "already");
+	CHECK_ERROR(cxlcr_catalog_publish(pool, "s1-again", s1, NULL), "already in the catalog as 's1'");
+	CHECK_ERROR(cxlcr_catalog_publish(pool, "nothing", 999999, NULL), "is gone");
+	CHECK_ERROR(cxlcr_catalog_publish(pool, "arena", a->region.generation, NULL), "is not a snapshot");
+	CHECK_ERROR(cxlcr_catalog_find(pool, "nope", &found), "no snapshot named 'nope'");
+
+	SAY("borrow twice: refcount 2, two slots; return one: refcount 1");
+	CHECK(cxlcr_catalog_borrow(pool, "s1", NULL, &b1) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_borrow(pool, "s1", NULL, &b2) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(b1.snapshot_generation, s1);
+	CHECK(b1.slot != b2.slot);
+	info = entry_info(pool, b1.entry);
+	CHECK_EQ(info.refcount, 2);
+	CHECK_EQ(info.slots_claimed, 2);
+	CHECK(cxlcr_catalog_return(pool, &b2) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(entry_info(pool, b1.entry).refcount, 1);
+	CHECK_ERROR(cxlcr_catalog_return(pool, &b2), "not borrowed");
+	SAY("a borrow's lease can be renewed");
+	CHECK(cxlcr_catalog_renew(pool, &b1, 0) == 0, "%s", cxlcr_last_error());
+	SAY("the reaper leaves a live borrower alone");
+	CHECK_EQ(cxlcr_catalog_reap(pool, NULL), 0);
+	CHECK_EQ(entry_info(pool, b1.entry).refcount, 1);
+
+	SAY("tombstone while borrowed: not freed, no longer found or borrowable, the region stays");
+	CHECK(cxlcr_catalog_tombstone(pool, "s1", &freed) == 0, "%s", cxlcr_last_error());
+	CHECK(!freed);
+	CHECK_EQ(entry_info(pool, b1.entry).state, CXLCR_CATALOG_TOMBSTONE);
+	CHECK_ERROR(cxlcr_catalog_find(pool, "s1", &found), "no snapshot named 's1'");
+	CHECK_ERROR(cxlcr_catalog_borrow(pool, "s1", NULL, &b2), "no snapshot named 's1'");
+	CHECK_ERROR(cxlcr_catalog_tombstone(pool, "s1", &freed), "no snapshot named 's1'");
+	CHECK(region_live(pool, s1));
+	CHECK(cxlcr_snapshot_validate(pool, s1) == 0, "%s", cxlcr_last_error());
+	SAY("the last return frees it: region gone, entry FREE");
+	CHECK(cxlcr_catalog_return(pool, &b1) == 0, "%s", cxlcr_last_error());
+	CHECK(!region_live(pool, s1), "tombstoned snapshot still allocated after the last return");
+	info = entry_info(pool, b1.entry);
+	CHECK_EQ(info.state, CXLCR_CATALOG_FREE);
+	CHECK_EQ(info.refcount, 0);
+
+	SAY("tombstone without borrowers frees at once; the name can be published again");
+	uint64_t again = publish_snapshot(pool, a, "s1", &info);
+	CHECK(cxlcr_catalog_tombstone(pool, "s1", &freed) == 0, "%s", cxlcr_last_error());
+	CHECK(freed);
+	CHECK(!region_live(pool, again));
+	check_nothing_leaked(pool);
+}
+
+static void test_generation_recheck(struct cxlcr_pool *pool, struct arena_map *a)
+{
+	struct cxlcr_catalog_info info, reused;
+	struct cxlcr_borrow ticket, holder;
+	bool freed;
+
+	SAY("re-check: look s2 up; meanwhile s2 is tombstoned, freed, and its entry reused for s3");
+	uint64_t s2 = publish_snapshot(pool, a, "s2", &info);
+	CHECK(cxlcr_catalog_borrow_begin(pool, "s2", &ticket) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(ticket.entry, info.index);
+	CHECK_EQ(ticket.generation, info.generation);
+	CHECK(cxlcr_catalog_tombstone(pool, "s2", &freed) == 0 && freed, "%s", cxlcr_last_error());
+	CHECK(!region_live(pool, s2));
+	uint64_t s3 = publish_snapshot(pool, a, "s3", &reused);
+	CHECK(reused.index == ticket.entry, "s3 went to entry %u, not the freed %u", reused.index, ticket.entry);
+	CHECK(reused.generation > ticket.generation);
+	SAY("confirming the stale look-up fails (the entry is s3 now), and leaves no reference behind");
+	CHECK_ERROR(cxlcr_catalog_borrow_confirm(pool, NULL, &ticket), "was replaced");
+	CHECK_EQ(ticket.token, 0);
+	info = entry_info(pool, reused.index);
+	CHECK_EQ(info.state, CXLCR_CATALOG_PUBLISHED);
+	CHECK(!strcmp(info.name, "s3"));
+	CHECK_EQ(info.refcount, 0);
+	CHECK_EQ(info.slots_claimed, 0);
+	CHECK(region_live(pool, s3));
+
+	SAY("re-check: look s3 up; meanwhile another borrower holds it and it is tombstoned");
+	CHECK(cxlcr_catalog_borrow_begin(pool, "s3", &ticket) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_borrow(pool, "s3", NULL, &holder) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_tombstone(pool, "s3", &freed) == 0 && !freed, "%s", cxlcr_last_error());
+	CHECK_ERROR(cxlcr_catalog_borrow_confirm(pool, NULL, &ticket), "was tombstoned");
+	CHECK_EQ(entry_info(pool, reused.index).refcount, 1);
+	CHECK(region_live(pool, s3), "the failed confirm freed a snapshot that is still held");
+	SAY("the holder's return is the last: s3 is freed");
+	CHECK(cxlcr_catalog_return(pool, &holder) == 0, "%s", cxlcr_last_error());
+	CHECK(!region_live(pool, s3));
+
+	check_nothing_leaked(pool);
+}
+
+/* What a borrower did, sent to the parent through a pipe. */
+struct borrow_tally {
+	int borrowed;
+	int refused;     /* the name was missing or the entry changed meanwhile */
+};
+
+/* Whether the parent closed the stop pipe (non-blocking). */
+static bool told_to_stop(int stop_fd)
+{
+	char c;
+	return stop_fd >= 0 && read(stop_fd, &c, 1) == 0;
+}
+
+/* Borrows name, checks the snapshot while it holds it (whole, valid, the
+ * contents of a heap filled with seed), returns it; count times. A refused
+ * borrow ends the loop; with churn (the name is being republished) it is
+ * counted and tried again, until the stop pipe closes. Exits 0, or 1 on a
+ * failed check. */
+static void borrower(const char *name, int go_fd, int stop_fd, int tally_fd, int count, bool churn,
+		     uint64_t seed)
+{
+	char c;
+	if (read(go_fd, &c, 1) < 0)
+		_exit(2);
+	struct cxlcr_pool pool;
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
+	static uint8_t want[PAGE], got[PAGE];
+	struct borrow_tally tally = { 0, 0 };
+	uint64_t rng = (uint64_t)getpid();
+	for (int i = 0; i < count && !told_to_stop(stop_fd); i++) {
+		struct cxlcr_borrow b;
+		if (cxlcr_catalog_borrow(&pool, name, NULL, &b) < 0) {
+			const char *e = cxlcr_last_error();
+			CHECK(strstr(e, "no snapshot named") || strstr(e, "tombstoned") || strstr(e, "replaced"),
+			      "%s", e);
+			tally.refused++;
+			if (!churn)
+				break;
+			sched_yield();
+			continue;
+		}
+		tally.borrowed++;
+		struct cxlcr_snapshot s;
+		CHECK(cxlcr_snapshot_open(&pool, b.snapshot_generation, &s) == 0, "borrowed: %s",
+		      cxlcr_last_error());
+		uint64_t page = rng_range(&rng, 0, s.header.page_count - 1);
+		CHECK(cxlcr_snapshot_read_page(&s, page, got) == 0, "%s", cxlcr_last_error());
+		expected_page(seed, page, want);
+		CHECK(memcmp(got, want, PAGE) == 0, "borrowed snapshot page %llu differs", (unsigned long long)page);
+		cxlcr_snapshot_close(&s);
+		CHECK(cxlcr_catalog_return(&pool, &b) == 0, "%s", cxlcr_last_error());
+		if (churn) {   /* leave the republishing process some of the two CPUs */
+			struct timespec pause = { 0, 1000 * 1000 };
+			nanosleep(&pause, NULL);
+		}
+	}
+	cxlcr_pool_close(&pool);
+	CHECK(write(tally_fd, &tally, sizeof(tally)) == sizeof(tally));
+	_exit(0);
+}
+
+struct borrowers {
+	pid_t pids[BORROWERS];
+	int go;          /* closing it starts them */
+	int stop;        /* closing it stops them (with churn) */
+	int tally;       /* their tallies */
+};
+
+/* Forks BORROWERS borrowers of name, waiting on a pipe to start. */
+static void start_borrowers(struct borrowers *bs, const char *name, int count, bool churn, uint64_t seed)
+{
+	int go[2], stop[2], tally[2];
+	CHECK(pipe(go) == 0 && pipe2(stop, O_NONBLOCK) == 0 && pipe(tally) == 0);
+	fflush(stdout);
+	for (int i = 0; i < BORROWERS; i++) {
+		bs->pids[i] = fork();
+		CHECK(bs->pids[i] >= 0, "fork: %s", strerror(errno));
+		if (bs->pids[i] == 0) {
+			close(go[1]);
+			close(stop[1]);
+			close(tally[0]);
+			borrower(name, go[0], churn ? stop[0] : -1, tally[1], count, churn, seed);
+		}
+	}
+	close(go[0]);
+	close(stop[0]);
+	close(tally[1]);
+	bs->go = go[1];
+	bs->stop = stop[1];
+	bs->tally = tally[0];
+}
+
+/* Waits for every borrower; all must have passed. Their tallies, summed. */
+static struct borrow_tally wait_borrowers(struct borrowers *bs)
+{
+	struct borrow_tally sum = { 0, 0 }, one;
+	int failed = 0;
+	close(bs->stop);
+	for (int i = 0; i < BORROWERS; i++) {
+		int status;
+		CHECK(waitpid(bs->pids[i], &status, 0) == bs->pids[i]);
+		failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	}
+	CHECK(failed == 0, "%d of %d borrowers failed", failed, BORROWERS);
+	while (read(bs->tally, &one, sizeof(one)) == sizeof(one)) {
+		sum.borrowed += one.borrowed;
+		sum.refused += one.refused;
+	}
+	close(bs->tally);
+	return sum;
+}
+
+static void test_concurrent_borrowers(struct cxlcr_pool *pool, struct arena_map *a, uint64_t seed)
+{
+	struct cxlcr_catalog_info info;
+	struct borrowers bs;
+	bool freed;
+
+	SAY("%d processes borrow, read and return s5 %d times each, at once", BORROWERS, BORROWS_EACH);
+	uint64_t s5 = publish_snapshot(pool, a, "s5", &info);
+	start_borrowers(&bs, "s5", BORROWS_EACH, false, seed);
+	close(bs.go);
+	struct borrow_tally t = wait_borrowers(&bs);
+	CHECK_EQ(t.borrowed, BORROWERS * BORROWS_EACH);
+	SAY("afterwards: refcount 0, no slot claimed, still published");
+	info = entry_info(pool, info.index);
+	CHECK_EQ(info.refcount, 0);
+	CHECK_EQ(info.slots_claimed, 0);
+	CHECK_EQ(info.state, CXLCR_CATALOG_PUBLISHED);
+	CHECK(region_live(pool, s5));
+
+	SAY("again, and s5 is tombstoned while they borrow: freed once, after the last return");
+	start_borrowers(&bs, "s5", 1000000, false, seed);
+	close(bs.go);
+	struct timespec pause = { 0, 20 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+	CHECK(cxlcr_catalog_tombstone(pool, "s5", &freed) == 0, "%s", cxlcr_last_error());
+	t = wait_borrowers(&bs);
+	SAY("tombstoned after %d borrows (freed by the tombstone itself: %s)", t.borrowed, freed ? "yes" : "no");
+	CHECK(!region_live(pool, s5), "s5 not freed after every borrower returned it");
+	CHECK_EQ(entry_info(pool, info.index).state, CXLCR_CATALOG_FREE);
+	check_nothing_leaked(pool);
+
+	SAY("churn: 'live' is republished from a new snapshot 20 times while %d processes borrow it",
+	    BORROWERS);
+	struct cxlcr_snapshot_info si;
+	CHECK(cxlcr_snapshot_create(pool, a->region.generation, "live-1", &si) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_publish(pool, "live", si.region_generation, NULL) == 0, "%s", cxlcr_last_error());
+	start_borrowers(&bs, "live", 1 << 30, true, seed);
+	close(bs.go);
+	for (int k = 2; k < 22; k++) {
+		char region_name[32];
+		snprintf(region_name, sizeof(region_name), "live-%d", k);
+		CHECK(cxlcr_snapshot_create(pool, a->region.generation, region_name, &si) == 0, "%s",
+		      cxlcr_last_error());
+		CHECK(cxlcr_catalog_tombstone(pool, "live", &freed) == 0, "%s", cxlcr_last_error());
+		CHECK(cxlcr_catalog_publish(pool, "live", si.region_generation, NULL) == 0, "%s",
+		      cxlcr_last_error());
+	}
+	t = wait_borrowers(&bs);
+	SAY("%d borrows held a whole snapshot, %d were refused while the name was being replaced",
+	    t.borrowed, t.refused);
+	CHECK(cxlcr_catalog_tombstone(pool, "live", &freed) == 0 && freed, "%s", cxlcr_last_error());
+	check_nothing_leaked(pool);
+}
+
+/* A child that borrows name and dies without returning it. */
+static void dead_borrower(struct cxlcr_pool *pool, const char *name, bool wait_for_it)
+{
+	int done[2];
+	CHECK(pipe(done) == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(done[0]);
+		struct cxlcr_borrow b;
+		CHECK(cxlcr_catalog_borrow(pool, name, NULL, &b) == 0, "%s", cxlcr_last_error());
+		_exit(0);
+	}
+	close(done[1]);
+	char c;
+	CHECK(read(done[0], &c, 1) == 0);   /* end of file: the child has exited */
+	close(done[0]);
+	/* End of file comes while the child is still exiting: wait until it
+	 * has, and with wait_for_it reap it, else leave it a zombie. */
+	siginfo_t si;
+	CHECK(waitid(P_PID, (id_t)pid, &si, WEXITED | (wait_for_it ? 0 : WNOWAIT)) == 0, "%s", strerror(errno));
+	CHECK(si.si_code == CLD_EXITED && si.si_status == 0, "borrowing child: code %d status %d",
+	      si.si_code, si.si_status);
+}
+
+/* The slot of entry index whose pid is pid, in a writable mapping of the
+ * catalog (to fake what a crash or another host would leave). */
+static struct cxlcr_catalog_borrow *slot_of(struct cxlcr_catalog_entry *entries, uint32_t index, int32_t pid)
+{
+	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++)
+		if (entries[index].borrows[i].token && entries[index].borrows[i].pid == pid)
+			return &entries[index].borrows[i];
+	return NULL;
+}
+
+static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
+{
+	struct cxlcr_catalog_info info;
+	struct cxlcr_reap_report rep;
+	struct cxlcr_borrow mine, far, far_live;
+	bool freed;
+
+	SAY("a dead borrower (a child that _exit()s holding s6, not yet waited for) is reaped");
+	uint64_t s6 = publish_snapshot(pool, a, "s6", &info);
+	dead_borrower(pool, "s6", false);
+	CHECK_EQ(entry_info(pool, info.index).refcount, 1);
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 1);
+	CHECK_EQ(rep.references_dropped, 1);
+	CHECK_EQ(entry_info(pool, info.index).refcount, 0);
+	CHECK_EQ(entry_info(pool, info.index).slots_claimed, 0);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+
+	SAY("a dead borrower of a tombstoned snapshot: the reaper frees the snapshot");
+	dead_borrower(pool, "s6", true);
+	CHECK(cxlcr_catalog_tombstone(pool, "s6", &freed) == 0 && !freed, "%s", cxlcr_last_error());
+	CHECK(region_live(pool, s6));
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 1);
+	CHECK_EQ(rep.snapshots_freed, 1);
+	CHECK(!region_live(pool, s6));
+	CHECK_EQ(entry_info(pool, info.index).state, CXLCR_CATALOG_FREE);
+
+	SAY("borrows from another host: the one whose lease ran out is reaped, the other stays");
+	uint64_t s7 = publish_snapshot(pool, a, "s7", &info);
+	struct cxlcr_borrower elsewhere = { .pid = 4242, .host = "other-host", .lease_ns = 1000000 };
+	struct cxlcr_borrower elsewhere_live = { .pid = 4243, .host = "other-host", .lease_ns = 0 };
+	CHECK(cxlcr_catalog_borrow(pool, "s7", &elsewhere, &far) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_borrow(pool, "s7", &elsewhere_live, &far_live) == 0, "%s", cxlcr_last_error());
+	struct timespec pause = { 0, 5 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 1);
+	CHECK_EQ(entry_info(pool, info.index).refcount, 1);
+	CHECK_ERROR(cxlcr_catalog_return(pool, &far), "was taken back");
+	CHECK(cxlcr_catalog_return(pool, &far_live) == 0, "%s", cxlcr_last_error());
+
+	SAY("refused: a borrow for a pid of this host that does not exist");
+	struct cxlcr_borrower ghost = { .pid = 0x3ffffff0 };
+	CHECK_ERROR(cxlcr_catalog_borrow(pool, "s7", &ghost, &far), "no such process");
+
+	/* What a crash or a reused pid leaves, faked in the catalog itself. */
+	struct cxlcr_region *cr = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION);
+	CHECK(cr);
+	uint8_t *cm = cxlcr_pool_map(pool, cr->offset, cr->size, 0, 0);
+	CHECK(cm, "%s", cxlcr_last_error());
+	struct cxlcr_catalog_entry *entries = (void *)(cm + CXLCR_CATALOG_HEADER_SIZE);
+
+	SAY("our own pid with another start time (the pid was reused): reaped");
+	CHECK(cxlcr_catalog_borrow(pool, "s7", NULL, &mine) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_catalog_borrow *slot = slot_of(entries, info.index, getpid());
+	CHECK(slot);
+	slot->pid_start += 1;
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 1);
+	CHECK_EQ(rep.references_dropped, 1);
+	CHECK_EQ(entry_info(pool, info.index).refcount, 0);
+
+	SAY("a slot claimed but never filled in: reaped once its claim is a lease old, not before");
+	struct cxlcr_catalog_borrow *raw = &entries[info.index].borrows[CXLCR_CATALOG_BORROWERS - 1];
+	uint64_t now_ms = cxlcr_now_ns() / 1000000;
+	raw->token = now_ms << CXLCR_BORROW_TOKEN_TIME_SHIFT | 0x100;
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 0);
+	raw->token = (now_ms - 2 * CXLCR_CATALOG_LEASE_NS / 1000000) << CXLCR_BORROW_TOKEN_TIME_SHIFT | 0x100;
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 1);
+	CHECK_EQ(rep.references_dropped, 0);
+	CHECK_EQ(raw->token, 0);
+
+	SAY("a tombstone whose last returner died before freeing it: the reaper frees it");
+	CHECK(cxlcr_catalog_tombstone(pool, "s7", &freed) == 0 && freed, "%s", cxlcr_last_error());
+	CHECK(!region_live(pool, s7));
+	uint64_t s8 = publish_snapshot(pool, a, "s8", &info);
+	uint64_t status = entries[info.index].status;
+	entries[info.index].status = CXLCR_CATALOG_STATUS(CXLCR_CATALOG_STATUS_GENERATION(status),
+							 CXLCR_CATALOG_TOMBSTONE);
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 0);
+	CHECK_EQ(rep.snapshots_freed, 1);
+	CHECK(!region_live(pool, s8));
+
+	SAY("a publish or a free left half done by a dead process: the reaper finishes it");
+	uint64_t s9 = publish_snapshot(pool, a, "s9", &info);
+	status = entries[info.index].status;
+	entries[info.index].status = CXLCR_CATALOG_STATUS(CXLCR_CATALOG_STATUS_GENERATION(status),
+							 CXLCR_CATALOG_FREEING);
+	uint64_t s10 = publish_snapshot(pool, a, "s10", &info);
+	status = entries[info.index].status;
+	entries[info.index].status = CXLCR_CATALOG_STATUS(CXLCR_CATALOG_STATUS_GENERATION(status),
+							 CXLCR_CATALOG_WRITING);
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 0);
+	CHECK_EQ(rep.entries_repaired, 2);
+	CHECK(!region_live(pool, s9));
+	CHECK(region_live(pool, s10), "an abandoned publish must not free the snapshot it named");
+	CHECK_EQ(cxlcr_region_free(pool, s10), 0);   /* the caller of the failed publish owns it */
+	CHECK(munmap(cm, cr->size) == 0);
+	check_nothing_leaked(pool);
+}
+
+/* ---- timing ---- */
+
+/* A heap of BENCH_HEAP bytes, half of its pages data, in runs of 1-64
+ * pages. With all_touched, the zero pages are written too (no holes: every
+ * page must be compared); else a quarter of them are. */
+static uint64_t fill_bench_heap(struct arena_map *a, bool all_touched)
+{
+	uint64_t rng = 7, nonzero = 0;
+	bool data = false;
+	for (uint64_t i = 0; i < a->pages;) {
+		uint64_t run = rng_range(&rng, 1, 64);
+		bool touched = data || all_touched || rng_range(&rng, 0, 3) == 0;
+		for (uint64_t k = 0; k < run && i < a->pages; k++, i++) {
+			uint8_t *p = a->heap + i * PAGE;
+			if (data) {
+				memset(p, (int)(i % 251) + 1, PAGE);
+				nonzero++;
+			} else if (touched) {
+				memset(p, 0, PAGE);
+			}
+		}
+		data = !data;
+	}
+	return nonzero;
+}
+
+/* Times snapshots of a 1 GiB arena (three of each, the machine is shared). */
+static void time_snapshots(struct cxlcr_pool *pool, bool all_touched)
+{
+	struct arena_map a;
+	struct cxlcr_snapshot_info info;
+	struct cxlcr_snapshot s;
+	make_arena(pool, "bench", BENCH_HEAP, true, &a);
+	uint64_t nonzero = fill_bench_heap(&a, all_touched);
+	SAY("1 GiB arena, %llu of %llu pages non-zero, %s:", (unsigned long long)nonzero,
+	    (unsigned long long)a.pages,
+	    all_touched ? "every zero page written (no holes)" : "3/4 of the zero pages holes");
+	for (int run = 0; run < 3; run++) {
+		CHECK(cxlcr_snapshot_create(pool, a.region.generation, "bench-snap", &info) == 0, "%s",
+		      cxlcr_last_error());
+		CHECK_EQ(info.pages_cxl, nonzero);
+		uint64_t t0 = cxlcr_mono_ns();
+		CHECK(cxlcr_snapshot_open(pool, info.region_generation, &s) == 0, "%s", cxlcr_last_error());
+		uint64_t open_ns = cxlcr_mono_ns() - t0;
+		cxlcr_snapshot_close(&s);
+		SAY("  snapshot in %.0f ms: finding the non-zero pages %.0f ms (%llu hole pages skipped), "
+		    "copying %.0f ms (%.2f GiB/s); open + validate %.1f ms",
+		    (double)info.total_ns / 1e6, (double)info.scan_ns / 1e6,
+		    (unsigned long long)info.holes_skipped, (double)info.copy_ns / 1e6,
+		    (double)(info.pages_cxl * PAGE) / (1 << 30) / ((double)info.copy_ns / 1e9),
+		    (double)open_ns / 1e6);
+		CHECK(cxlcr_region_free(pool, info.region_generation) == 0);
+	}
+	drop_arena(pool, &a);
+}
+
+/* ---- main ---- */
+
+static void remove_dir(void)
+{
+	unlink(path);
+	rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+	bool quick = argc == 2 && !strcmp(argv[1], "--quick");
+	if (argc > 2 || (argc == 2 && !quick)) {
+		fprintf(stderr, "usage: snapshot_test [--quick]\n");
+		return 2;
+	}
+	printf("snapshot_test: snapshots and the snapshot catalog of common/\n");
+	snprintf(dir, sizeof(dir), "/dev/shm/cxlcr-snapshot-test.XXXXXX");
+	CHECK(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/pool", dir);
+	test_on_failure(remove_dir);
+	SAY("pool file %s", path);
+	struct cxlcr_pool pool;
+	CHECK(cxlcr_pool_format(path, POOL_SIZE, false, &pool) == 0, "%s", cxlcr_last_error());
+
+	test_snapshot_contents(&pool);
+	test_refusals(&pool);
+
+	struct arena_map a;
+	uint64_t nonzero, holes, seed = 99;
+	make_arena(&pool, "svc", TEST_HEAP, true, &a);
+	fill_heap(&a, seed, &nonzero, &holes);
+	test_catalog_basics(&pool, &a);
+	test_generation_recheck(&pool, &a);
+	test_concurrent_borrowers(&pool, &a, seed);
+	test_dead_borrowers(&pool, &a);
+	drop_arena(&pool, &a);
+
+	if (!quick) {
+		time_snapshots(&pool, false);
+		time_snapshots(&pool, true);
+	}
+	cxlcr_pool_close(&pool);
+	CHECK(unlink(path) == 0, "%s", strerror(errno));
+	CHECK(rmdir(dir) == 0, "%s: %s", dir, strerror(errno));
+	printf("snapshot_test: all checks passed\n");
+	return 0;
+}
