@@ -61,6 +61,25 @@ int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 
+/* The command line most verbs share: NAME, --json, and a host option. */
+struct verb_args {
+	const char *name;
+	const char *host;  /* the host option's value (--host, --to) */
+	bool json;
+	bool quiet;        /* restore for a migrate: the caller reports */
+};
+
+/* Parses "[NAME] [--json] [--quiet] [--HOST_OPT HOST]" (host_opt NULL: no
+ * host option; want_name: NAME is required, else none is allowed).
+ * Returns false when the command is done already (--help, bad usage), with
+ * *code its exit status. */
+bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
+		     const char *host_opt, struct verb_args *a, int *code);
+
+/* The file `rel` next to this program's binary, if it exists there (the
+ * build tree, or an installed prefix); NULL otherwise. */
+const char *path_near_exe(const char *rel, char *buf, size_t len);
+
 /* Prints "cxlcr: <message>" on stderr and returns code. */
 __attribute__((format(printf, 2, 3)))
 int fail(int code, const char *fmt, ...);
@@ -81,6 +100,9 @@ struct service {
 };
 
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s);
+/* Opens the pool and loads the named service, or prints why not and
+ * returns the exit status; on success the pool is left open. */
+int service_find(struct cxlcr_pool *pool, const char *name, struct service *s);
 void service_print_json(struct json *j, const struct service *s);
 /* Sends sig to a local service; 0 or -1 with errno. */
 int service_signal(const struct service *s, int sig);

@@ -29,55 +29,6 @@
 #define WORK_DIR "/var/lib/cxlcr"
 #define KILL_WAIT_MS 10000
 
-struct verb_args {
-	const char *name;
-	const char *host;  /* --host / --to */
-	bool json;
-	bool quiet;        /* restore for a migrate: the caller reports */
-};
-
-static bool parse(int argc, char **argv, const char *usage, const char *host_opt,
-		  struct verb_args *a, int *code)
-{
-	const struct option opts[] = { { host_opt ? host_opt : "host", required_argument, 0, 'H' },
-				       { "json", no_argument, 0, 'j' },
-				       { "quiet", no_argument, 0, 'q' },
-				       { "help", no_argument, 0, 'h' },
-				       { 0, 0, 0, 0 } };
-	int c;
-	memset(a, 0, sizeof(*a));
-	while ((c = getopt_long(argc, argv, "H:jqh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'H': a->host = optarg; break;
-		case 'j': a->json = true; break;
-		case 'q': a->quiet = true; break;
-		case 'h': printf("usage: %s\n", usage); *code = EXIT_OK; return false;
-		default: *code = EXIT_USAGE; return false;
-		}
-	}
-	if (optind != argc - 1 || (host_opt && !a->host && !cli_host)) {
-		*code = fail(EXIT_USAGE, "usage: %s", usage);
-		return false;
-	}
-	a->name = argv[optind];
-	return true;
-}
-
-/* The arena of a service, with the pool left open for the caller. */
-static int load_service(struct cxlcr_pool *pool, const char *name, struct service *s)
-{
-	int rc = open_pool_or_fail(pool);
-	if (rc)
-		return rc;
-	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
-	if (!r) {
-		cxlcr_pool_close(pool);
-		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);
-	}
-	service_load(pool, r, s);
-	return 0;
-}
-
 /* A fresh local work directory for one image set. */
 static int work_dir(const char *what, const char *name, char *out, size_t len)
 {
@@ -119,7 +70,7 @@ static int forward_to_owner(const char *name, int argc, char **argv)
 {
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = load_service(&pool, name, &s);
+	int rc = service_find(&pool, name, &s);
 	if (rc)
 		return rc;
 	cxlcr_pool_close(&pool);
@@ -178,13 +129,13 @@ int cmd_checkpoint(int argc, char **argv)
 {
 	struct verb_args a;
 	int code;
-	if (!parse(argc, argv, "cxlcr checkpoint NAME [--json]", NULL, &a, &code))
+	if (!parse_verb_args(argc, argv, "cxlcr checkpoint NAME [--json]", true, NULL, &a, &code))
 		return code;
 	if (!cli_host)
 		return forward_to_owner(a.name, argc, argv);
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = load_service(&pool, a.name, &s);
+	int rc = service_find(&pool, a.name, &s);
 	if (rc)
 		return rc;
 	if ((rc = require_service_here(&s))) {
@@ -264,8 +215,11 @@ int cmd_restore(int argc, char **argv)
 {
 	struct verb_args a;
 	int code;
-	if (!parse(argc, argv, "cxlcr restore NAME --host HOST [--json]", "host", &a, &code))
+	if (!parse_verb_args(argc, argv, "cxlcr restore NAME --host HOST [--json]", true, "host", &a,
+			     &code))
 		return code;
+	if (!a.host && !cli_host)
+		return fail(EXIT_USAGE, "usage: cxlcr restore NAME --host HOST [--json]");
 	if (!cli_host)
 		return forward_to_host(a.host, argc, argv);
 	struct cxlcr_pool pool;
@@ -327,7 +281,7 @@ int cmd_migrate(int argc, char **argv)
 {
 	struct verb_args a;
 	int code;
-	if (!parse(argc, argv, "cxlcr migrate NAME --to HOST [--json]", "to", &a, &code))
+	if (!parse_verb_args(argc, argv, "cxlcr migrate NAME --to HOST [--json]", true, "to", &a, &code))
 		return code;
 	if (!a.host)
 		return fail(EXIT_USAGE, "usage: cxlcr migrate NAME --to HOST [--json]");
@@ -335,7 +289,7 @@ int cmd_migrate(int argc, char **argv)
 		return forward_to_owner(a.name, argc, argv);
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = load_service(&pool, a.name, &s);
+	int rc = service_find(&pool, a.name, &s);
 	if (rc)
 		return rc;
 	if ((rc = require_service_here(&s))) {

@@ -13,57 +13,13 @@
 
 #define STOP_GRACE_MS 10000
 
-/* The "[--json] [NAME]" command line these verbs share. Returns false when
- * the command is done already (--help, bad usage), with *code its status. */
-static bool parse(int argc, char **argv, const char *usage, bool want_name, bool *json,
-		  const char **name, int *code)
-{
-	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
-					      { "help", no_argument, 0, 'h' },
-					      { 0, 0, 0, 0 } };
-	int c;
-	*json = false;
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (c == 'j') {
-			*json = true;
-		} else {
-			if (c == 'h')
-				printf("usage: %s\n", usage);
-			*code = c == 'h' ? EXIT_OK : EXIT_USAGE;
-			return false;
-		}
-	}
-	if (want_name ? optind != argc - 1 : optind != argc) {
-		*code = fail(EXIT_USAGE, "usage: %s", usage);
-		return false;
-	}
-	if (want_name)
-		*name = argv[optind];
-	return true;
-}
-
-/* Opens the pool and loads the named service, or says why it cannot. */
-static int find_service(struct cxlcr_pool *pool, const char *name, struct service *s)
-{
-	int rc = open_pool_or_fail(pool);
-	if (rc)
-		return rc;
-	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
-	if (!r) {
-		cxlcr_pool_close(pool);
-		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);
-	}
-	service_load(pool, r, s);
-	return 0;
-}
-
 int cmd_ps(int argc, char **argv)
 {
-	bool json;
-	const char *name = NULL;
+	struct verb_args a;
 	int code;
-	if (!parse(argc, argv, "cxlcr ps [--json]", false, &json, &name, &code))
+	if (!parse_verb_args(argc, argv, "cxlcr ps [--json]", false, NULL, &a, &code))
 		return code;
+	bool json = a.json;
 	struct cxlcr_pool pool;
 	int rc = open_pool_or_fail(&pool);
 	if (rc)
@@ -104,14 +60,15 @@ int cmd_ps(int argc, char **argv)
 
 int cmd_status(int argc, char **argv)
 {
-	bool json;
-	const char *name = NULL;
+	struct verb_args a;
 	int code;
-	if (!parse(argc, argv, "cxlcr status NAME [--json]", true, &json, &name, &code))
+	if (!parse_verb_args(argc, argv, "cxlcr status NAME [--json]", true, NULL, &a, &code))
 		return code;
+	bool json = a.json;
+	const char *name = a.name;
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = find_service(&pool, name, &s);
+	int rc = service_find(&pool, name, &s);
 	if (rc)
 		return rc;
 	if (json) {
@@ -120,7 +77,7 @@ int cmd_status(int argc, char **argv)
 		service_print_json(&j, &s);
 		json_end(&j);
 	} else {
-		char a[32], b[32], c[32];
+		char sz[32], b[32], c[32];
 		printf("service   %s (%s)\n", s.region.name, s.state);
 		printf("pid       %d on host %s\n", s.region.owner_pid, s.region.owner_host);
 		if (s.region.service_ip) {
@@ -129,7 +86,7 @@ int cmd_status(int argc, char **argv)
 		}
 		printf("command   %s\n", s.command);
 		printf("arena     %s at 0x%llx, pool offset %llu, epoch %llu\n",
-		       cxlcr_format_size(s.heap_size, a, sizeof(a)), (unsigned long long)s.heap_address,
+		       cxlcr_format_size(s.heap_size, sz, sizeof(sz)), (unsigned long long)s.heap_address,
 		       (unsigned long long)s.region.offset, (unsigned long long)s.region.owner_epoch);
 		printf("used      %s\n", cxlcr_format_size((uint64_t)s.used, b, sizeof(b)));
 		printf("fallbacks %llu to glibc (%s; arena full), %llu before the arena was ready\n",
@@ -154,14 +111,15 @@ static int free_arena(struct cxlcr_pool *pool, struct service *s)
 
 int cmd_stop(int argc, char **argv)
 {
-	bool json;
-	const char *name = NULL;
+	struct verb_args a;
 	int code;
-	if (!parse(argc, argv, "cxlcr stop NAME [--json]", true, &json, &name, &code))
+	if (!parse_verb_args(argc, argv, "cxlcr stop NAME [--json]", true, NULL, &a, &code))
 		return code;
+	bool json = a.json;
+	const char *name = a.name;
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = find_service(&pool, name, &s);
+	int rc = service_find(&pool, name, &s);
 	if (rc)
 		return rc;
 	if (!s.local && s.region.owner_pid) {
@@ -208,14 +166,15 @@ int cmd_stop(int argc, char **argv)
 
 int cmd_rm(int argc, char **argv)
 {
-	bool json;
-	const char *name = NULL;
+	struct verb_args a;
 	int code;
-	if (!parse(argc, argv, "cxlcr rm NAME [--json]", true, &json, &name, &code))
+	if (!parse_verb_args(argc, argv, "cxlcr rm NAME [--json]", true, NULL, &a, &code))
 		return code;
+	bool json = a.json;
+	const char *name = a.name;
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = find_service(&pool, name, &s);
+	int rc = service_find(&pool, name, &s);
 	if (rc)
 		return rc;
 	if (s.running || (!s.local && s.region.owner_pid)) {

@@ -7,6 +7,7 @@
 
 #include "../common/error.h"
 #include "container.h"
+#include "cli.h"
 #include "criu.h"
 #include "exec.h"
 
@@ -18,18 +19,8 @@ static const char *plugin_dir(void)
 	const char *env = getenv("CXLCR_CRIU_PLUGIN_DIR");
 	if (env && *env)
 		return env;
-	char exe[PATH_MAX - 64];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(dir, sizeof(dir), "%s/criu", exe);
-			if (access(dir, R_OK) == 0)
-				return dir;
-		}
-	}
+	if (path_near_exe("criu", dir, sizeof(dir)))
+		return dir;
 	return "/usr/local/lib/cxlcr/criu";
 }
 

@@ -1,5 +1,6 @@
 /* The verbs of cxlcr, and running one here or on a pod host's daemon. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,50 @@ int open_pool_or_fail(struct cxlcr_pool *pool)
 	if (cxlcr_pool_open(pool, cxlcr_pool_path()) < 0)
 		return fail(EXIT_NO_POOL, "%s", cxlcr_last_error());
 	return 0;
+}
+
+bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
+		     const char *host_opt, struct verb_args *a, int *code)
+{
+	const struct option opts[] = { { host_opt ? host_opt : "host", required_argument, 0, 'H' },
+				       { "json", no_argument, 0, 'j' },
+				       { "quiet", no_argument, 0, 'q' },
+				       { "help", no_argument, 0, 'h' },
+				       { 0, 0, 0, 0 } };
+	int c;
+	memset(a, 0, sizeof(*a));
+	while ((c = getopt_long(argc, argv, host_opt ? "H:jqh" : "jqh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H': a->host = optarg; break;
+		case 'j': a->json = true; break;
+		case 'q': a->quiet = true; break;
+		case 'h': printf("usage: %s\n", usage); *code = EXIT_OK; return false;
+		default: *code = EXIT_USAGE; return false;
+		}
+	}
+	if (want_name ? optind != argc - 1 : optind != argc) {
+		*code = fail(EXIT_USAGE, "usage: %s", usage);
+		return false;
+	}
+	if (want_name)
+		a->name = argv[optind];
+	return true;
+}
+
+const char *path_near_exe(const char *rel, char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	if ((size_t)snprintf(buf, len, "%s/%s", exe, rel) >= len || access(buf, F_OK) != 0)
+		return NULL;
+	return buf;
 }
 
 static const struct command commands[] = {

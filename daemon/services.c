@@ -118,6 +118,20 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 	return 0;
 }
 
+int service_find(struct cxlcr_pool *pool, const char *name, struct service *s)
+{
+	int rc = open_pool_or_fail(pool);
+	if (rc)
+		return rc;
+	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
+	if (!r) {
+		cxlcr_pool_close(pool);
+		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);
+	}
+	service_load(pool, r, s);
+	return 0;
+}
+
 void service_print_json(struct json *j, const struct service *s)
 {
 	json_str(j, "name", s->region.name);
