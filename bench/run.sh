@@ -6,11 +6,18 @@
 #   b. throughput: stock redis-server and memcached against the same under
 #      `cxlcr run`, alternating runs (A B, B A, A B, ...: each variant goes
 #      first in half the rounds), median requests/s of each and the ratio
-#      cxlcr/stock (target >= 0.95).
-# Prints a table and writes bench/out/ (summary.txt, summary.json, raw CSV).
+#      cxlcr/stock (target >= 0.95);
+#   c. checkpoint + restore time against the data held, cxlcr against plain
+#      CRIU, Redis and Memcached at 1, 2 and 4 GiB of values (bench/cr.sh,
+#      which also runs alone; BENCH_CR=0 skips it).
+# Prints a table and writes bench/out/ (summary.txt, summary.json, raw CSV;
+# cr.csv, cr.txt and cr.png for c).
 #
-#   bench/run.sh                 full run (6 rounds, 1 GiB; about 5 minutes)
-#   BENCH_QUICK=1 bench/run.sh   short run (2 rounds, 128 MiB; under a minute)
+#   bench/run.sh                 full run (6 rounds, 1 GiB; about 5 minutes,
+#                                and c about 30 more)
+#   BENCH_QUICK=1 bench/run.sh   short run (2 rounds, 128 MiB; c at 64 and
+#                                256 MiB; about two minutes)
+#   BENCH_CR=0 bench/run.sh      a and b only
 #
 # The servers are pinned to CPU 0 and the load generators to CPU 1 when the
 # machine has two CPUs or more, so that they do not take each other's turn.
@@ -58,7 +65,7 @@ if [ ! -x "$MCLOAD" ] || [ "$ROOT/bench/mcload.c" -nt "$MCLOAD" ]; then
 fi
 
 mkdir -p "$OUT"
-rm -f "$OUT"/*.csv "$OUT"/heap.json "$OUT"/summary.*
+rm -f "$OUT"/throughput.csv "$OUT"/heap.json "$OUT"/summary.*   # bench/cr.sh owns cr.*
 WORK=$(mktemp -d /dev/shm/cxlcr-bench-XXXX)
 export CXLCR_POOL=$WORK/pool
 SERVICES=()
@@ -215,3 +222,12 @@ SERVICES=()
 python3 "$ROOT/bench/report.py" --out "$OUT" --mode "$MODE" --rounds "$ROUNDS" \
 	--pinning "$PINNING" --redis "$(redis-server --version | head -n1)" \
 	--memcached "$(memcached -V)" --params "redis-benchmark/mcload -c $CONNS -P $PIPELINE -r $KEYSPACE -d $VALUE, -n $REDIS_N/$MC_N"
+
+# --- c. checkpoint/restore against plain CRIU -------------------------------------------
+# A script of its own, with its own pool and pod (it needs a lot of memory
+# at the full sizes: everything above is stopped by now). BENCH_SIZES and
+# BENCH_QUICK reach it through the environment.
+if [ "${BENCH_CR:-1}" != 0 ]; then
+	say "c. checkpoint/restore time, cxlcr against plain CRIU (bench/cr.sh; BENCH_CR=0 skips it)"
+	"$ROOT/bench/cr.sh"
+fi

@@ -100,9 +100,9 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--log FILE] [--json] -- CMD [ARGS...]\n\n"
 		"Starts CMD detached, with its heap in a new arena NAME of the pool\n"
+		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log.\n"
 		"With --host, it runs on that pod host in its own PID, network and UTS\n"
 		"namespaces, with its own address on the pod network (cxlcr status shows it).\n"
-		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log.\n"
 		"Returns once the arena is attached, or fails with the reason.\n",
 		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, DEFAULT_LOG_DIR);
 }

@@ -34,14 +34,19 @@ void container_link_name(const uint8_t pool_uuid[16], uint64_t generation, uint6
 	snprintf(out, 16, "cx%08x.%llu", h, (unsigned long long)(epoch % 1000));
 }
 
-/* eth0 inside the service, its peer on the bridge outside. */
+/* eth0 inside the service, its peer on the bridge outside. eth0's MAC is
+ * derived from the address: a service started again at an address that an
+ * earlier one had keeps the MAC that clients' neighbour tables still hold
+ * (a random one would leave them unreachable until those entries expire). */
 static int plumb(const struct pod *pod, pid_t pid, const char *link, uint32_t ip)
 {
-	char pid_s[16], addr[32], ip_s[16];
+	char pid_s[16], addr[32], ip_s[16], mac[24];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
 	snprintf(addr, sizeof(addr), "%s/%d", ip_string(ip, ip_s), POD_PREFIX_LEN);
+	snprintf(mac, sizeof(mac), "02:78:%02x:%02x:%02x:%02x", ip >> 24, (ip >> 16) & 0xff,
+		 (ip >> 8) & 0xff, ip & 0xff);
 	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name",
-		     SERVICE_IFNAME, "netns", pid_s, NULL) ||
+		     SERVICE_IFNAME, "address", mac, "netns", pid_s, NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ||
 	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "addr", "add", addr, "dev",
 		     SERVICE_IFNAME, NULL) ||
