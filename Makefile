@@ -49,8 +49,11 @@ $(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
 $(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl
 
-# A pipelined Memcached load client for the benchmark.
+# A pipelined Memcached load client for the benchmark, and the paced
+# one-request-at-a-time client of the continuity measurements.
 $(O)/bench/mcload: bench/mcload.c | $(O)/bench
+	$(CC) $(BASE) -o $@ $<
+$(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 
 $(O)/common $(O)/preload $(O)/daemon $(O)/tests $(O)/bench:
@@ -72,7 +75,7 @@ test: deps all sanitize
 demo: deps all
 	@demos/redis/run.sh
 
-bench: deps all $(O)/bench/mcload
+bench: deps all $(O)/bench/mcload $(O)/bench/loadclient
 	@bench/run.sh
 
 clean:

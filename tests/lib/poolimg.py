@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Looks at (and, for tests, replays) the image store of a cxlcr pool.
+
+    poolimg.py count POOL [SERVICE]   live image-set regions (kind 2), of
+                                      SERVICE only if given ("SERVICE.EPOCH")
+    poolimg.py list POOL              one line per live region: slot, kind,
+                                      generation, offset, size, name
+    poolimg.py keep POOL SERVICE FILE saves SERVICE's newest image set (its
+                                      region table entry and its bytes) in FILE
+    poolimg.py put POOL FILE          writes a kept image set back into the
+                                      pool, as it was: only into its own table
+                                      slot if that slot is free, and only if
+                                      its bytes overlap no live region
+
+`keep` and `put` let a test hold on to an image set that cxlcr has since
+reclaimed (a restore frees the checkpoint it used), to check that restoring
+such an old checkpoint, after the service moved on, is refused. They edit
+the pool without its lock: only for a pool that nothing else uses meanwhile.
+
+The layout is common/pool_format.h's: a table of 1024 entries of 256 bytes
+at 4 KiB; an entry starts with state u32, kind u32, generation u64, offset
+u64, size u64, name char[64]. Python standard library only.
+"""
+import json
+import struct
+import sys
+
+TABLE = 4096
+ENTRY = 256
+ENTRIES = 1024
+LIVE = 1
+IMAGES = 2
+
+
+def entries(f):
+    f.seek(TABLE)
+    table = f.read(ENTRY * ENTRIES)
+    for i in range(ENTRIES):
+        raw = table[i * ENTRY:(i + 1) * ENTRY]
+        state, kind, gen, off, size = struct.unpack_from("<IIQQQ", raw)
+        name = raw[32:96].split(b"\0", 1)[0].decode(errors="replace")
+        yield i, raw, state, kind, gen, off, size, name
+
+
+def names_service(name, service):
+    head, dot, epoch = name.rpartition(".")
+    return dot and head == service and epoch.isdigit()
+
+
+def count(pool, service=None):
+    with open(pool, "rb") as f:
+        return sum(1 for _, _, state, kind, _, _, _, name in entries(f)
+                   if state == LIVE and kind == IMAGES and (service is None or names_service(name, service)))
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "count":
+        print(count(argv[1], argv[2] if len(argv) > 2 else None))
+        return 0
+    if len(argv) == 2 and argv[0] == "list":
+        with open(argv[1], "rb") as f:
+            for i, _, state, kind, gen, off, size, name in entries(f):
+                if state == LIVE:
+                    print(i, kind, gen, off, size, name)
+        return 0
+    if len(argv) == 4 and argv[0] == "keep":
+        pool, service, out = argv[1:]
+        with open(pool, "rb") as f:
+            best = None
+            for e in entries(f):
+                i, raw, state, kind, gen, off, size, name = e
+                if state == LIVE and kind == IMAGES and names_service(name, service):
+                    if best is None or int(name.rpartition(".")[2]) > int(best[7].rpartition(".")[2]):
+                        best = e
+            if best is None:
+                sys.exit("poolimg: no image set of %s in %s" % (service, pool))
+            i, raw, _, _, gen, off, size, name = best
+            f.seek(off)
+            data = f.read(size)
+        with open(out, "wb") as o:
+            o.write(json.dumps({"slot": i, "name": name, "generation": gen, "offset": off,
+                                "size": size}).encode() + b"\n")
+            o.write(raw)
+            o.write(data)
+        print(name)
+        return 0
+    if len(argv) == 3 and argv[0] == "put":
+        pool, kept = argv[1:]
+        with open(kept, "rb") as o:
+            meta = json.loads(o.readline())
+            raw = o.read(ENTRY)
+            data = o.read()
+        lo, hi = meta["offset"], meta["offset"] + meta["size"]
+        with open(pool, "r+b") as f:
+            for i, _, state, kind, gen, off, size, name in entries(f):
+                if state != LIVE:
+                    continue
+                if i == meta["slot"]:
+                    sys.exit("poolimg: table slot %d is taken (%s)" % (i, name))
+                if off < hi and lo < off + size:
+                    sys.exit("poolimg: the bytes of %s are now used by %s" % (meta["name"], name))
+            # The contents first, the entry (state LIVE) last.
+            f.seek(lo)
+            f.write(data)
+            f.flush()
+            f.seek(TABLE + ENTRY * meta["slot"])
+            f.write(raw)
+        print(meta["name"])
+        return 0
+    print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
