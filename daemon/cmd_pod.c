@@ -120,19 +120,8 @@ static int make_host_net(const struct pod *pod, int i, const char *host)
 
 static const char *daemon_binary(char *buf, size_t len)
 {
-	char exe[PATH_MAX - 64];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(buf, len, "%s/cxlcrd", exe);
-			if (access(buf, X_OK) == 0)
-				return buf;
-		}
-	}
-	return "cxlcrd";
+	const char *p = path_near_exe("cxlcrd", buf, len);
+	return p ? p : "cxlcrd";
 }
 
 /* Starts hI's daemon inside the host's namespaces, detached. */

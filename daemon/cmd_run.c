@@ -38,22 +38,8 @@ static const char *preload_path(char *buf, size_t len)
 	if (env && *env)
 		return env;
 	/* Next to the cxlcr binary (build tree), or in the installed lib dir. */
-	char exe[PATH_MAX - 64];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(buf, len, "%s/libcxlcr-preload.so", exe);
-			if (access(buf, R_OK) == 0)
-				return buf;
-			snprintf(buf, len, "%s/../lib/cxlcr/libcxlcr-preload.so", exe);
-			if (access(buf, R_OK) == 0)
-				return buf;
-		}
-	}
-	return NULL;
+	const char *p = path_near_exe("libcxlcr-preload.so", buf, len);
+	return p ? p : path_near_exe("../lib/cxlcr/libcxlcr-preload.so", buf, len);
 }
 
 /*
