@@ -89,7 +89,14 @@ static int make_bridge(const struct pod *pod)
 		return 0;
 	char addr[32], ip[16];
 	snprintf(addr, sizeof(addr), "%s/%d", ip_string(pod_gateway(pod), ip), POD_PREFIX_LEN);
-	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", pod->bridge, "type", "bridge", NULL) ||
+	/* A MAC of its own: otherwise the bridge takes its lowest port's, often
+	 * a service's link, and a frozen source's frames taken off the bridge
+	 * would still reach clients here (and the gateway's MAC would change
+	 * at every migrate). */
+	char mac[24];
+	snprintf(mac, sizeof(mac), "02:cc:00:00:%02x:01", pod->index & 0xff);
+	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", pod->bridge, "address", mac, "type", "bridge",
+		     NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "addr", "add", addr, "dev", pod->bridge, NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", pod->bridge, "up", NULL))
 		return -1;
