@@ -58,14 +58,22 @@ criu_version() {
 }
 version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
 
+# CRIU's image definitions (images/*.proto): rebase/ reads and writes CRIU
+# images with protobuf-c code generated from them at build time. They come
+# from the same source package as the CRIU that is installed.
+CRIU_PROTO_DIR=$CRIU_PREFIX/share/cxlcr/criu-images
+
 have=$(criu_version "$CRIU_PREFIX/sbin/criu" || true)
 want_build="RUNDIR=$CRIU_RUNDIR"
+need_build=1
 if [ -n "$have" ] && version_ge "$have" "$CRIU_MIN" && [ -f "$CRIU_PREFIX/include/criu/criu-plugin.h" ] &&
 	[ "$(cat "$CRIU_STAMP" 2>/dev/null)" = "$want_build" ]; then
-	exit 0
+	need_build=0
 fi
+need_protos=1
+[ -f "$CRIU_PROTO_DIR/VERSION" ] && [ "$(cat "$CRIU_PROTO_DIR/VERSION")" = "$have" ] && need_protos=0
+[ $need_build = 0 ] && [ $need_protos = 0 ] && exit 0
 
-say "building CRIU >= $CRIU_MIN from Debian's newest source package (about a minute)"
 if [ ! -f "$SRC_LIST" ]; then
 	echo 'deb-src http://deb.debian.org/debian sid main' >"$SRC_LIST"
 	apt-get update -qq
@@ -84,11 +92,26 @@ if [ -z "$orig" ]; then
 fi
 tar xf "$orig"
 cd criu-*/
-make -j"$(nproc)" RUNDIR="$CRIU_RUNDIR" criu lib >build.log 2>&1 || { tail -30 build.log >&2; exit 1; }
-make PREFIX="$CRIU_PREFIX" RUNDIR="$CRIU_RUNDIR" SKIP_PIP_INSTALL=1 install-criu install-lib >>build.log 2>&1 ||
-	{ tail -30 build.log >&2; exit 1; }
-echo "$want_build" >"$CRIU_STAMP"
-ldconfig
-have=$(criu_version "$CRIU_PREFIX/sbin/criu")
-version_ge "$have" "$CRIU_MIN" || { echo "install-deps: built CRIU $have, need >= $CRIU_MIN" >&2; exit 1; }
-say "CRIU $have installed in $CRIU_PREFIX"
+
+if [ $need_build = 1 ]; then
+	say "building CRIU >= $CRIU_MIN from Debian's newest source package (about a minute)"
+	make -j"$(nproc)" RUNDIR="$CRIU_RUNDIR" criu lib >build.log 2>&1 || { tail -30 build.log >&2; exit 1; }
+	make PREFIX="$CRIU_PREFIX" RUNDIR="$CRIU_RUNDIR" SKIP_PIP_INSTALL=1 install-criu install-lib >>build.log 2>&1 ||
+		{ tail -30 build.log >&2; exit 1; }
+	echo "$want_build" >"$CRIU_STAMP"
+	ldconfig
+	have=$(criu_version "$CRIU_PREFIX/sbin/criu")
+	version_ge "$have" "$CRIU_MIN" || { echo "install-deps: built CRIU $have, need >= $CRIU_MIN" >&2; exit 1; }
+	say "CRIU $have installed in $CRIU_PREFIX"
+fi
+
+src_version=$(awk '$1 ~ /^CRIU_VERSION_(MAJOR|MINOR|SUBLEVEL)$/ && $3 != "" {print $3}' Makefile.versions | paste -sd.)
+if [ "$src_version" != "$have" ]; then
+	echo "install-deps: CRIU's source package is $src_version but CRIU $have is installed; its image definitions would not match" >&2
+	exit 1
+fi
+rm -rf "$CRIU_PROTO_DIR"
+mkdir -p "$CRIU_PROTO_DIR"
+cp images/*.proto "$CRIU_PROTO_DIR"/
+echo "$have" >"$CRIU_PROTO_DIR/VERSION"
+say "CRIU $have image definitions in $CRIU_PROTO_DIR"
