@@ -20,7 +20,7 @@ PRELOAD_SRC := preload/glue.c preload/attach.c preload/stats.c preload/malloc.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
-               daemon/pod.c
+               daemon/pod.c daemon/fork.c
 TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust pool_test snapshot_test
 
 all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(addprefix $(O)/tests/,$(TEST_PROGS))

@@ -1,0 +1,57 @@
+/*
+ * Remote fork (the CXLfork path): clones of a running service on a pod host.
+ *
+ * fork_service() runs in the daemon of the parent's host: it freezes the
+ * parent briefly, snapshots its arena into the pool (catalog entry named
+ * after the service) and checkpoints the rest of it with the parent left
+ * running, then has the destination's daemon restore `count` children from
+ * that one snapshot, concurrently. Each child is pid 1 of its own PID and
+ * network namespaces with its own service address, reads the parent's heap
+ * through the pool (copy-on-write) and holds its borrow of the snapshot for
+ * as long as it lives. Children are services of kind CXLCR_KIND_CHILD named
+ * PARENT.N: `cxlcr ps`, `status`, `stop`, `rm` handle them.
+ *
+ * The same function serves `cxlcr fork` and the fork API (api.h).
+ */
+#ifndef CXLCR_FORK_H
+#define CXLCR_FORK_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "../common/pool_format.h"
+
+#define FORK_MAX_CHILDREN 64 /* a snapshot has at most 64 borrowers at once */
+
+struct fork_request {
+	char service[CXLCR_NAME_MAX]; /* the parent */
+	char host[CXLCR_HOST_MAX];    /* where the children run */
+	unsigned count;               /* 1..FORK_MAX_CHILDREN */
+};
+
+struct fork_child {
+	char name[CXLCR_NAME_MAX];    /* PARENT.N */
+	char host[CXLCR_HOST_MAX];
+	uint32_t ip;                  /* network order */
+	pid_t pid;                    /* as the child's host sees it */
+	double restore_ms;            /* this child's restore, request to running */
+};
+
+struct fork_reply {
+	unsigned count;
+	struct fork_child child[FORK_MAX_CHILDREN];
+	double freeze_ms;             /* the parent was frozen this long */
+	double snapshot_ms;           /* part of it: copying the arena's pages */
+	double restore_ms;            /* all children restored (concurrently) */
+	double total_ms;              /* request to the last child running */
+	uint64_t image_bytes;         /* CRIU's images of the parent */
+	uint64_t snapshot_bytes;      /* heap pages stored in the snapshot */
+	char error[512];              /* one line when fork_service() fails */
+};
+
+/* Forks req->count children of req->service onto req->host. Returns 0, or
+ * -1 with rep->error saying what failed (the parent goes on running with
+ * all its data, and no child of this request is left behind). Must run in
+ * the daemon of the parent's host, or forwards there. */
+int fork_service(const struct fork_request *req, struct fork_reply *rep);
+
+#endif

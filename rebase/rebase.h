@@ -1,0 +1,56 @@
+/*
+ * rebase: turns a checkpoint of a running parent and a snapshot of its
+ * arena into the image set of a fork child (the CXLfork path).
+ *
+ * The parent's arena is a MAP_SHARED mapping of its arena region. In the
+ * child it becomes copy-on-write views of the snapshot at the same address:
+ * each run of stored (CXL) heap pages a MAP_PRIVATE mapping of the pool at
+ * the run's device offset inside the snapshot, each run of zero pages a
+ * private anonymous mapping, and the arena header a MAP_PRIVATE view of the
+ * parent's header. The child reads the parent's heap from the pool without
+ * copying it and owns only the pages it writes.
+ *
+ * The child also gets its own identity on the pod network: its service link
+ * carries the child's MAC and IPv4 address instead of the parent's, and the
+ * cxlcr CRIU plugin's arena record becomes a fork record (the plugin checks
+ * the snapshot and does not take the arena over).
+ *
+ * CRIU images are read and written with protobuf-c (code generated at build
+ * time from CRIU's own images/*.proto); an image that is foreign, corrupt or
+ * truncated is refused with one line saying which file and why.
+ */
+#ifndef CXLCR_REBASE_H
+#define CXLCR_REBASE_H
+
+#include <stdint.h>
+#include "../common/snapshot.h"
+
+struct cxlcr_rebase_fork {
+	const struct cxlcr_snapshot *snapshot; /* open; its leaf table gives the page runs */
+	uint32_t child_ip;        /* network order: replaces the parent's address on ifname */
+	uint8_t child_mac[6];     /* replaces the parent's MAC on ifname */
+	const char *ifname;       /* the service's link inside its netns ("eth0") */
+};
+
+struct cxlcr_rebase_stats {
+	uint64_t vmas_in;         /* VMAs of the parent's tasks */
+	uint64_t vmas_out;        /* ... and of the child's */
+	uint64_t runs_cxl;        /* MAP_PRIVATE views of the snapshot */
+	uint64_t runs_zero;       /* anonymous zero runs */
+	uint64_t files_linked;    /* images taken over unchanged (hard links or copies) */
+	uint64_t files_rewritten;
+	uint64_t ns;
+};
+
+/*
+ * Writes into dst_dir (which exists and is empty) the image set of a child
+ * of the parent checkpointed in src_dir. Images that need no change are
+ * hard-linked (copied across file systems), so one fetched checkpoint
+ * serves many children. src_dir is never modified. Returns 0, or -1 with
+ * cxlcr_last_error() saying which image and why (dst_dir may then hold a
+ * partial set; the caller removes it).
+ */
+int cxlcr_rebase_fork(const char *src_dir, const char *dst_dir, const struct cxlcr_rebase_fork *spec,
+		      struct cxlcr_rebase_stats *stats);
+
+#endif
