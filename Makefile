@@ -89,8 +89,9 @@ clean:
 # `make install` copies the plugin into CRIU's default plugin directory
 # (/usr/lib/criu for the CRIU that `make deps` builds).
 PLUGIN_HELPERS  := criu-plugin/pool_id.c criu-plugin/proc.c criu-plugin/dump.c \
-                   criu-plugin/restore.c criu-plugin/devdax.c
-PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o
+                   criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c
+PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
+                   $(O)/common/snapshot.o $(O)/common/catalog.o
 CRIU_PLUGIN_DIR ?= /usr/lib/criu
 
 all: plugin

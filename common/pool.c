@@ -571,7 +571,7 @@ int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32
 		bool taken = false;
 		for (uint32_t i = 0; i < CXLCR_REGION_MAX && !taken; i++)
 			taken = pool->table[i].state == CXLCR_REGION_LIVE &&
-				pool->table[i].kind == CXLCR_KIND_ARENA && pool->table[i].service_ip == net;
+				cxlcr_kind_is_service(pool->table[i].kind) && pool->table[i].service_ip == net;
 		if (!taken) {
 			r->service_ip = net;
 			cxlcr_copy_field(r->veth, sizeof(r->veth), veth);

@@ -82,7 +82,15 @@ enum cxlcr_region_kind {
 	CXLCR_KIND_IMAGES = 2,   /* a published checkpoint (struct cxlcr_image_set) */
 	CXLCR_KIND_SNAPSHOT = 3, /* an arena's pages at one freeze point (struct cxlcr_snapshot_header) */
 	CXLCR_KIND_CATALOG = 4,  /* the snapshot catalog (struct cxlcr_catalog_header), one per pool */
+	CXLCR_KIND_CHILD = 5,    /* a fork child: its name, owner and address (its heap is a snapshot's) */
 };
+
+/* Kinds whose entries are services: a process with a name, an owner and,
+ * in a pod, an address. */
+static inline int cxlcr_kind_is_service(uint32_t kind)
+{
+	return kind == CXLCR_KIND_ARENA || kind == CXLCR_KIND_CHILD;
+}
 
 /* One entry of the region table. Entries are written only under the pool
  * lock; a reader that wants a consistent view takes the lock too, or checks
@@ -224,9 +232,11 @@ _Static_assert(sizeof(struct cxlcr_image_file) == 128, "image file entry layout"
 #define CXLCR_ARENA_RECORD_FILE    "cxlcr-arena-%d.img"
 #define CXLCR_FILE_RECORD_FILE     "cxlcr-file-%x.img"
 #define CXLCR_RECORD_FILE_PREFIX   "cxlcr-"
+#define CXLCR_SNAPSHOT_INFO_FILE   "cxlcr-snapshot.txt" /* a fork dump: the snapshot taken, in text */
 
 #define CXLCR_RECORD_F_DEVDAX      0x1u  /* the pool is a devdax device */
 #define CXLCR_RECORD_F_SHARED      0x2u  /* a MAP_SHARED mapping (else MAP_PRIVATE) */
+#define CXLCR_RECORD_F_FORK        0x4u  /* a fork child's view of a snapshot (region_* name the snapshot) */
 
 struct cxlcr_arena_record {
 	uint64_t magic;              /* CXLCR_ARENA_RECORD_MAGIC */

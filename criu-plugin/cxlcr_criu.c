@@ -6,7 +6,8 @@
  * plugin adds what a checkpoint must know about that arena, and refuses a
  * restore that would give an arena a second live owner:
  *
- *   CHECKPOINT_DEVICES   (dump, each task) records the task's arenas
+ *   CHECKPOINT_DEVICES   (dump, each task) records the task's arenas, and
+ *                        snapshots the arena for a fork (fork.c)
  *   RESUME_DEVICES_LATE  (restore, each task, before it runs) checks the
  *                        records and takes the arenas over, or kills the
  *                        task so that the restore fails
@@ -23,6 +24,7 @@
  * cxlcr_error(); the hooks log that one line and choose what CRIU sees.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criu/criu-plugin.h>
@@ -41,6 +43,8 @@ extern bool check_and_remove_inventory_plugin(const char *name, size_t n) __attr
 static struct pool_id pool;      /* this host's pool, while dumping */
 static bool in_inventory;        /* this dump named us in its inventory */
 static bool refused;             /* this restore refused a task */
+static const char *snapshot_name; /* a fork dump: snapshot the arena under this name */
+static bool snapshot_taken;
 
 static const char plugin_name[] = "cxlcr";
 
@@ -57,6 +61,11 @@ static int dump_init(int stage)
 		pr_err("%s\n", cxlcr_last_error());
 		return -1;
 	}
+	/* A fork dump (daemon/fork.c): the parent's arena is snapshotted while
+	 * CRIU holds the tree frozen, in the first task that maps it. */
+	const char *name = getenv("CXLCR_SNAPSHOT_NAME");
+	snapshot_name = stage == CR_PLUGIN_STAGE__DUMP && name && *name ? name : NULL;
+	snapshot_taken = false;
 	return 0;
 }
 
@@ -134,6 +143,14 @@ static int cxlcr_checkpoint_devices(int pid)
 	if (rc > 0) {
 		pr_info("pid %d: %d arena record(s)\n", pid, rc);
 		note_in_inventory();
+		if (snapshot_name && !snapshot_taken) {
+			if (fork_snapshot_task(criu_get_image_dir(), pid, &pool, snapshot_name) < 0) {
+				pr_err("cannot snapshot the arena of pid %d: %s\n", pid, cxlcr_last_error());
+				return -EIO;
+			}
+			snapshot_taken = true;
+			pr_info("pid %d: arena snapshot %s taken\n", pid, snapshot_name);
+		}
 	}
 	return -ENOTSUP;
 }

@@ -11,6 +11,7 @@
  *   dump.c         the arena records of a task (dump)
  *   restore.c      checking those records and taking the arenas over (restore)
  *   devdax.c       device VMAs, open device fds and device paths (devdax pools)
+ *   fork.c         remote fork: the snapshot of a dump, fork records on restore
  */
 #ifndef CXLCR_CRIU_PLUGIN_H
 #define CXLCR_CRIU_PLUGIN_H
@@ -83,6 +84,15 @@ int restore_take_over(int dirfd, pid_t pid, const char *pool_path);
 void restore_forget_claims(void);
 /* Kills and reaps every task this process traces (CRIU: the restored tree). */
 void restore_kill_traced(void);
+
+/* fork.c */
+/* Snapshots the arena of frozen task pid into a new snapshot region called
+ * name, and notes it in the image directory (CXLCR_SNAPSHOT_INFO_FILE). */
+int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const char *name);
+/* Does a fork record name a whole snapshot of this pool? */
+int fork_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec);
+/* The restored child pid borrows the record's snapshot for its lifetime. */
+int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_record *rec);
 
 /* devdax.c: each returns -ENOTSUP for what is not the pool's, so that
  * CRIU goes on as without the plugin. */

@@ -123,7 +123,8 @@ int restore_precheck(int dirfd, const char *pool_path, int *records)
 			opened = true;
 		}
 		for (ssize_t i = 0; i < n && rc == 0; i++)
-			rc = restore_check_record(&pool, &recs[i]);
+			rc = recs[i].flags & CXLCR_RECORD_F_FORK ? fork_check_record(&pool, &recs[i])
+								 : restore_check_record(&pool, &recs[i]);
 		*records += (int)(n > 0 ? n : 0);
 		if (n > 0)
 			free(recs);
@@ -202,12 +203,18 @@ int restore_take_over(int dirfd, pid_t pid, const char *pool_path)
 		goto out;
 	if (pool_id_of(&pool, &id) < 0 || proc_pool_mappings(pid, &id, &maps, &nmaps) < 0)
 		goto close;
-	/* Everything is checked before anything is taken. */
-	for (ssize_t i = 0; i < n; i++)
-		if (restore_check_record(&pool, &recs[i]) < 0 || check_mapped(maps, nmaps, pid, &recs[i]) < 0)
+	/* Everything is checked before anything is taken. A fork child's view
+	 * of a snapshot is many private mappings (rebase/): it is checked by
+	 * the snapshot it names, and borrowed rather than taken over. */
+	for (ssize_t i = 0; i < n; i++) {
+		bool fork = recs[i].flags & CXLCR_RECORD_F_FORK;
+		if (fork ? fork_check_record(&pool, &recs[i]) < 0
+			 : restore_check_record(&pool, &recs[i]) < 0 || check_mapped(maps, nmaps, pid, &recs[i]) < 0)
 			goto close;
+	}
 	for (ssize_t i = 0; i < n; i++)
-		if (claim(&pool, pid, &recs[i]) < 0)
+		if (recs[i].flags & CXLCR_RECORD_F_FORK ? fork_borrow_for(&pool, pid, &recs[i]) < 0
+							: claim(&pool, pid, &recs[i]) < 0)
 			goto close;
 	rc = (int)n;
 close:

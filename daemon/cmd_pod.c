@@ -299,7 +299,7 @@ static void stop_host_services(const char *host)
 		return;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r = pool.table[i];
-		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA ||
+		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind) ||
 		    strncmp(r.owner_host, host, CXLCR_HOST_MAX) || r.owner_pid <= 1 || !pid_alive(r.owner_pid))
 			continue;
 		kill(r.owner_pid, SIGKILL);

@@ -34,7 +34,7 @@ int cmd_ps(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r = pool.table[i];
-		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA)
+		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind))
 			continue;
 		struct service s;
 		service_load(&pool, &r, &s);

@@ -124,6 +124,8 @@ int service_find(struct cxlcr_pool *pool, const char *name, struct service *s)
 	if (rc)
 		return rc;
 	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
+	if (!r)
+		r = cxlcr_region_find(pool, CXLCR_KIND_CHILD, name);
 	if (!r) {
 		cxlcr_pool_close(pool);
 		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);

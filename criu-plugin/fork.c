@@ -1,0 +1,123 @@
+/*
+ * Remote fork, the plugin's part: a snapshot taken while CRIU holds the
+ * parent frozen, and the checks a fork child's restore needs.
+ *
+ * The child's memory (non-heap) comes from the same dump as the snapshot of
+ * its heap, so both must be of one freeze point: the snapshot is taken in
+ * CHECKPOINT_DEVICES, when CRIU has frozen every task of the tree and
+ * before it lets them go (criu dump --leave-running). The daemon asks for
+ * it by setting $CXLCR_SNAPSHOT_NAME in criu's environment.
+ *
+ * A child is restored from a rebased image set (rebase/): its records are
+ * fork records (CXLCR_RECORD_F_FORK) naming the snapshot instead of the
+ * arena. They take nothing over (the parent keeps its arena); they must
+ * name a whole snapshot of this pool, and the child borrows that snapshot
+ * from the catalog for as long as it lives (the borrow is recorded for the
+ * child's pid, so the reaper ends it when the child is gone).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/catalog.h"
+#include "../common/error.h"
+#include "../common/pool.h"
+#include "../common/record.h"
+#include "../common/snapshot.h"
+#include "../common/util.h"
+#include "plugin.h"
+
+/* The arena that the task's records name, as a region generation. */
+static int task_arena(int dirfd, pid_t nspid, uint64_t *generation)
+{
+	char name[64];
+	struct cxlcr_arena_record *recs;
+	ssize_t n = cxlcr_arena_records_read(dirfd, cxlcr_arena_record_name(name, sizeof(name), nspid), &recs);
+	if (n < 0)
+		return -1;
+	*generation = 0;
+	for (ssize_t i = 0; i < n && !*generation; i++)
+		if (recs[i].region_kind == CXLCR_KIND_ARENA)
+			*generation = recs[i].region_generation;
+	if (n > 0)
+		free(recs);
+	return *generation ? 0 : cxlcr_error("pid %d maps no arena", (int)nspid);
+}
+
+int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const char *name)
+{
+	pid_t nspid;
+	uint64_t arena;
+	if (proc_innermost_nspid(pid, &nspid) < 0 || task_arena(dirfd, nspid, &arena) < 0)
+		return -1;
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, id->path) < 0)
+		return -1;
+	struct cxlcr_snapshot_info info;
+	int rc = cxlcr_snapshot_create(&pool, arena, name, &info);
+	cxlcr_pool_close(&pool);
+	if (rc < 0)
+		return -1;
+	/* What the daemon reports; the snapshot itself is found by name. */
+	int fd = openat(dirfd, CXLCR_SNAPSHOT_INFO_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cxlcr_error("cannot write %s: %s", CXLCR_SNAPSHOT_INFO_FILE, strerror(errno));
+	dprintf(fd,
+		"generation %" PRIu64 "\npages_cxl %" PRIu64 "\npages_zero %" PRIu64 "\nscan_ns %" PRIu64
+		"\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64 "\n",
+		info.region_generation, info.pages_cxl, info.pages_zero, info.scan_ns, info.copy_ns,
+		info.total_ns);
+	close(fd);
+	return 0;
+}
+
+int fork_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec)
+{
+	char want[40], have[40];
+	if (memcmp(rec->pool_uuid, pool->sb->uuid, sizeof(rec->pool_uuid)))
+		return cxlcr_error("fork of %s: record is from another pool (uuid %s; pool %s is %s)",
+				   rec->region_name, cxlcr_uuid_str(rec->pool_uuid, want), pool->path,
+				   cxlcr_uuid_str(pool->sb->uuid, have));
+	if (rec->region_kind != CXLCR_KIND_SNAPSHOT)
+		return cxlcr_error("fork of %s: the record names a region of kind %u, not a snapshot",
+				   rec->region_name, rec->region_kind);
+	if (cxlcr_snapshot_validate(pool, rec->region_generation) < 0)
+		return cxlcr_error("fork of %s: %s", rec->region_name, cxlcr_last_error());
+	return 0;
+}
+
+/* The catalog entry that holds the snapshot with this region generation. */
+static int find_entry(struct cxlcr_pool *pool, uint64_t snapshot_generation, struct cxlcr_borrow *b)
+{
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		struct cxlcr_catalog_info info;
+		if (cxlcr_catalog_entry(pool, i, &info) < 0)
+			return -1;
+		if (info.state != CXLCR_CATALOG_PUBLISHED || info.snapshot_generation != snapshot_generation)
+			continue;
+		memset(b, 0, sizeof(*b));
+		b->entry = i;
+		b->generation = info.generation;
+		b->snapshot_generation = snapshot_generation;
+		memcpy(b->name, info.name, sizeof(b->name));
+		return 0;
+	}
+	return cxlcr_error("snapshot %" PRIu64 " is not published in the catalog (taken back?)",
+			   snapshot_generation);
+}
+
+int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_record *rec)
+{
+	struct cxlcr_borrow b;
+	struct cxlcr_borrower who = { .pid = pid };
+	if (fork_check_record(pool, rec) < 0 || find_entry(pool, rec->region_generation, &b) < 0)
+		return -1;
+	if (cxlcr_catalog_borrow_confirm(pool, &who, &b) < 0)
+		return cxlcr_error("fork of %s: cannot borrow snapshot '%s': %s", rec->region_name, b.name,
+				   cxlcr_last_error());
+	return 0;
+}
