@@ -106,6 +106,11 @@ int service_find(struct cxlcr_pool *pool, const char *name, struct service *s);
 void service_print_json(struct json *j, const struct service *s);
 /* Sends sig to a local service; 0 or -1 with errno. */
 int service_signal(const struct service *s, int sig);
+/* Fails, saying why, unless the service runs on this daemon's host, in a
+ * pod (the verbs that dump a service run where it runs). */
+int service_require_here(const struct service *s);
+/* Client side: runs the verb in the daemon of the service's host. */
+int service_forward_to_owner(const char *name, int argc, char **argv);
 /* Waits up to timeout_ms for a local process to exit (pidfd). 1 = gone. */
 int pid_wait_exit(int pid, int timeout_ms);
 bool pid_alive(int pid);

@@ -34,17 +34,26 @@ void container_link_name(const uint8_t pool_uuid[16], uint64_t generation, uint6
 	snprintf(out, 16, "cx%08x.%llu", h, (unsigned long long)(epoch % 1000));
 }
 
+void container_mac_of(uint32_t ip, uint8_t mac[6])
+{
+	mac[0] = 0x02;
+	mac[1] = 0x78;
+	mac[2] = (uint8_t)(ip >> 24);
+	mac[3] = (uint8_t)(ip >> 16);
+	mac[4] = (uint8_t)(ip >> 8);
+	mac[5] = (uint8_t)ip;
+}
+
 /* eth0 inside the service, its peer on the bridge outside. eth0's MAC is
- * derived from the address: a service started again at an address that an
- * earlier one had keeps the MAC that clients' neighbour tables still hold
- * (a random one would leave them unreachable until those entries expire). */
+ * derived from the address (container_mac_of). */
 static int plumb(const struct pod *pod, pid_t pid, const char *link, uint32_t ip)
 {
 	char pid_s[16], addr[32], ip_s[16], mac[24];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
 	snprintf(addr, sizeof(addr), "%s/%d", ip_string(ip, ip_s), POD_PREFIX_LEN);
-	snprintf(mac, sizeof(mac), "02:78:%02x:%02x:%02x:%02x", ip >> 24, (ip >> 16) & 0xff,
-		 (ip >> 8) & 0xff, ip & 0xff);
+	uint8_t m[6];
+	container_mac_of(ip, m);
+	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
 	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name",
 		     SERVICE_IFNAME, "address", mac, "netns", pid_s, NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ||

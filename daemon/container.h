@@ -24,6 +24,12 @@ const char *ip_string(uint32_t ip, char buf[16]);
 void container_link_name(const uint8_t pool_uuid[16], uint64_t generation, uint64_t epoch,
 			 char out[16]);
 
+/* The MAC of a service's eth0, derived from its address (host order): a
+ * service started again at an address that an earlier one had keeps the MAC
+ * that clients' neighbour tables still hold (a random one would leave them
+ * unreachable until those entries expire). Fork children get theirs too. */
+void container_mac_of(uint32_t ip, uint8_t mac[6]);
+
 /* Starts child_fn(arg) as pid 1 of new PID, network and UTS namespaces with
  * hostname `name`, after its network is set up: eth0 with ip/16, its peer
  * `link` on the pod's bridge. Returns the child's pid (in our namespace). */

@@ -174,3 +174,32 @@ int service_signal(const struct service *s, int sig)
 	}
 	return kill(s->region.owner_pid, sig);
 }
+
+/* Checkpoint, migrate and snapshot run in the daemon of the service's host. */
+int service_require_here(const struct service *s)
+{
+	if (!s->running)
+		return fail(EXIT_FAIL, "service '%s' is not running (%s)", s->region.name, s->state);
+	if (strncmp(s->region.owner_host, this_host(), CXLCR_HOST_MAX))
+		return fail(EXIT_FAIL, "service '%s' runs on %s, not %s", s->region.name,
+			    s->region.owner_host, this_host());
+	if (!s->region.veth[0])
+		return fail(EXIT_FAIL, "service '%s' was not started on a pod host (cxlcr run --host)",
+			    s->region.name);
+	return 0;
+}
+
+/* Client side: send the verb to the daemon of the service's host. */
+int service_forward_to_owner(const char *name, int argc, char **argv)
+{
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = service_find(&pool, name, &s);
+	if (rc)
+		return rc;
+	cxlcr_pool_close(&pool);
+	if (!host_is_local_pod_host(s.region.owner_host))
+		return fail(EXIT_FAIL, "service '%s' is not on a pod host (owner: %s)", name,
+			    s.region.owner_host[0] ? s.region.owner_host : "none");
+	return forward_to_host(s.region.owner_host, argc, argv);
+}
