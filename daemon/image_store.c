@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include "../common/error.h"
 #include "../common/persist.h"
 #include "../common/util.h"
+#include "cli.h"
+#include "exec.h"
 #include "image_store.h"
 
 #define MAX_FILES 4096
@@ -241,6 +244,45 @@ int image_store_fetch(struct cxlcr_pool *pool, const struct cxlcr_region *region
 	return rc;
 }
 
+/*
+ * The claim is the image-store region's owner (pid, host), set with the
+ * pool's compare-and-set on its owner epoch, so that of racing claimers
+ * exactly one wins. A claim whose holder died on this host (a daemon worker
+ * killed mid-restore) is taken over; one held on another host is not, as
+ * its holder cannot be seen from here.
+ */
+int image_store_claim(struct cxlcr_pool *pool, const struct cxlcr_region *region, const char *host,
+		      uint64_t *claim)
+{
+	struct cxlcr_region now;
+	if (cxlcr_region_get(pool, region->generation, &now) < 0)
+		return cxlcr_error("checkpoint %s was restored already", region->name);
+	for (int tries = 0; tries < 8; tries++) {
+		bool held = now.owner_pid != 0;
+		if (held && !strncmp(now.owner_host, host, CXLCR_HOST_MAX) && now.owner_pid != getpid() &&
+		    kill(now.owner_pid, 0) < 0 && errno == ESRCH)
+			held = false; /* its holder died here */
+		if (held)
+			return cxlcr_error("checkpoint %s is being restored on %.*s already", region->name,
+					   (int)CXLCR_HOST_MAX, now.owner_host);
+		if (cxlcr_region_claim_epoch(pool, region->generation, now.owner_epoch, getpid(), host,
+					     &now) == 0) {
+			*claim = now.owner_epoch;
+			return 0;
+		}
+		if (!now.generation)
+			return cxlcr_error("checkpoint %s was restored already", region->name);
+		/* Someone else moved first: look again at who holds it now. */
+	}
+	return cxlcr_error("checkpoint %s: cannot claim it (too much contention)", region->name);
+}
+
+void image_store_release(struct cxlcr_pool *pool, const struct cxlcr_region *region, uint64_t claim)
+{
+	struct cxlcr_region now;
+	cxlcr_region_claim_epoch(pool, region->generation, claim, 0, "", &now);
+}
+
 void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t keep_generation)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
@@ -249,4 +291,28 @@ void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t 
 		    r.generation != keep_generation && names_service(r.name, service))
 			cxlcr_region_free(pool, r.generation);
 	}
+}
+
+#define WORK_DIR "/var/lib/cxlcr"
+
+/* A fresh local work directory for one image set. */
+int image_work_dir(const char *what, const char *name, char *out, size_t len)
+{
+	char base[PATH_MAX / 2];
+	snprintf(base, sizeof(base), "%s/%s", WORK_DIR, this_host());
+	mkdir(WORK_DIR, 0700);
+	mkdir(base, 0700);
+	snprintf(out, len, "%s/%s.%s.XXXXXX", base, what, name);
+	if (!mkdtemp(out))
+		return cxlcr_error("cannot create a work directory under %s: %s", base, strerror(errno));
+	return 0;
+}
+
+/* Work directories go once done, unless $CXLCR_KEEP_WORK asks to keep
+ * them (CRIU's logs, for a closer look). */
+void image_work_dir_remove(const char *dir)
+{
+	const char *keep = getenv("CXLCR_KEEP_WORK");
+	if (!keep || !*keep || !strcmp(keep, "0"))
+		exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
 }

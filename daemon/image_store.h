@@ -6,6 +6,7 @@
  */
 #ifndef CXLCR_IMAGE_STORE_H
 #define CXLCR_IMAGE_STORE_H
+#include <stddef.h>
 #include <stdint.h>
 #include "../common/pool.h"
 
@@ -22,7 +23,25 @@ int image_store_find(struct cxlcr_pool *pool, const char *service, struct cxlcr_
 /* Writes the files of an image set into dir, checking every checksum. */
 int image_store_fetch(struct cxlcr_pool *pool, const struct cxlcr_region *region, const char *dir);
 
+/* Claims an image set for a restore by this process on host, before CRIU
+ * runs: of several restores of one checkpoint, only the one holding the
+ * claim goes on (the others fail with one line naming the holder's host).
+ * *claim receives what image_store_release() needs. The plugin's epoch
+ * compare-and-set on the arena stays the final guard. */
+int image_store_claim(struct cxlcr_pool *pool, const struct cxlcr_region *region, const char *host,
+		      uint64_t *claim);
+
+/* Gives up a claim after a failed restore, so the checkpoint can be tried
+ * again; a no-op if the image set is gone or no longer ours. */
+void image_store_release(struct cxlcr_pool *pool, const struct cxlcr_region *region, uint64_t claim);
+
 /* Frees the image sets of a service, but the one with keep_generation. */
 void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t keep_generation);
+
+/* A fresh local directory for one image set, under /var/lib/cxlcr/HOST/
+ * ("WHAT.NAME.XXXXXX"), and its removal once done: unless $CXLCR_KEEP_WORK
+ * asks to keep it (CRIU's logs, for a closer look). */
+int image_work_dir(const char *what, const char *name, char *out, size_t len);
+void image_work_dir_remove(const char *dir);
 
 #endif
