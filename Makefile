@@ -116,3 +116,9 @@ install-criu-plugin: $(O)/cxlcr_criu.so
 	install -D -m 0644 $< $(DESTDIR)$(CRIU_PLUGIN_DIR)/cxlcr_criu.so
 
 .PHONY: plugin install install-criu-plugin
+
+# The CRIU action script that is a pod service's network lock (daemon/criu.h),
+# next to the binaries, where daemon/criu.c looks for it.
+all: $(O)/criu-network-lock.sh
+$(O)/criu-network-lock.sh: daemon/criu-network-lock.sh
+	install -D -m 0755 $< $@

@@ -98,9 +98,9 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	if (work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
 	uint64_t t0 = cxlcr_mono_ns();
-	/* The service's network is locked by taking it off the bridge (criu.h). */
-	if (container_link_detach(s->region.veth) < 0 ||
-	    criu_dump(s->region.owner_pid, dir, s->region.veth, leave_stopped) < 0)
+	/* CRIU takes the service's link off the bridge once the tasks are
+	 * frozen: that is its network lock (criu.h). */
+	if (criu_dump(s->region.owner_pid, dir, s->region.veth, leave_stopped) < 0)
 		return -1; /* the directory stays, with CRIU's log */
 	*dump_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	struct cxlcr_image_set meta = { 0 };
@@ -324,7 +324,7 @@ int cmd_migrate(int argc, char **argv)
 	}
 	uint64_t t1 = cxlcr_mono_ns();
 	/* 2. The destination restores (the source's link is off the bridge
-	 * since the dump: its address moves with it). */
+	 * since the freeze: its address moves with it). */
 	char why[CXLCR_ERROR_MAX];
 	if (restore_on(a.host, a.name, why, sizeof(why)) < 0) {
 		resume_source(&s);

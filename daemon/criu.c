@@ -63,16 +63,38 @@ static const char *verbosity(void)
 	return v;
 }
 
+/* The action script that is the service's network lock (criu.h), next to
+ * our binary in the build tree, or installed. */
+static const char *network_lock_script(void)
+{
+	static char path[PATH_MAX];
+	const char *env = getenv("CXLCR_CRIU_NETLOCK_SCRIPT");
+	if (env && *env)
+		return env;
+	if (path_near_exe("criu-network-lock.sh", path, sizeof(path)))
+		return path;
+	return "/usr/local/lib/cxlcr/criu-network-lock.sh";
+}
+
 int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 {
 	char pid_s[16], ext[64];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
 	snprintf(ext, sizeof(ext), "veth[%s]:%s", SERVICE_IFNAME, link);
+	/* The script learns the link (and the bridge, to put it back if the
+	 * dump fails) from the environment CRIU passes on to it. */
+	const struct pod *pod = pod_current(false);
+	setenv("CXLCR_NETLOCK_LINK", link, 1);
+	if (pod)
+		setenv("CXLCR_NETLOCK_BRIDGE", pod->bridge, 1);
 	char *argv[] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
 			 (char *)verbosity(), "--external", ext, "--tcp-established", "--network-lock", "skip",
-			 "--lib", (char *)plugin_dir(),
+			 "--action-script", (char *)network_lock_script(), "--lib", (char *)plugin_dir(),
 			 leave_stopped ? "--leave-stopped" : NULL, NULL };
-	if (exec_argv(argv, CRIU_TIMEOUT_S) != 0)
+	int rc = exec_argv(argv, CRIU_TIMEOUT_S);
+	unsetenv("CXLCR_NETLOCK_LINK");
+	unsetenv("CXLCR_NETLOCK_BRIDGE");
+	if (rc != 0)
 		return criu_failed(dir, "dump.log", "dump");
 	return 0;
 }

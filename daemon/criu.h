@@ -13,11 +13,16 @@
 
 /*
  * The network of a service is locked by taking its link off the pod's
- * bridge before the dump (one `ip link` call), not by CRIU's iptables
- * lock: that one costs ~70 ms to lift with the nftables backend, on the
- * critical path of every restore. A service's only way in or out is its
- * link, so nothing reaches its sockets while CRIU dumps them; on restore,
- * CRIU joins the new link to the bridge just before the tasks resume.
+ * bridge (one `ip link` call), not by CRIU's iptables lock: that one costs
+ * ~70 ms to lift with the nftables backend, on the critical path of every
+ * restore. A service's only way in or out is its link, so nothing reaches
+ * its sockets while CRIU dumps them; on restore, CRIU joins the new link to
+ * the bridge just before the tasks resume.
+ * The link leaves the bridge only once CRIU has frozen the tasks: CRIU runs
+ * its "network-lock" action script then (criu-network-lock.sh, even with
+ * --network-lock skip). Taken off earlier, the still running service would
+ * send replies into the void, and the restored copy would only resend them
+ * after a fresh retransmission timeout (~1 s).
  */
 
 /* Dumps the service whose PID-namespace init is pid into dir. With
