@@ -190,10 +190,18 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	struct cxlcr_region *arena = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
 	if (!arena || arena->generation != meta.arena_generation)
 		return cxlcr_error("the arena of checkpoint %s is gone", images.name);
-	char dir[PATH_MAX];
-	if (work_dir("restore", name, dir, sizeof(dir)) < 0)
+	/* One restore of a checkpoint at a time: a racing one stops here,
+	 * before it has anything to clean up. */
+	uint64_t claim;
+	if (image_store_claim(pool, &images, this_host(), &claim) < 0)
 		return -1;
+	char dir[PATH_MAX];
+	if (work_dir("restore", name, dir, sizeof(dir)) < 0) {
+		image_store_release(pool, &images, claim);
+		return -1;
+	}
 	if (image_store_fetch(pool, &images, dir) < 0) {
+		image_store_release(pool, &images, claim);
 		remove_dir(dir);
 		return -1;
 	}
@@ -206,8 +214,14 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 		cxlcr_copy_field(here, sizeof(here), pool->path);
 	meta.source_pool[sizeof(meta.source_pool) - 1] = 0;
 	const char *rebase = meta.source_pool[0] && strcmp(meta.source_pool, here) ? meta.source_pool : NULL;
-	if (!pod || criu_restore(dir, pod->bridge, link, rebase, pool->fd, pid) < 0)
+	if (!pod)
+		cxlcr_error("host %s is not in a pod", this_host());
+	if (!pod || criu_restore(dir, pod->bridge, link, rebase, pool->fd, pid) < 0) {
+		/* The checkpoint can be tried again (if the plugin has not
+		 * taken the arena over, it is intact). */
+		image_store_release(pool, &images, claim);
 		return -1; /* the directory stays, with CRIU's log */
+	}
 	/* The plugin took the arena over (owner, epoch); the checkpoint is
 	 * spent now, as a second restore of it would be refused anyway. */
 	cxlcr_region_set_veth(pool, meta.arena_generation, link);
