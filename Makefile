@@ -44,10 +44,10 @@ $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) p
 		-Wl,--version-script=preload/exports.map
 
 # The command line and the per-host daemon share all the verb code.
-$(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl
-$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl
+$(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl -lprotobuf-c
+$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl -lprotobuf-c
 
 # A pipelined Memcached load client for the benchmark, and the paced
 # one-request-at-a-time client of the continuity measurements.
@@ -122,3 +122,49 @@ install-criu-plugin: $(O)/cxlcr_criu.so
 all: $(O)/criu-network-lock.sh
 $(O)/criu-network-lock.sh: daemon/criu-network-lock.sh
 	install -D -m 0755 $< $@
+
+# rebase/: a checkpoint plus an arena snapshot -> a fork child's image set.
+# CRIU's image definitions (installed by `make deps`) are compiled with
+# protoc-c into $(O)/rebase/gen at build time: only the images rebase reads
+# or writes, and what they import. Generated code gets a relaxed flag set.
+CRIU_PROTO_DIR   ?= /usr/local/share/cxlcr/criu-images
+REBASE_PROTOS    := opts mm vma pagemap fdinfo regfile fown sk-inet sk-opts tcp-stream ns \
+                    packet-sock sk-netlink eventfd eventpoll signalfd tun timerfd fsnotify fh \
+                    ext-file sk-unix fifo pipe pidfd tty memfd bpfmap-file netdev macvlan sysctl sit
+REBASE_GEN       := $(REBASE_PROTOS:%=$(O)/rebase/gen/%.pb-c.c) \
+                    $(O)/rebase/gen/google/protobuf/descriptor.pb-c.c
+REBASE_SRC       := rebase/image_io.c rebase/mm.c rebase/regfile.c rebase/fork_record.c \
+                    rebase/netid.c rebase/rebase.c
+REBASE_OBJS      := $(REBASE_SRC:%.c=$(O)/%.o) $(REBASE_GEN:.c=.o) $(O)/common/record.o
+REBASE_GEN_FLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -w $(CFLAGS) $(EXTRA_CFLAGS) -I$(O)/rebase/gen
+
+all: $(O)/librebase.a $(O)/cxlcr-rebase $(O)/tests/rebase_test $(O)/tests/snapshot_tool
+
+$(O)/rebase/gen/%.pb-c.c $(O)/rebase/gen/%.pb-c.h: $(CRIU_PROTO_DIR)/%.proto | $(O)/rebase/gen
+	protoc-c --proto_path=$(CRIU_PROTO_DIR) --proto_path=/usr/include --c_out=$(O)/rebase/gen $<
+$(O)/rebase/gen/google/protobuf/descriptor.pb-c.c $(O)/rebase/gen/google/protobuf/descriptor.pb-c.h: \
+		/usr/include/google/protobuf/descriptor.proto | $(O)/rebase/gen
+	protoc-c --proto_path=/usr/include --c_out=$(O)/rebase/gen $<
+$(O)/rebase/gen/%.pb-c.o: $(O)/rebase/gen/%.pb-c.c $(REBASE_GEN:.c=.h)
+	$(CC) $(REBASE_GEN_FLAGS) -c -o $@ $<
+$(O)/rebase/%.o: rebase/%.c rebase/*.h common/*.h $(REBASE_GEN:.c=.h) | $(O)/rebase/gen
+	$(CC) $(BASE) -I$(O)/rebase/gen -c -o $@ $<
+$(O)/librebase.a: $(REBASE_OBJS)
+	ar rcs $@ $^
+$(O)/cxlcr-rebase: $(O)/rebase/cli.o $(O)/librebase.a $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -lprotobuf-c -ldaxctl
+$(O)/tests/rebase_test: tests/rebase_test.c tests/*.h rebase/*.h common/*.h $(O)/librebase.a \
+		$(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -I$(O)/rebase/gen -o $@ $< $(O)/librebase.a $(O)/libcxlcr-common.a \
+		-lprotobuf-c -ldaxctl -lpthread
+$(O)/rebase/gen:
+	mkdir -p $@
+.SECONDARY: $(REBASE_GEN) $(REBASE_GEN:.c=.h)
+
+# The sanitizer builds: ubsan gets everything through `all`; asan the unit test.
+sanitize: sanitize-rebase
+sanitize-rebase:
+	$(MAKE) O=build/asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+		build/asan/tests/rebase_test
+
+.PHONY: sanitize-rebase

@@ -16,7 +16,7 @@
  * the snapshot and does not take the arena over).
  *
  * CRIU images are read and written with protobuf-c (code generated at build
- * time from CRIU's own images/*.proto); an image that is foreign, corrupt or
+ * time from the .proto files of CRIU's images/ directory); an image that is foreign, corrupt or
  * truncated is refused with one line saying which file and why.
  */
 #ifndef CXLCR_REBASE_H

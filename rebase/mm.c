@@ -1,0 +1,405 @@
+/*
+ * The memory map of a fork child (mm-<pid>.img).
+ *
+ * In the parent, the arena is one MAP_SHARED mapping of its region of the
+ * pool: [arena header | heap]. CRIU dumped it as a shared file mapping
+ * without pages. The child gets, at the same addresses:
+ *
+ *   arena header         a MAP_PRIVATE view of the pool at the same offset
+ *   a run of CXL pages   a MAP_PRIVATE view of the pool at the run's offset
+ *                        in the snapshot (its copies are packed in heap
+ *                        order, so consecutive pages are one mapping)
+ *   a run of zero pages  a private anonymous mapping (no pages in the
+ *                        images: it reads as zero)
+ *   cold pages           refused: nothing can bring them in yet
+ *
+ * so it shares the snapshot's pages read-only through the page cache and
+ * owns only those it writes (copy-on-write). CRIU restores a private file
+ * mapping by opening the file (shmid: its id in files.img) with the VMA's
+ * fdflags and mapping it; its content comes from the file unless the
+ * pagemap has pages for it, which it must not have here.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../common/error.h"
+#include "image_io.h"
+#include "internal.h"
+#include "mm.pb-c.h"
+#include "pagemap.pb-c.h"
+
+/* The child's VMAs, built in order. */
+struct vma_out {
+	VmaEntry *v;
+	size_t n, cap;
+	bool oom;
+};
+
+static VmaEntry *push(struct vma_out *o, const VmaEntry *like, uint64_t start, uint64_t end)
+{
+	if (o->oom)
+		return NULL;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 64;
+		VmaEntry *more = realloc(o->v, cap * sizeof(*more));
+		if (!more) {
+			o->oom = true;
+			return NULL;
+		}
+		o->v = more;
+		o->cap = cap;
+	}
+	VmaEntry *e = &o->v[o->n++];
+	*e = *like;
+	e->start = start;
+	e->end = end;
+	e->fd = -1;
+	return e;
+}
+
+/* A piece of a parent VMA that stays what it was (the part of a pool
+ * mapping outside the arena records, say): only its file offset moves. */
+static void emit_unchanged(struct vma_out *o, const VmaEntry *orig, uint64_t start, uint64_t end)
+{
+	VmaEntry *e = push(o, orig, start, end);
+	if (e && (orig->status & (CRIU_VMA_FILE_PRIVATE | CRIU_VMA_FILE_SHARED)))
+		e->pgoff = orig->pgoff + (start - orig->start);
+}
+
+/* A copy-on-write view of the pool at device offset pgoff. The file is
+ * opened read-only: a private mapping never writes it back. */
+static void emit_pool_view(struct vma_out *o, const VmaEntry *orig, uint64_t start, uint64_t end,
+			   uint64_t pgoff)
+{
+	VmaEntry *e = push(o, orig, start, end);
+	if (!e)
+		return;
+	e->pgoff = pgoff;
+	e->flags = (orig->flags & ~(uint32_t)(MAP_SHARED | MAP_ANONYMOUS)) | MAP_PRIVATE;
+	e->status = CRIU_VMA_AREA_REGULAR | CRIU_VMA_FILE_PRIVATE;
+	e->has_fdflags = true;
+	e->fdflags = O_RDONLY;
+}
+
+/* Private anonymous memory: no file, no pages, reads as zero. */
+static void emit_zero(struct vma_out *o, const VmaEntry *orig, uint64_t start, uint64_t end)
+{
+	VmaEntry *e = push(o, orig, start, end);
+	if (!e)
+		return;
+	e->pgoff = 0;
+	e->shmid = 0;
+	e->flags = (orig->flags & ~(uint32_t)MAP_SHARED) | MAP_PRIVATE | MAP_ANONYMOUS;
+	e->status = CRIU_VMA_AREA_REGULAR | CRIU_VMA_ANON_PRIVATE;
+	e->has_fdflags = false;
+	e->fdflags = 0;
+}
+
+/*
+ * [start, end) of a pool VMA that record rec describes: the arena header
+ * part becomes a view of the arena, the heap part one mapping per run of
+ * the snapshot's leaf table.
+ */
+static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct cxlcr_arena_record *rec,
+			   uint64_t start, uint64_t end, const struct cxlcr_snapshot *snap,
+			   struct cxlcr_rebase_stats *stats, const char *img)
+{
+	uint64_t dev = rec->map_pgoff + (start - rec->map_address);
+	uint64_t dev_end = dev + (end - start);
+	uint64_t heap_dev = rec->region_offset + CXLCR_ARENA_HEAP_OFFSET;
+	if (dev < heap_dev) {
+		uint64_t stop = dev_end < heap_dev ? dev_end : heap_dev;
+		emit_pool_view(o, orig, start, start + (stop - dev), dev);
+		dev = stop;
+	}
+	const uint64_t *leaves = snap->leaves;
+	uint64_t heap_address = snap->header.heap_address;
+	uint64_t page = (dev - heap_dev) / REBASE_PAGE, last = (dev_end - heap_dev) / REBASE_PAGE;
+	while (page < last) {
+		uint32_t tier = CXLCR_LEAF_TIER(leaves[page]);
+		uint64_t first_copy = CXLCR_LEAF_OFFSET(leaves[page]), next = page + 1;
+		switch (tier) {
+		case CXLCR_TIER_CXL:
+			while (next < last && CXLCR_LEAF_TIER(leaves[next]) == CXLCR_TIER_CXL &&
+			       CXLCR_LEAF_OFFSET(leaves[next]) == first_copy + (next - page) * REBASE_PAGE)
+				next++;
+			emit_pool_view(o, orig, heap_address + page * REBASE_PAGE,
+				       heap_address + next * REBASE_PAGE, first_copy);
+			stats->runs_cxl++;
+			break;
+		case CXLCR_TIER_ZERO:
+			while (next < last && CXLCR_LEAF_TIER(leaves[next]) == CXLCR_TIER_ZERO)
+				next++;
+			emit_zero(o, orig, heap_address + page * REBASE_PAGE, heap_address + next * REBASE_PAGE);
+			stats->runs_zero++;
+			break;
+		case CXLCR_TIER_COLD:
+			return cxlcr_error("%s: arena %s: heap page %" PRIu64 " (at %#" PRIx64
+					   ") is on the cold tier: cold pages are not supported yet",
+					   img, rec->region_name, page, heap_address + page * REBASE_PAGE);
+		default:
+			return cxlcr_error("%s: snapshot %s: leaf %" PRIu64 " has unknown tier %u", img,
+					   snap->region.name, page, tier);
+		}
+		page = next;
+	}
+	return 0;
+}
+
+/* A record is rebased only onto a snapshot of its own arena, taken while
+ * the arena had the same owner, and mapped where the snapshot says. */
+static int check_record(const struct cxlcr_arena_record *rec, const struct cxlcr_snapshot *snap,
+			const char *img)
+{
+	const struct cxlcr_snapshot_header *h = &snap->header;
+	const char *name = rec->region_name;
+	if (rec->flags & CXLCR_RECORD_F_FORK)
+		return cxlcr_error("%s: arena %s: the checkpoint is of a fork child already", img, name);
+	if (rec->flags & CXLCR_RECORD_F_DEVDAX)
+		return cxlcr_error("%s: arena %s lies on a devdax pool, which cannot be mapped privately",
+				   img, name);
+	if (rec->region_kind != CXLCR_KIND_ARENA || !(rec->flags & CXLCR_RECORD_F_SHARED))
+		return cxlcr_error("%s: region %s is not a shared mapping of an arena (kind %u, flags %#x)",
+				   img, name, rec->region_kind, rec->flags);
+	if (memcmp(rec->pool_uuid, h->pool_uuid, sizeof(h->pool_uuid)))
+		return cxlcr_error("%s: arena %s is of another pool than snapshot %s", img, name, h->name);
+	if (rec->region_generation != h->arena_generation)
+		return cxlcr_error("%s: snapshot %s was taken of arena generation %" PRIu64
+				   ", the checkpoint maps arena %s of generation %" PRIu64,
+				   img, h->name, h->arena_generation, name, rec->region_generation);
+	if (rec->owner_epoch != h->arena_epoch)
+		return cxlcr_error("%s: arena %s changed owner between the snapshot (epoch %" PRIu64
+				   ") and the checkpoint (epoch %" PRIu64 ")", img, name, h->arena_epoch,
+				   rec->owner_epoch);
+	if (rec->region_size < CXLCR_ARENA_HEAP_OFFSET ||
+	    h->heap_size != rec->region_size - CXLCR_ARENA_HEAP_OFFSET)
+		return cxlcr_error("%s: arena %s holds %" PRIu64 " bytes, snapshot %s a heap of %" PRIu64,
+				   img, name, rec->region_size, h->name, h->heap_size);
+	if ((rec->map_address | rec->map_length | rec->map_pgoff) % REBASE_PAGE)
+		return cxlcr_error("%s: arena %s: mapping %#" PRIx64 "+%" PRIu64 " is not page aligned",
+				   img, name, rec->map_address, rec->map_length);
+	uint64_t heap_dev = rec->region_offset + CXLCR_ARENA_HEAP_OFFSET;
+	if (rec->map_pgoff + rec->map_length > heap_dev &&
+	    rec->map_address - rec->map_pgoff + heap_dev != h->heap_address)
+		return cxlcr_error("%s: arena %s maps its heap at %#" PRIx64 ", snapshot %s has it at %#" PRIx64,
+				   img, name, rec->map_address - rec->map_pgoff + heap_dev, h->name,
+				   h->heap_address);
+	return 0;
+}
+
+/* The parent VMA v must be the shared pool mapping that rec describes
+ * around address at. */
+static int check_pool_vma(const VmaEntry *v, const struct cxlcr_arena_record *rec, uint64_t at,
+			  const char *img)
+{
+	uint32_t other = CRIU_VMA_FILE_PRIVATE | CRIU_VMA_ANON_SHARED | CRIU_VMA_ANON_PRIVATE |
+			 CRIU_VMA_AREA_SYSVIPC | CRIU_VMA_AREA_MEMFD | CRIU_VMA_EXT_PLUGIN;
+	if (!(v->status & CRIU_VMA_AREA_REGULAR) || !(v->status & CRIU_VMA_FILE_SHARED) ||
+	    (v->status & other) || !(v->flags & MAP_SHARED) || (v->flags & MAP_ANONYMOUS))
+		return cxlcr_error("%s: the VMA at %#" PRIx64 " is not a shared file mapping (status %#x, "
+				   "flags %#x), but arena %s is mapped there", img, v->start, v->status,
+				   v->flags, rec->region_name);
+	if (v->pgoff + (at - v->start) != rec->map_pgoff + (at - rec->map_address))
+		return cxlcr_error("%s: the VMA at %#" PRIx64 " maps file offset %" PRIu64 " at %#" PRIx64
+				   ", arena %s says %" PRIu64, img, v->start, v->pgoff + (at - v->start), at,
+				   rec->region_name, rec->map_pgoff + (at - rec->map_address));
+	if (v->shmid > UINT32_MAX)
+		return cxlcr_error("%s: the VMA at %#" PRIx64 " names file id %" PRIu64, img, v->start,
+				   v->shmid);
+	return 0;
+}
+
+static int by_address(const void *a, const void *b)
+{
+	const struct cxlcr_arena_record *x = a, *y = b;
+	return x->map_address < y->map_address ? -1 : x->map_address > y->map_address;
+}
+
+/* The child's VMA list: every parent VMA, the arena parts replaced. */
+static int rewrite_vmas(const MmEntry *mm, const struct cxlcr_arena_record *recs, size_t n,
+			const struct cxlcr_snapshot *snap, uint32_t *file_id, struct vma_out *o,
+			struct cxlcr_rebase_stats *stats, const char *img)
+{
+	uint64_t *covered = calloc(n, sizeof(*covered));
+	if (!covered)
+		return cxlcr_error("%s: out of memory", img);
+	int rc = -1;
+	bool have_id = false;
+	for (size_t i = 0; i < mm->n_vmas; i++) {
+		const VmaEntry *v = mm->vmas[i];
+		uint64_t cur = v->start;
+		if (v->end <= v->start || (i && v->start < mm->vmas[i - 1]->end)) {
+			cxlcr_error("%s: corrupt VMA list (%#" PRIx64 "-%#" PRIx64 " out of order)", img,
+				    v->start, v->end);
+			goto out;
+		}
+		for (size_t r = 0; r < n; r++) {
+			const struct cxlcr_arena_record *rec = &recs[r];
+			uint64_t rec_end = rec->map_address + rec->map_length;
+			if (rec->map_address >= v->end || rec_end <= v->start)
+				continue;
+			uint64_t s = rec->map_address > cur ? rec->map_address : cur;
+			uint64_t e = rec_end < v->end ? rec_end : v->end;
+			if (check_pool_vma(v, rec, s, img) < 0)
+				goto out;
+			if (have_id && v->shmid != *file_id) {
+				cxlcr_error("%s: arena mappings of two files (ids %u and %" PRIu64 ")", img,
+					    *file_id, v->shmid);
+				goto out;
+			}
+			*file_id = (uint32_t)v->shmid;
+			have_id = true;
+			if (s > cur)
+				emit_unchanged(o, v, cur, s);
+			if (emit_arena_part(o, v, rec, s, e, snap, stats, img) < 0)
+				goto out;
+			covered[r] += e - s;
+			cur = e;
+		}
+		if (cur == v->start)
+			push(o, v, v->start, v->end);
+		else if (cur < v->end)
+			emit_unchanged(o, v, cur, v->end);
+	}
+	for (size_t r = 0; r < n; r++) {
+		if (covered[r] != recs[r].map_length) {
+			cxlcr_error("%s: arena %s is mapped at %#" PRIx64 "+%" PRIu64
+				    " by its record, but no VMA covers all of it", img, recs[r].region_name,
+				    recs[r].map_address, recs[r].map_length);
+			goto out;
+		}
+	}
+	if (o->oom) {
+		cxlcr_error("%s: out of memory", img);
+		goto out;
+	}
+	if (o->n > REBASE_MAX_VMAS) {
+		cxlcr_error("%s: the child would have %zu mappings, more than %u (vm.max_map_count)", img,
+			    o->n, REBASE_MAX_VMAS);
+		goto out;
+	}
+	stats->vmas_in += mm->n_vmas;
+	stats->vmas_out += o->n;
+	rc = 0;
+out:
+	free(covered);
+	return rc;
+}
+
+/* CRIU restores a private mapping's pages from the pagemap over what the
+ * file holds: a page of the arena there would hide the snapshot's. A
+ * shared mapping has none, so one there means the images are not what
+ * rebase expects. */
+static int check_pagemap(int src_dir, int pid, const struct cxlcr_arena_record *recs, size_t n)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "pagemap-%d.img", pid);
+	struct image_file f;
+	int rc = image_load(src_dir, name, CRIU_PAGEMAP_MAGIC, &f);
+	if (rc == 0)
+		return cxlcr_error("image %s: missing", name);
+	if (rc < 0)
+		return -1;
+	ProtobufCMessage *m;
+	rc = image_next(&f, &pagemap_head__descriptor, &m);
+	if (rc == 0)
+		rc = cxlcr_error("image %s: truncated (no pagemap head)", name);
+	if (rc < 0)
+		goto out;
+	protobuf_c_message_free_unpacked(m, NULL);
+	while ((rc = image_next(&f, &pagemap_entry__descriptor, &m)) > 0) {
+		const PagemapEntry *pe = (const PagemapEntry *)m;
+		uint64_t pages = pe->has_nr_pages ? pe->nr_pages : pe->compat_nr_pages;
+		uint64_t start = pe->vaddr, end = start + pages * REBASE_PAGE;
+		for (size_t r = 0; r < n && rc > 0; r++) {
+			uint64_t rs = recs[r].map_address, re = rs + recs[r].map_length;
+			if (start < re && end > rs)
+				rc = cxlcr_error("image %s: holds %" PRIu64 " page(s) at %#" PRIx64
+						 " inside arena %s: cannot rebase a private copy of an arena",
+						 name, pages, start, recs[r].region_name);
+		}
+		protobuf_c_message_free_unpacked(m, NULL);
+		if (rc < 0)
+			break;
+	}
+out:
+	image_free(&f);
+	return rc < 0 ? -1 : 0;
+}
+
+int rebase_task_mm(int src_dir, int dst_dir, int pid, const struct cxlcr_arena_record *in_recs,
+		   size_t n, const struct cxlcr_snapshot *snap, uint32_t *pool_file_id,
+		   struct cxlcr_rebase_stats *stats)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "mm-%d.img", pid);
+	struct cxlcr_arena_record *recs = malloc(n * sizeof(*recs));
+	if (!recs)
+		return cxlcr_error("%s: out of memory", name);
+	memcpy(recs, in_recs, n * sizeof(*recs));
+	qsort(recs, n, sizeof(*recs), by_address);
+
+	int rc = -1;
+	struct image_file f = { 0 };
+	ProtobufCMessage *m = NULL, *extra = NULL;
+	struct vma_out out = { 0 };
+	VmaEntry **ptrs = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (check_record(&recs[i], snap, name) < 0)
+			goto out;
+		if (i && recs[i].map_address < recs[i - 1].map_address + recs[i - 1].map_length) {
+			cxlcr_error("%s: arena records overlap at %#" PRIx64, name, recs[i].map_address);
+			goto out;
+		}
+	}
+	int got = image_load(src_dir, name, CRIU_MM_MAGIC, &f);
+	if (got == 0)
+		cxlcr_error("image %s: missing, but task %d has arena records", name, pid);
+	if (got <= 0)
+		goto out;
+	got = image_next(&f, &mm_entry__descriptor, &m);
+	if (got == 0)
+		cxlcr_error("image %s: truncated (no entry)", name);
+	if (got <= 0)
+		goto out;
+	got = image_next(&f, &mm_entry__descriptor, &extra);
+	if (got != 0) {
+		if (got > 0)
+			cxlcr_error("image %s: corrupt (more than one mm entry)", name);
+		goto out;
+	}
+	const MmEntry *mm = (const MmEntry *)m;
+	if (rewrite_vmas(mm, recs, n, snap, pool_file_id, &out, stats, name) < 0)
+		goto out;
+	if (check_pagemap(src_dir, pid, recs, n) < 0)
+		goto out;
+
+	ptrs = malloc((out.n ? out.n : 1) * sizeof(*ptrs));
+	if (!ptrs) {
+		cxlcr_error("%s: out of memory", name);
+		goto out;
+	}
+	for (size_t i = 0; i < out.n; i++)
+		ptrs[i] = &out.v[i];
+	MmEntry child = *mm;
+	child.n_vmas = out.n;
+	child.vmas = ptrs;
+	struct image_out o;
+	image_begin(&o, name, CRIU_MM_MAGIC);
+	image_put(&o, &child.base);
+	rc = image_write(dst_dir, &o);
+out:
+	if (m)
+		protobuf_c_message_free_unpacked(m, NULL);
+	if (extra)
+		protobuf_c_message_free_unpacked(extra, NULL);
+	image_free(&f);
+	free(ptrs);
+	free(out.v);
+	free(recs);
+	return rc;
+}
