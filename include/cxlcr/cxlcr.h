@@ -1,0 +1,119 @@
+/*
+ * libcxlcr: the fork API of cxlcr, for FaaS platforms and other programs
+ * that clone running services on the hosts of a CXL memory pod.
+ *
+ *     #include <cxlcr/cxlcr.h>        cc ... -lcxlcr
+ *
+ *     struct cxlcr_api *api = cxlcr_api_connect("tcp:10.78.0.10:7390", token);
+ *     struct cxlcr_fork_result r;
+ *     if (!api || cxlcr_api_fork(api, "web", "h1", 2, &r) < 0)
+ *             fprintf(stderr, "fork: %s\n", cxlcr_api_error(api));
+ *     else
+ *             for (unsigned i = 0; i < r.count; i++)
+ *                     printf("%s on %s at %s\n", r.child[i].name, r.child[i].host,
+ *                            r.child[i].address);
+ *     cxlcr_api_close(api);
+ *
+ * Endpoints. Every pod host's cxlcrd serves the API on
+ *   - a Unix socket, /run/cxlcr/podN/HOST.api: only root (or the daemon's
+ *     own user) may connect, checked with SO_PEERCRED; no token;
+ *   - TCP at the host's own address, port 7390 (cxlcrd --api-port, or
+ *     $CXLCR_API_PORT; 0 turns it off): every request must carry the pod's
+ *     token, the 64 hex digits (32 random bytes) of /run/cxlcr/podN/api-token
+ *     (mode 0600, made by `cxlcr pod up` or by the first daemon).
+ * A request goes to the daemon of the parent's host; the children may be
+ * placed on any host of its pod.
+ *
+ * Wire protocol: JSON in UTF-8, one request line and one reply line (each
+ * ended by "\n") per connection; a request is at most 4096 bytes, a reply
+ * at most 65536. The request (fields in any order, none other allowed):
+ *
+ *   {"op":"fork","service":"web","host":"h1","count":2,"token":"9f0c..."}
+ *
+ *   op       "fork" (the only operation so far)
+ *   service  the parent service, as `cxlcr ps` names it
+ *   host     the pod host the children run on
+ *   count    how many children, an integer 1..CXLCR_API_MAX_CHILDREN
+ *   token    required over TCP; ignored on the Unix socket
+ *
+ * The reply on success (numbers: milliseconds, bytes, pids):
+ *
+ *   {"ok": true, "children": [{"name": "web.1", "host": "h1",
+ *    "address": "10.79.1.5", "pid": 1234, "restore_ms": 40.100}, ...],
+ *    "freeze_ms": 12.000, "snapshot_ms": 8.000, "restore_ms": 41.000,
+ *    "total_ms": 95.000, "image_bytes": 2097152, "snapshot_bytes": 1048576}
+ *
+ * and on any failure, one line saying what failed:
+ *
+ *   {"ok": false, "error": "not authorised"}
+ *
+ * Readers must ignore reply fields they do not know. Malformed JSON, an
+ * unknown op, a missing, repeated or unknown field, a count out of range
+ * and an oversized request are refused with such an error reply.
+ */
+#ifndef CXLCR_CXLCR_H
+#define CXLCR_CXLCR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CXLCR_API_PORT          7390
+#define CXLCR_API_MAX_CHILDREN  64   /* a snapshot has at most 64 borrowers */
+#define CXLCR_API_NAME_MAX      64   /* service and host names, with the NUL */
+#define CXLCR_API_TOKEN_LEN     64   /* hex digits of a pod's token */
+
+/* One child of a fork: a service of its own, named PARENT.N. */
+struct cxlcr_fork_child {
+	char name[CXLCR_API_NAME_MAX];
+	char host[CXLCR_API_NAME_MAX];
+	char address[16];              /* its own IPv4 address, dotted */
+	int pid;                       /* as the child's host sees it */
+	double restore_ms;             /* this child's restore */
+};
+
+struct cxlcr_fork_result {
+	unsigned count;
+	struct cxlcr_fork_child child[CXLCR_API_MAX_CHILDREN];
+	double freeze_ms;              /* the parent was frozen this long */
+	double snapshot_ms;            /* part of it: copying the arena's pages */
+	double restore_ms;             /* all children restored (concurrently) */
+	double total_ms;               /* request to the last child running */
+	uint64_t image_bytes;          /* CRIU's images of the parent */
+	uint64_t snapshot_bytes;       /* heap pages stored in the snapshot */
+};
+
+/* A connection to one daemon. */
+struct cxlcr_api;
+
+/*
+ * Opens a connection to endpoint: a Unix socket path, or "tcp:HOST:PORT"
+ * (HOST a name or an IPv4 address). token is the pod's token for TCP; NULL
+ * takes $CXLCR_API_TOKEN. Returns NULL if the daemon cannot be reached;
+ * cxlcr_api_error(NULL) then says why (per thread).
+ */
+struct cxlcr_api *cxlcr_api_connect(const char *endpoint, const char *token);
+
+/*
+ * Forks count children of service onto host and fills *result. Returns 0,
+ * or -1 with cxlcr_api_error(api) saying what failed: the daemon's error
+ * line, or why it could not be asked. A handle may be used for several
+ * requests, one at a time (each on a connection of its own).
+ */
+int cxlcr_api_fork(struct cxlcr_api *api, const char *service, const char *host, unsigned count,
+		   struct cxlcr_fork_result *result);
+
+/* The last error of api (of the last cxlcr_api_connect() if api is NULL):
+ * one line, never NULL. */
+const char *cxlcr_api_error(const struct cxlcr_api *api);
+
+/* Closes the connection and frees api (NULL is fine). */
+void cxlcr_api_close(struct cxlcr_api *api);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
