@@ -21,6 +21,9 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c
+# The fork API (see the end of this file): both binaries serve or use it.
+API_SRC     := api/protocol.c api/json_read.c
+VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c
 TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust pool_test snapshot_test
 
 all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(addprefix $(O)/tests/,$(TEST_PROGS))
@@ -168,3 +171,40 @@ sanitize-rebase:
 		build/asan/tests/rebase_test
 
 .PHONY: sanitize-rebase
+
+# The fork API: include/cxlcr/cxlcr.h (the public header, with the wire
+# protocol), api/ (the protocol, shared by both ends), lib/ (the client
+# library) and daemon/api*.c (the daemons' side). Only cxlcr_api_* leaves
+# the libraries: the static one is a single object whose other symbols are
+# made local, the shared one has a version script.
+LIBCXLCR_SRC := lib/api_client.c $(API_SRC) daemon/json.c common/util.c
+LIBCXLCR_OBJ := $(LIBCXLCR_SRC:%.c=$(O)/%.o)
+PREFIX       ?= /usr/local
+
+all: $(O)/libcxlcr.a $(O)/libcxlcr.so $(O)/tests/api_test
+
+$(O)/api/%.o: api/%.c api/*.h include/cxlcr/*.h common/*.h daemon/json.h | $(O)/api
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/lib/%.o: lib/%.c api/*.h include/cxlcr/*.h | $(O)/lib
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/daemon/api.o $(O)/daemon/api_token.o $(O)/daemon/cmd_fork.o $(O)/daemon/cxlcrd.o: \
+		api/*.h include/cxlcr/*.h
+$(O)/libcxlcr.a: $(LIBCXLCR_OBJ)
+	$(LD) -r -o $(O)/lib/libcxlcr.o $^
+	objcopy -w --keep-global-symbol='cxlcr_api_*' $(O)/lib/libcxlcr.o
+	rm -f $@ && ar rcs $@ $(O)/lib/libcxlcr.o
+$(O)/libcxlcr.so: $(LIBCXLCR_OBJ) lib/exports.map
+	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(LIBCXLCR_OBJ) -Wl,-z,defs \
+		-Wl,--version-script=lib/exports.map
+$(O)/tests/api_test: tests/api_test.c include/cxlcr/*.h $(O)/libcxlcr.a | $(O)/tests
+	$(CC) $(BASE) -Iinclude -o $@ $< $(O)/libcxlcr.a
+$(O)/api $(O)/lib:
+	mkdir -p $@
+
+install: install-libcxlcr
+install-libcxlcr: $(O)/libcxlcr.a $(O)/libcxlcr.so
+	install -D -m 0644 include/cxlcr/cxlcr.h $(DESTDIR)$(PREFIX)/include/cxlcr/cxlcr.h
+	install -D -m 0644 $(O)/libcxlcr.a $(DESTDIR)$(PREFIX)/lib/libcxlcr.a
+	install -D -m 0755 $(O)/libcxlcr.so $(DESTDIR)$(PREFIX)/lib/libcxlcr.so
+
+.PHONY: install-libcxlcr

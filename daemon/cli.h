@@ -10,6 +10,7 @@
  *   cmd_run.c      cxlcr run: start a service under the preload
  *   cmd_status.c   cxlcr ps | status | stop | rm
  *   cmd_migrate.c  cxlcr checkpoint | restore | migrate
+ *   cmd_fork.c     cxlcr fork: a client of the fork API (api.h)
  *   container.c    a service's own namespaces and network address
  *   criu.c         running CRIU for a service
  *   image_store.c  checkpoints published in the pool
@@ -55,6 +56,7 @@ int cmd_pod(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_status(int argc, char **argv);

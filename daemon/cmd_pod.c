@@ -23,6 +23,7 @@
 
 #include "../common/error.h"
 #include "../common/util.h"
+#include "api.h"
 #include "cli.h"
 #include "container.h"
 #include "exec.h"
@@ -243,6 +244,8 @@ static int pod_up(int argc, char **argv)
 	cxlcr_pool_close(&pool);
 	const struct pod *pod = pod_current(true);
 	if (!pod)
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	if (api_token_ensure(pod) < 0) /* the fork API's, over TCP */
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	if (make_bridge(pod) < 0)
 		return fail(EXIT_FAIL, "cannot create bridge %s: %s", pod->bridge, cxlcr_last_error());

@@ -1,9 +1,10 @@
 /*
  * cxlcrd: the daemon of one pod host.
  *
- * It listens on /run/cxlcr/hosts/HOST.sock and runs each request in a
+ * It listens on /run/cxlcr/podN/HOST.sock and runs each request in a
  * worker process, with the verb code of the command line, as host HOST:
- * services it starts or restores are owned by HOST in the pool. The daemon
+ * services it starts or restores are owned by HOST in the pool. It serves
+ * the fork API (api.h) the same way, on HOST.api and on TCP. The daemon
  * itself lives in the host's network and UTS namespaces (its address and
  * name); the service plumbing and CRIU work in the machine's network
  * namespace, where the pod's bridge is.
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <sys/socket.h>
@@ -25,6 +27,7 @@
 
 #include "../common/error.h"
 #include "../common/util.h"
+#include "api.h"
 #include "cli.h"
 #include "container.h"
 #include "rpc.h"
@@ -90,21 +93,83 @@ static void serve(int conn)
 	_exit(status < 0 ? EXIT_FAIL : status);
 }
 
+/* A worker for one fork API request: it logs one line. */
+static void serve_api(int conn, bool over_tcp)
+{
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	char summary[1024];
+	if (enter_pod_network() < 0) {
+		log_line("api request: %s", cxlcr_last_error());
+		_exit(EXIT_FAIL);
+	}
+	int rc = api_serve(conn, over_tcp, summary, sizeof(summary));
+	log_line("%s", summary);
+	_exit(rc < 0 ? EXIT_FAIL : EXIT_OK);
+}
+
+/* The fork API's sockets: HOST.api, and TCP at the host's address unless
+ * the port is 0. The pod's token is made here if `pod up` did not. */
+static int listen_api(int port, int *unix_fd, int *tcp_fd, char *path, size_t len)
+{
+	const struct pod *pod = pod_current(false);
+	*tcp_fd = -1;
+	if (!pod || api_token_ensure(pod) < 0)
+		return -1;
+	*unix_fd = rpc_listen(api_socket_path(cli_host, path, len));
+	if (*unix_fd < 0)
+		return -1;
+	if (port > 0 && (*tcp_fd = api_listen_tcp(cli_host, port)) < 0) {
+		close(*unix_fd);
+		unlink(path);
+		return -1;
+	}
+	return 0;
+}
+
+/* Hands a connection to a worker process, which serves it and exits. */
+static void spawn_worker(int conn, int kind, const int *listeners, int n)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		for (int i = 0; i < n; i++)
+			if (listeners[i] >= 0)
+				close(listeners[i]);
+		if (kind == 0)
+			serve(conn);
+		else
+			serve_api(conn, kind == 2);
+	}
+	if (pid < 0)
+		log_line("cannot fork a worker: %s", strerror(errno));
+	close(conn);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = { { "host", required_argument, 0, 'H' },
 					      { "ready-fd", required_argument, 0, 'r' },
+					      { "api-port", required_argument, 0, 'p' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
-	int c, ready_fd = -1;
-	while ((c = getopt_long(argc, argv, "H:r:h", opts, NULL)) != -1) {
+	int c, ready_fd = -1, api_port = api_port_from_env();
+	while ((c = getopt_long(argc, argv, "H:r:p:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H': cli_host = optarg; break;
 		case 'r': ready_fd = atoi(optarg); break;
+		case 'p': {
+			char *end;
+			long port = strtol(optarg, &end, 10);
+			api_port = *end || port < 0 || port > 65535 ? -1 : (int)port;
+			break;
+		}
 		case 'h':
-			printf("usage: cxlcrd --host NAME [--ready-fd FD]\n\n"
+			printf("usage: cxlcrd --host NAME [--ready-fd FD] [--api-port PORT]\n\n"
 			       "The daemon of pod host NAME; `cxlcr pod up` starts one per host.\n"
-			       "The pool is $CXLCR_POOL, or %s.\n", CXLCR_POOL_DEFAULT_PATH);
+			       "The pool is $CXLCR_POOL, or %s.\n"
+			       "The fork API listens on NAME.api and on TCP port PORT of the host's\n"
+			       "address ($%s, default %d; 0: no TCP).\n", CXLCR_POOL_DEFAULT_PATH,
+			       API_PORT_ENV, CXLCR_API_PORT);
 			return 0;
 		default: return EXIT_USAGE;
 		}
@@ -113,8 +178,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cxlcrd: --host NAME is required\n");
 		return EXIT_USAGE;
 	}
-	char path[128];
-	int s = rpc_listen(host_socket_path(cli_host, path, sizeof(path)));
+	if (api_port < 0) {
+		fprintf(stderr, "cxlcrd: the API port must be a number from 0 to 65535\n");
+		return EXIT_USAGE;
+	}
+	char path[128], api_path[128];
+	int s = rpc_listen(host_socket_path(cli_host, path, sizeof(path))), api_unix = -1, api_tcp = -1;
+	if (s >= 0 && listen_api(api_port, &api_unix, &api_tcp, api_path, sizeof(api_path)) < 0) {
+		close(s);
+		unlink(path);
+		s = -1;
+	}
 	if (s < 0) {
 		if (ready_fd >= 0)
 			dprintf(ready_fd, "error: %s\n", cxlcr_last_error());
@@ -126,25 +200,30 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGCHLD, SIG_IGN); /* workers are not waited for */
 	signal(SIGPIPE, SIG_IGN);
-	log_line("listening on %s, pool %s", path, cxlcr_pool_path());
+	log_line("listening on %s, pool %s; fork API on %s%s", path, cxlcr_pool_path(), api_path,
+		 api_tcp >= 0 ? " and TCP" : "");
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok %d\n", getpid());
 		close(ready_fd);
 	}
+	/* 0: the verb socket, 1: the API's Unix socket, 2: the API over TCP. */
+	int listeners[3] = { s, api_unix, api_tcp };
+	struct pollfd p[3];
+	for (int i = 0; i < 3; i++)
+		p[i] = (struct pollfd){ .fd = listeners[i], .events = POLLIN };
 	while (!stopping) {
-		int conn = accept4(s, NULL, NULL, SOCK_CLOEXEC);
-		if (conn < 0)
+		if (poll(p, 3, -1) < 0)
 			continue; /* EINTR from SIGTERM ends the loop */
-		pid_t pid = fork();
-		if (pid == 0) {
-			close(s);
-			serve(conn);
+		for (int i = 0; i < 3; i++) {
+			if (p[i].fd < 0 || !(p[i].revents & POLLIN))
+				continue;
+			int conn = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
+			if (conn >= 0)
+				spawn_worker(conn, i, listeners, 3);
 		}
-		if (pid < 0)
-			log_line("cannot fork a worker: %s", strerror(errno));
-		close(conn);
 	}
 	unlink(path);
+	unlink(api_path);
 	log_line("stopped");
 	return 0;
 }

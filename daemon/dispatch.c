@@ -91,6 +91,7 @@ static const struct command commands[] = {
 	{ "checkpoint", cmd_checkpoint, "checkpoint a service into the pool" },
 	{ "restore", cmd_restore, "restore a checkpointed service on a host" },
 	{ "migrate", cmd_migrate, "move a running service to another host" },
+	{ "fork", cmd_fork, "start copies of a running service on a host" },
 	{ "stop", cmd_stop, "stop a service and free its arena" },
 	{ "rm", cmd_rm, "free the arena of a service that has exited" },
 };

@@ -143,8 +143,7 @@ int rpc_listen(const char *path)
 	return s;
 }
 
-/* Only root, or the user the daemon runs as, may drive it. */
-static int check_peer(int conn)
+int rpc_check_peer(int conn)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -163,7 +162,7 @@ int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 	struct iovec iov = { &req, sizeof(req) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
 			      .msg_controllen = sizeof(control) };
-	if (check_peer(conn) < 0)
+	if (rpc_check_peer(conn) < 0)
 		return -1;
 	if (recvmsg(conn, &msg, MSG_CMSG_CLOEXEC) != sizeof(req) || req.magic != RPC_MAGIC ||
 	    req.argc == 0 || req.argc > RPC_MAX_ARGS || req.len > RPC_MAX_LEN)

@@ -26,5 +26,9 @@ int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd);
  * (in a worker process) with dispatch. Returns the verb's exit status. */
 int rpc_listen(const char *path);
 int rpc_serve(int conn, int (*dispatch)(int argc, char **argv));
+/* Only root, or the user the daemon runs as, may drive it (SO_PEERCRED of
+ * a Unix socket connection): 0, or -1 with cxlcr_last_error(). The fork
+ * API's Unix socket is guarded the same way. */
+int rpc_check_peer(int conn);
 
 #endif

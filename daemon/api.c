@@ -1,0 +1,215 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "../api/protocol.h"
+#include "../common/error.h"
+#include "../common/pool.h"
+#include "../common/util.h"
+#include "api.h"
+#include "fork.h"
+#include "rpc.h"
+
+#define REQUEST_TIMEOUT_S 10 /* for the request to arrive, and the reply to leave */
+
+_Static_assert(CXLCR_API_MAX_CHILDREN == FORK_MAX_CHILDREN, "one limit on children");
+_Static_assert(CXLCR_API_NAME_MAX == CXLCR_NAME_MAX && CXLCR_API_NAME_MAX == CXLCR_HOST_MAX,
+	       "one limit on names");
+
+const char *api_socket_path(const char *host, char *buf, size_t len)
+{
+	const struct pod *pod = pod_current(false);
+	snprintf(buf, len, "%s/%s.api", pod ? pod->dir : POD_RUN_DIR "/no-pod", host);
+	return buf;
+}
+
+int api_port_from_env(void)
+{
+	const char *s = getenv(API_PORT_ENV);
+	if (!s || !*s)
+		return CXLCR_API_PORT;
+	char *end;
+	long port = strtol(s, &end, 10);
+	return *end || port < 0 || port > 65535 ? -1 : (int)port;
+}
+
+int api_listen_tcp(const char *host, int port)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				    .sin_addr.s_addr = htonl(INADDR_ANY) };
+	const struct pod *pod = pod_current(false);
+	int index, end = 0;
+	if (pod && sscanf(host, "h%d%n", &index, &end) == 1 && !host[end] && index >= 0 && index < 240)
+		addr.sin_addr.s_addr = htonl(pod_host_ip(pod, index));
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	if (s < 0)
+		return cxlcr_error("socket: %s", strerror(errno));
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 64) < 0) {
+		int e = errno;
+		close(s);
+		return cxlcr_error("cannot listen on tcp:%s:%d: %s", ip, port, strerror(e));
+	}
+	return s;
+}
+
+/* "tcp 10.78.0.1" or "unix", for the log. */
+static void describe_peer(int conn, bool over_tcp, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN] = "?";
+	if (!over_tcp) {
+		snprintf(buf, len, "unix");
+		return;
+	}
+	if (getpeername(conn, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));
+	snprintf(buf, len, "tcp %s", ip);
+}
+
+/* Over TCP the pod's token must come with the request; it is checked
+ * before anything else about the request is told to the client. */
+static bool authorised(const struct api_request *req, char *why, size_t len)
+{
+	const struct pod *pod = pod_current(false);
+	char token[CXLCR_API_TOKEN_LEN + 1];
+	if (!pod || api_token_read(pod, token, sizeof(token)) < 0) {
+		snprintf(why, len, "%s", pod ? cxlcr_last_error() : "no pod");
+		return false;
+	}
+	bool ok = api_token_matches(req->token, token);
+	explicit_bzero(token, sizeof(token));
+	snprintf(why, len, "%s", req->token[0] ? "wrong token" : "no token");
+	return ok;
+}
+
+/* The request's parent must be a service of the pool; the rest is
+ * fork_service()'s to check. */
+static int service_exists(const char *name, char *err, size_t len)
+{
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0) {
+		snprintf(err, len, "%s", cxlcr_last_error());
+		return -1;
+	}
+	bool found = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name) != NULL;
+	if (!found)
+		snprintf(err, len, "no service named '%s' in pool %.300s", name, pool.path);
+	cxlcr_pool_close(&pool);
+	return found ? 0 : -1;
+}
+
+static void result_from_reply(const struct fork_reply *rep, struct cxlcr_fork_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->count = rep->count < FORK_MAX_CHILDREN ? rep->count : FORK_MAX_CHILDREN;
+	for (unsigned i = 0; i < res->count; i++) {
+		const struct fork_child *c = &rep->child[i];
+		struct in_addr ip = { .s_addr = c->ip };
+		cxlcr_copy_field(res->child[i].name, sizeof(res->child[i].name), c->name);
+		cxlcr_copy_field(res->child[i].host, sizeof(res->child[i].host), c->host);
+		inet_ntop(AF_INET, &ip, res->child[i].address, sizeof(res->child[i].address));
+		res->child[i].pid = c->pid;
+		res->child[i].restore_ms = c->restore_ms;
+	}
+	res->freeze_ms = rep->freeze_ms;
+	res->snapshot_ms = rep->snapshot_ms;
+	res->restore_ms = rep->restore_ms;
+	res->total_ms = rep->total_ms;
+	res->image_bytes = rep->image_bytes;
+	res->snapshot_bytes = rep->snapshot_bytes;
+}
+
+/* Reads, checks and runs one request; the reply line into *reply. */
+static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char *what,
+		  size_t what_len, char *err, size_t err_len)
+{
+	char line[API_REQUEST_MAX + 1], why[API_ERROR_MAX];
+	size_t len;
+	struct api_request req;
+	/* The request is read first, so the client gets its answer after
+	 * sending it, whatever the answer. */
+	if (api_read_line(conn, line, API_REQUEST_MAX, &len, err, err_len) < 0) {
+		snprintf(what, what_len, "refused: %s", err);
+		return -1;
+	}
+	if (!over_tcp && rpc_check_peer(conn) < 0) {
+		snprintf(what, what_len, "refused: %s", cxlcr_last_error());
+		snprintf(err, err_len, "not authorised");
+		return -1;
+	}
+	int bad = api_request_decode(line, len, &req, err, err_len);
+	if (over_tcp && (bad == 0 || req.readable) && !authorised(&req, why, sizeof(why))) {
+		snprintf(what, what_len, "refused: not authorised (%s)", why);
+		snprintf(err, err_len, "not authorised");
+		return -1;
+	}
+	explicit_bzero(req.token, sizeof(req.token));
+	if (bad) {
+		snprintf(what, what_len, "refused: %s", err);
+		return -1;
+	}
+	snprintf(what, what_len, "fork %s -> %s x%u: ", req.service, req.host, req.count);
+	size_t at = strlen(what);
+	if (service_exists(req.service, err, err_len) < 0) {
+		snprintf(what + at, what_len - at, "%s", err);
+		return -1;
+	}
+	struct fork_request freq = { .count = req.count };
+	static struct fork_reply frep; /* large; a worker serves one request */
+	cxlcr_copy_field(freq.service, sizeof(freq.service), req.service);
+	cxlcr_copy_field(freq.host, sizeof(freq.host), req.host);
+	if (fork_service(&freq, &frep) < 0) {
+		snprintf(err, err_len, "%s", frep.error[0] ? frep.error : "fork failed");
+		snprintf(what + at, what_len - at, "failed: %s", err);
+		return -1;
+	}
+	struct cxlcr_fork_result res;
+	result_from_reply(&frep, &res);
+	snprintf(what + at, what_len - at, "ok, %u children in %.1f ms", res.count, res.total_ms);
+	*reply = api_reply_encode(&res, reply_len);
+	return 0;
+}
+
+/* Closing a socket with unread input resets the connection, and the
+ * client may lose the reply (to an oversized request, say): what is left
+ * of the request is read and dropped first, within bounds. */
+static void drain(int conn)
+{
+	char buf[4096];
+	struct timeval tv = { .tv_sec = 1 };
+	shutdown(conn, SHUT_WR);
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (int i = 0; i < 256 && read(conn, buf, sizeof(buf)) > 0; i++)
+		;
+}
+
+int api_serve(int conn, bool over_tcp, char *summary, size_t len)
+{
+	struct timeval tv = { .tv_sec = REQUEST_TIMEOUT_S };
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	char peer[64], what[API_ERROR_MAX + 128] = "", err[API_ERROR_MAX] = "";
+	char *reply = NULL;
+	size_t reply_len = 0;
+	describe_peer(conn, over_tcp, peer, sizeof(peer));
+	int rc = handle(conn, over_tcp, &reply, &reply_len, what, sizeof(what), err, sizeof(err));
+	if (rc < 0)
+		reply = api_error_encode(err, &reply_len);
+	if (!reply || api_write_all(conn, reply, reply_len) < 0)
+		snprintf(what + strlen(what), sizeof(what) - strlen(what), " (reply not sent: %s)",
+			 reply ? strerror(errno) : "out of memory");
+	free(reply);
+	drain(conn);
+	snprintf(summary, len, "api request (%s): %s", peer, what);
+	return rc;
+}

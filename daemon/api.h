@@ -1,0 +1,49 @@
+/*
+ * The daemon side of the fork API (protocol: include/cxlcr/cxlcr.h).
+ *
+ * Each cxlcrd listens on a Unix socket, POD_DIR/HOST.api, where the peer's
+ * credentials authenticate it (root only, as for the verb socket), and on
+ * TCP at its host's own address, where every request must carry the pod's
+ * token (POD_DIR/api-token). Every request is served in a worker process,
+ * which calls fork_service().
+ *
+ *   api.c        listening, and serving one request
+ *   api_token.c  the pod's token: made once, read, compared
+ */
+#ifndef CXLCR_API_H
+#define CXLCR_API_H
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../include/cxlcr/cxlcr.h"
+#include "pod.h"
+
+#define API_PORT_ENV     "CXLCR_API_PORT"
+#define API_TOKEN_FILE   "api-token"
+
+/* POD_DIR/HOST.api of the current pool's pod. */
+const char *api_socket_path(const char *host, char *buf, size_t len);
+
+/* The TCP port: $CXLCR_API_PORT, or CXLCR_API_PORT (7390); 0 is off, -1
+ * junk. */
+int api_port_from_env(void);
+
+/* A listening TCP socket at host's own address in the pod (any address of
+ * this network namespace if host is not an hN of the pod). */
+int api_listen_tcp(const char *host, int port);
+
+/* Serves one request on conn (a worker's job): over TCP the token is
+ * required, on the Unix socket the peer must be root. Writes one line for
+ * the daemon's log into summary. Returns 0 when the fork was done. */
+int api_serve(int conn, bool over_tcp, char *summary, size_t len);
+
+/* Makes the pod's token if it has none: 32 random bytes in hex, mode 0600.
+ * 0, or -1 with cxlcr_last_error(). */
+int api_token_ensure(const struct pod *pod);
+/* Reads the pod's token into buf (CXLCR_API_TOKEN_LEN + 1 bytes). */
+int api_token_read(const struct pod *pod, char *buf, size_t len);
+/* Compares a token given by a client with the pod's, in a time that does
+ * not depend on where they differ. */
+bool api_token_matches(const char *given, const char *expected);
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * cxlcr fork NAME --to HOST [--count N] [--json]: clones of a running
+ * service on a pod host (fork.h). The command line is a client of the fork
+ * API like any other (include/cxlcr/cxlcr.h): it asks the daemon of the
+ * parent's host on that host's Unix API socket, where being root is the
+ * credential.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../include/cxlcr/cxlcr.h"
+#include "api.h"
+#include "cli.h"
+#include "rpc.h"
+
+#define FORK_USAGE "cxlcr fork NAME --to HOST [--count N] [--json]"
+
+static void print_result(const char *name, const char *to, const struct cxlcr_fork_result *r,
+			 bool json)
+{
+	if (json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", name);
+		json_str(&j, "to", to);
+		json_array(&j, "children");
+		for (unsigned i = 0; i < r->count; i++) {
+			json_object(&j, NULL);
+			json_str(&j, "name", r->child[i].name);
+			json_str(&j, "host", r->child[i].host);
+			json_str(&j, "address", r->child[i].address);
+			json_i64(&j, "pid", r->child[i].pid);
+			json_double(&j, "restore_ms", r->child[i].restore_ms);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		json_double(&j, "freeze_ms", r->freeze_ms);
+		json_double(&j, "snapshot_ms", r->snapshot_ms);
+		json_double(&j, "restore_ms", r->restore_ms);
+		json_double(&j, "total_ms", r->total_ms);
+		json_u64(&j, "image_bytes", r->image_bytes);
+		json_u64(&j, "snapshot_bytes", r->snapshot_bytes);
+		json_end(&j);
+		return;
+	}
+	for (unsigned i = 0; i < r->count; i++)
+		printf("%s on %s at %s, pid %d (restored in %.1f ms)\n", r->child[i].name,
+		       r->child[i].host, r->child[i].address, r->child[i].pid, r->child[i].restore_ms);
+	char images[32], pages[32];
+	printf("%s forked %u times onto %s in %.1f ms (frozen %.1f ms: snapshot %.1f; restore %.1f), "
+	       "%s of images, %s of heap in the snapshot\n",
+	       name, r->count, to, r->total_ms, r->freeze_ms, r->snapshot_ms, r->restore_ms,
+	       cxlcr_format_size(r->image_bytes, images, sizeof(images)),
+	       cxlcr_format_size(r->snapshot_bytes, pages, sizeof(pages)));
+}
+
+int cmd_fork(int argc, char **argv)
+{
+	static const struct option opts[] = { { "to", required_argument, 0, 't' },
+					      { "count", required_argument, 0, 'n' },
+					      { "json", no_argument, 0, 'j' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *to = NULL;
+	unsigned long count = 1;
+	bool json = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "t:n:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': to = optarg; break;
+		case 'n': {
+			char *end;
+			count = strtoul(optarg, &end, 10);
+			if (*end || optarg[0] == '-' || count < 1 || count > CXLCR_API_MAX_CHILDREN)
+				return fail(EXIT_USAGE, "--count %s: an integer from 1 to %d", optarg,
+					    CXLCR_API_MAX_CHILDREN);
+			break;
+		}
+		case 'j': json = true; break;
+		case 'h':
+			printf("usage: %s\n\n"
+			       "Starts N (default 1) children of the running service NAME on pod host\n"
+			       "HOST: services of their own named NAME.1, NAME.2, ..., each with its own\n"
+			       "address, that begin with NAME's heap as it was at the fork and share its\n"
+			       "pages in the pool until they write them. NAME goes on running.\n"
+			       "Prints one line per child (name, host, address, pid) and the timings;\n"
+			       "--json: one object with \"children\" and freeze_ms, snapshot_ms,\n"
+			       "restore_ms, total_ms, image_bytes, snapshot_bytes.\n"
+			       "Programs do the same through the fork API (libcxlcr, <cxlcr/cxlcr.h>).\n",
+			       FORK_USAGE);
+			return EXIT_OK;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1 || !to)
+		return fail(EXIT_USAGE, "usage: %s", FORK_USAGE);
+	const char *name = argv[optind];
+	if (!cxlcr_valid_name(to))
+		return fail(EXIT_USAGE, "--to %s: not a host name", to);
+
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = service_find(&pool, name, &s);
+	if (rc)
+		return rc;
+	cxlcr_pool_close(&pool);
+	if (!host_is_local_pod_host(s.region.owner_host))
+		return fail(EXIT_FAIL, "service '%s' is not on a pod host (owner: %s)", name,
+			    s.region.owner_host[0] ? s.region.owner_host : "none");
+
+	char endpoint[128];
+	api_socket_path(s.region.owner_host, endpoint, sizeof(endpoint));
+	struct cxlcr_api *api = cxlcr_api_connect(endpoint, "");
+	if (!api)
+		return fail(EXIT_FAIL, "host %s: %s", s.region.owner_host, cxlcr_api_error(NULL));
+	static struct cxlcr_fork_result result;
+	if (cxlcr_api_fork(api, name, to, (unsigned)count, &result) < 0) {
+		rc = fail(EXIT_FAIL, "%s", cxlcr_api_error(api));
+		cxlcr_api_close(api);
+		return rc;
+	}
+	cxlcr_api_close(api);
+	print_result(name, to, &result, json);
+	return EXIT_OK;
+}
