@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# The fork API (include/cxlcr/cxlcr.h) and `cxlcr fork` around it: the
+# token over TCP, root only on the Unix socket, strict requests with clear
+# refusals, and the command line's usage and exit codes. Whether a fork
+# succeeds is tests/t_fork.sh's business: here requests go to host h7,
+# which is not up, so that one reaching fork_service() is answered with its
+# error line and leaves no child behind, whatever state fork.c is in.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+
+BUILD=$(dirname "$CXLCR")
+API_TEST=$BUILD/tests/api_test
+[ -x "$API_TEST" ] || die "$API_TEST is not built"
+
+new_pool 1G
+OUT=$POOL_DIR/out
+ERR=$POOL_DIR/err
+
+# expect CODE DESCRIPTION -- CMD...: CMD exits with CODE; stdout in $OUT,
+# stderr in $ERR.
+expect() {
+	local want=$1 what=$2 rc=0
+	shift 3
+	"$@" >"$OUT" 2>"$ERR" || rc=$?
+	[ $rc -eq "$want" ] || die "$what: exit $rc, want $want (stdout: $(cat "$OUT"), stderr: $(cat "$ERR"))"
+}
+has() { grep -Eq -- "$2" "$1" || die "$3: '$2' not in: $(cat "$1")"; }
+one_line() { [ "$(wc -l <"$1")" -eq 1 ] || die "$2: want one line, got: $(cat "$1")"; }
+
+# --- the command line ---------------------------------------------------------
+expect 0 "fork --help" -- "$CXLCR" fork --help
+has "$OUT" "cxlcr fork NAME --to HOST" "fork --help"
+expect 0 "cxlcr --help" -- "$CXLCR" --help
+has "$OUT" "^  fork " "cxlcr --help lists fork"
+expect 2 "fork without arguments" -- "$CXLCR" fork
+has "$ERR" "usage: cxlcr fork" "fork without arguments"
+expect 2 "fork without --to" -- "$CXLCR" fork web
+expect 2 "fork --count 0" -- "$CXLCR" fork web --to h1 --count 0
+has "$ERR" "from 1 to 64" "fork --count 0"
+expect 2 "fork --count 65" -- "$CXLCR" fork web --to h1 --count 65
+expect 2 "fork --count x" -- "$CXLCR" fork web --to h1 --count 2x
+expect 2 "fork --to a/b" -- "$CXLCR" fork web --to a/b
+expect 2 "fork of two names" -- "$CXLCR" fork web web2 --to h1
+expect 3 "fork of a missing service" -- "$CXLCR" fork nosuch --to h1
+one_line "$ERR" "fork of a missing service"
+has "$ERR" "no service named 'nosuch'" "fork of a missing service"
+ok "cxlcr fork: --help, usage errors exit 2, an unknown service exits 3"
+
+# --- the libraries export the API and nothing else --------------------------------
+exports=$(nm -D --defined-only "$BUILD/libcxlcr.so" | awk '{print $3}' | sort | tr '\n' ' ')
+[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork " ] ||
+	die "libcxlcr.so exports: $exports"
+exports=$(nm -g --defined-only "$BUILD/libcxlcr.a" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
+[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork " ] ||
+	die "libcxlcr.a defines: $exports"
+ok "libcxlcr.a and libcxlcr.so export cxlcr_api_* only"
+
+# --- the library reads a successful reply (from a stand-in daemon) ----------
+# fake_daemon SOCKET REPLY: answers one request on SOCKET with REPLY and
+# writes the request it got into $POOL_DIR/request.
+FAKE_DAEMON='
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+open(sys.argv[1] + ".ready", "w").close()
+c, _ = s.accept()
+req = b""
+while not req.endswith(b"\n"):
+    b = c.recv(4096)
+    if not b:
+        break
+    req += b
+open(sys.argv[3], "wb").write(req)
+c.sendall(sys.argv[2].encode() + b"\n")
+c.close()
+'
+fake_fork() {
+	local sock=$POOL_DIR/fake.sock
+	rm -f "$sock" "$sock.ready"
+	python3 -c "$FAKE_DAEMON" "$sock" "$1" "$POOL_DIR/request" &
+	local pid=$! i
+	for i in $(seq 100); do [ -e "$sock.ready" ] && break; sleep 0.05; done
+	"$API_TEST" fork "$sock" web h1 2 sesame >"$OUT" 2>&1 || true
+	wait "$pid" || die "the stand-in daemon failed"
+}
+fake_fork '{"ok": true, "children": [{"name": "web.1", "host": "h1", "address": "10.79.1.5", "pid": 41, "restore_ms": 40.1, "later": [1]}, {"name": "web.2", "host": "h1", "address": "10.79.1.6", "pid": 42, "restore_ms": 41.0}], "freeze_ms": 12.5, "snapshot_ms": 8, "restore_ms": 41, "total_ms": 95, "image_bytes": 2097152, "snapshot_bytes": 1048576, "future": {"x": null}}'
+[ "$(cat "$OUT")" = "$(printf 'ok 2\nweb.1 h1 10.79.1.5 41\nweb.2 h1 10.79.1.6 42')" ] ||
+	die "a successful reply was read as: $(cat "$OUT")"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r == {"op": "fork", "service": "web", "host": "h1", "count": 2, "token": "sesame"}, r' \
+	"$POOL_DIR/request" || die "the library sent: $(cat "$POOL_DIR/request")"
+fake_fork '{"ok": false, "error": "fork of web: h1 is out of \"memory\""}'
+has "$OUT" '^error: fork of web: h1 is out of "memory"$' "an error reply"
+fake_fork '{"ok": true, "children": [{"name": 7}]}'
+has "$OUT" "^error: malformed reply from the daemon \(bad value of 'children'\)$|^error: malformed reply" "a bad reply"
+fake_fork 'HTTP/1.1 400 Bad Request'
+has "$OUT" "^error: malformed reply from the daemon" "a reply that is not JSON"
+ok "the library sends the request and reads children, figures and errors; bad replies are one clear line"
+
+# --- a pod, its token, a parent ---------------------------------------------------
+pod_up 2
+pool=$(realpath "$CXLCR_POOL")
+POD_DIR=
+for d in /run/cxlcr/pod*; do
+	[ "$(cat "$d/pool" 2>/dev/null)" = "$pool" ] && POD_DIR=$d
+done
+[ -n "$POD_DIR" ] || die "no pod directory for $pool"
+H0_IP=$("$CXLCR" pod up --hosts 2 --json | python3 -c '
+import json, sys
+print([h["address"] for h in json.load(sys.stdin)["hosts"] if h["host"] == "h0"][0])')
+UNIX=$POD_DIR/h0.api
+TCP=tcp:$H0_IP:7390
+LOG=/var/log/cxlcr/cxlcrd-cxlcr${POD_DIR##*/pod}-h0.log
+[ -S "$UNIX" ] || die "no API socket $UNIX"
+[ "$(stat -c %a "$UNIX")" = 600 ] || die "$UNIX has mode $(stat -c %a "$UNIX")"
+TOKEN_FILE=$POD_DIR/api-token
+[ "$(stat -c '%a %U' "$TOKEN_FILE")" = "600 root" ] || die "$TOKEN_FILE: $(stat -c '%a %U' "$TOKEN_FILE")"
+TOKEN=$(cat "$TOKEN_FILE")
+[[ $TOKEN =~ ^[0-9a-f]{64}$ ]] || die "the token is not 64 hex digits: $TOKEN"
+ok "pod up made a 64-hex-digit token, mode 0600; the API listens on $UNIX and $TCP"
+
+SERVICES+=(web)
+"$CXLCR" run --host h0 --name web --arena 64M --log "$POOL_DIR/web.log" -- sleep 3600 \
+	>/dev/null 2>"$ERR" || die "cxlcr run --host h0 failed: $(cat "$ERR")"
+
+# api FORK-ARGS...: api_test fork ...; its one line of output in $OUT.
+api() { "$API_TEST" fork "$@" >"$OUT" 2>"$ERR" || true; }
+# reached_fork WHAT: the request got to fork_service(), which refused a
+# fork onto h7 with a line of its own (no child of it can exist).
+reached_fork() {
+	has "$OUT" "^error: " "$1"
+	! grep -Eq "not authorised|bad request|no service named|cannot connect|malformed" "$OUT" ||
+		die "$1: did not reach fork_service: $(cat "$OUT")"
+	one_line "$OUT" "$1"
+}
+
+# --- Unix socket: no token needed ---------------------------------------------------
+api "$UNIX" web h7 1 -
+reached_fork "unix socket, no token"
+ok "unix socket without a token reaches fork_service: $(cat "$OUT")"
+api "$UNIX" nosuch h1 1 -
+has "$OUT" "^error: no service named 'nosuch' in pool" "unknown service over the API"
+api "$UNIX" web h1 0 -
+has "$OUT" "^error: bad request: count must be an integer from 1 to 64$" "count 0"
+api "$UNIX" web h1 65 -
+has "$OUT" "^error: bad request: count must be an integer from 1 to 64$" "count 65"
+api "$UNIX" 'web/../x' h1 1 -
+has "$OUT" "^error: bad request: 'web/../x' is not a service name$" "bad service name"
+"$API_TEST" twice "$UNIX" web h7 - >"$OUT" 2>&1 || die "one handle, two requests: $(cat "$OUT")"
+ok "unknown service, bad count and bad name refused; a handle serves two requests"
+
+# Not root: the socket itself keeps others out, and SO_PEERCRED as well.
+nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+nobody "$API_TEST" fork "$UNIX" web h7 1 >"$OUT" 2>&1 || true
+has "$OUT" "^error: cannot connect to .*Permission denied" "a user's connect"
+chmod 0666 "$UNIX"
+on_exit "chmod 0600 '$UNIX' 2>/dev/null"
+nobody "$API_TEST" fork "$UNIX" web h7 1 >"$OUT" 2>&1 || true
+chmod 0600 "$UNIX"
+has "$OUT" "^error: not authorised$" "a user's request on an open socket"
+has "$LOG" "api request \(unix\): refused: request from uid 65534 refused" "the daemon's log"
+ok "a user who is not root is refused (socket mode, and SO_PEERCRED)"
+
+# --- TCP: the token is required --------------------------------------------------
+api "$TCP" web h7 1 -
+has "$OUT" "^error: not authorised$" "TCP without a token"
+api "$TCP" web h7 1 "$(printf '0%.0s' {1..64})"
+has "$OUT" "^error: not authorised$" "TCP with a wrong token"
+api "$TCP" web h7 1 "${TOKEN:0:63}"
+has "$OUT" "^error: not authorised$" "TCP with a token one digit short"
+api "$TCP" web h7 1 "${TOKEN}0"
+has "$OUT" "^error: not authorised$" "TCP with a token one digit long"
+api "$TCP" web h7 0 "${TOKEN:0:63}x"
+has "$OUT" "^error: not authorised$" "TCP with a wrong token and a bad count"
+has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(no token\)" "the daemon's log (no token)"
+has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(wrong token\)" "the daemon's log (wrong token)"
+ok "TCP: a missing or wrong token is refused ('not authorised', logged)"
+api "$TCP" web h7 1 "$TOKEN"
+reached_fork "TCP with the token"
+ok "TCP with the pod's token reaches fork_service: $(cat "$OUT")"
+CXLCR_API_TOKEN=$TOKEN "$API_TEST" fork "$TCP" web h7 1 >"$OUT" 2>&1 || true
+reached_fork "TCP with the token from \$CXLCR_API_TOKEN"
+api "$TCP" web h1 0 "$TOKEN"
+has "$OUT" "^error: bad request: count must be an integer from 1 to 64$" "TCP, count 0"
+api "$TCP" nosuch h1 1 "$TOKEN"
+has "$OUT" "^error: no service named 'nosuch'" "TCP, unknown service"
+ok "TCP with the token: bad count and unknown service refused"
+
+# --- malformed requests, as bytes on the wire ---------------------------------------
+# raw ENDPOINT REQUEST: sends REQUEST and a newline as they are, prints
+# the reply line (checked: one line, a JSON object with ok false).
+RAW_CLIENT='
+import json, socket, sys
+ep = sys.argv[1]
+if ep.startswith("tcp:"):
+    _, host, port = ep.split(":")
+    s = socket.create_connection((host, int(port)), timeout=20)
+else:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(20)
+    s.connect(ep)
+s.sendall(sys.argv[2].encode() + b"\n")
+s.shutdown(socket.SHUT_WR)
+reply = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    reply += b
+assert reply.endswith(b"\n") and reply.count(b"\n") == 1, reply
+r = json.loads(reply)
+assert r["ok"] is False and isinstance(r["error"], str), r
+print(r["error"])
+'
+raw() { python3 -c "$RAW_CLIENT" "$1" "$2"; }
+# refused ENDPOINT REQUEST REGEX: REQUEST (a line) is refused with REGEX.
+refused() {
+	raw "$1" "$2" >"$OUT" 2>&1 || die "request ${2:0:100}: $(tail -n 1 "$OUT")"
+	has "$OUT" "$3" "request ${2:0:100}"
+}
+GOOD='"service":"web","host":"h7","count":1'
+refused "$UNIX" 'not json' '^bad request: malformed JSON at byte 0'
+refused "$UNIX" "{\"op\":\"fork\",$GOOD" "^bad request: malformed JSON at byte [0-9]+: '}' expected"
+refused "$UNIX" "{\"op\":\"fork\",$GOOD,}" '^bad request: malformed JSON'
+refused "$UNIX" "{\"op\":\"fork\",$GOOD} {}" 'junk after the message'
+refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"x\":[1,{\"y\":\"\\u00e9\"}]}" "^bad request: unknown field 'x'$"
+refused "$UNIX" "{\"op\":\"exec\",$GOOD}" "^bad request: unknown op 'exec' \(known: fork\)$"
+refused "$UNIX" "{$GOOD}" "^bad request: missing field 'op'$"
+refused "$UNIX" '{"op":"fork","service":"web","host":"h7"}' "^bad request: missing field 'count'$"
+refused "$UNIX" '{"op":"fork","host":"h7","count":1}' "^bad request: missing field 'service'$"
+refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"count\":2}" "^bad request: field 'count' given twice$"
+refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":1.5}' 'count must be an integer from 1 to 64'
+refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":"2"}' '^bad request: count must be a number$'
+refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":1e9}' 'count must be an integer from 1 to 64'
+refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":01}' '^bad request: malformed JSON'
+refused "$UNIX" '{"op":"fork","service":7,"host":"h7","count":1}' '^bad request: service must be a string$'
+refused "$UNIX" "{\"op\":\"fork\",\"service\":\"$(printf 'w%.0s' {1..80})\",\"host\":\"h7\",\"count\":1}" \
+	'^bad request: service is longer than 63 bytes$'
+refused "$UNIX" '{"op":"fork","service":"w\u0000b","host":"h7","count":1}' 'malformed JSON.*u0000'
+refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"pad\":\"$(head -c 5000 /dev/zero | tr '\0' x)\"}" \
+	'^message longer than 4096 bytes$'
+refused "$UNIX" '' "^bad request: malformed JSON at byte 0: '\\{' expected, message ends$"
+ok "malformed JSON, unknown op and fields, bad values, oversized requests: refused, one line each"
+refused "$TCP" 'not json' '^bad request: malformed JSON at byte 0'
+refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":\"$TOKEN\",\"token\":\"$TOKEN\"}" "given twice"
+refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":1}" '^not authorised$'
+ok "the same over TCP; a token that is not a string is not authorised"
+
+# --- the command line through the API ---------------------------------------------
+expect 1 "fork onto a host that is not up" -- "$CXLCR" fork web --to h7 --json
+one_line "$ERR" "fork onto a host that is not up"
+[ ! -s "$OUT" ] || die "a failed fork printed on stdout: $(cat "$OUT")"
+! grep -Eq "not authorised|bad request" "$ERR" || die "cxlcr fork: $(cat "$ERR")"
+ok "cxlcr fork reaches fork_service through the Unix API socket: $(cat "$ERR")"
+expect 3 "fork of a missing service, pod up" -- "$CXLCR" fork nosuch --to h1
+
+# --- a daemon that cannot reach its own token refuses TCP -----------------------
+mv "$TOKEN_FILE" "$TOKEN_FILE.moved"
+on_exit "mv '$TOKEN_FILE.moved' '$TOKEN_FILE' 2>/dev/null"
+api "$TCP" web h7 1 "$TOKEN"
+mv "$TOKEN_FILE.moved" "$TOKEN_FILE"
+has "$OUT" "^error: not authorised$" "TCP while the token file is gone"
+"$API_TEST" connect "$POD_DIR/h9.api" >"$OUT" 2>&1 && die "connect to a missing socket worked"
+has "$OUT" "^error: cannot connect to .*h9.api: No such file or directory$" "connect to a missing socket"
+"$API_TEST" connect "tcp:$H0_IP" >"$OUT" 2>&1 && die "connect to tcp without a port worked"
+has "$OUT" "expected tcp:HOST:PORT" "connect to tcp without a port"
+ok "no token file: TCP refused; unreachable endpoints are one clear line"
