@@ -26,59 +26,7 @@
 #include "image_store.h"
 #include "rpc.h"
 
-#define WORK_DIR "/var/lib/cxlcr"
 #define KILL_WAIT_MS 10000
-
-/* A fresh local work directory for one image set. */
-static int work_dir(const char *what, const char *name, char *out, size_t len)
-{
-	char base[PATH_MAX / 2];
-	snprintf(base, sizeof(base), "%s/%s", WORK_DIR, this_host());
-	mkdir(WORK_DIR, 0700);
-	mkdir(base, 0700);
-	snprintf(out, len, "%s/%s.%s.XXXXXX", base, what, name);
-	if (!mkdtemp(out))
-		return cxlcr_error("cannot create a work directory under %s: %s", base, strerror(errno));
-	return 0;
-}
-
-/* Work directories go once done, unless $CXLCR_KEEP_WORK asks to keep
- * them (CRIU's logs, for a closer look). */
-static void remove_dir(const char *dir)
-{
-	const char *keep = getenv("CXLCR_KEEP_WORK");
-	if (!keep || !*keep || !strcmp(keep, "0"))
-		exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
-}
-
-/* The verbs below only run in the daemon of the service's host. */
-static int require_service_here(const struct service *s)
-{
-	if (!s->running)
-		return fail(EXIT_FAIL, "service '%s' is not running (%s)", s->region.name, s->state);
-	if (strncmp(s->region.owner_host, this_host(), CXLCR_HOST_MAX))
-		return fail(EXIT_FAIL, "service '%s' runs on %s, not %s", s->region.name,
-			    s->region.owner_host, this_host());
-	if (!s->region.veth[0])
-		return fail(EXIT_FAIL, "service '%s' was not started on a pod host (cxlcr run --host)",
-			    s->region.name);
-	return 0;
-}
-
-/* Client side: send the verb to the daemon of the service's host. */
-static int forward_to_owner(const char *name, int argc, char **argv)
-{
-	struct cxlcr_pool pool;
-	struct service s;
-	int rc = service_find(&pool, name, &s);
-	if (rc)
-		return rc;
-	cxlcr_pool_close(&pool);
-	if (!host_is_local_pod_host(s.region.owner_host))
-		return fail(EXIT_FAIL, "service '%s' is not on a pod host (owner: %s)", name,
-			    s.region.owner_host[0] ? s.region.owner_host : "none");
-	return forward_to_host(s.region.owner_host, argc, argv);
-}
 
 /* After a failed checkpoint or migrate: the source, frozen or not, takes
  * up its work again. */
@@ -95,7 +43,7 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 			      uint64_t *image_bytes, double *dump_ms)
 {
 	char dir[PATH_MAX];
-	if (work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
+	if (image_work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
 	uint64_t t0 = cxlcr_mono_ns();
 	/* CRIU takes the service's link off the bridge once the tasks are
@@ -121,7 +69,7 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	snprintf(name, sizeof(name), "%s.%llu", s->region.name, (unsigned long long)meta.arena_epoch);
 	r = cxlcr_region_find(pool, CXLCR_KIND_IMAGES, name);
 	image_store_reclaim(pool, s->region.name, r ? r->generation : 0);
-	remove_dir(dir);
+	image_work_dir_remove(dir);
 	return 0;
 }
 
@@ -132,13 +80,13 @@ int cmd_checkpoint(int argc, char **argv)
 	if (!parse_verb_args(argc, argv, "cxlcr checkpoint NAME [--json]", true, NULL, &a, &code))
 		return code;
 	if (!cli_host)
-		return forward_to_owner(a.name, argc, argv);
+		return service_forward_to_owner(a.name, argc, argv);
 	struct cxlcr_pool pool;
 	struct service s;
 	int rc = service_find(&pool, a.name, &s);
 	if (rc)
 		return rc;
-	if ((rc = require_service_here(&s))) {
+	if ((rc = service_require_here(&s))) {
 		cxlcr_pool_close(&pool);
 		return rc;
 	}
@@ -196,13 +144,13 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	if (image_store_claim(pool, &images, this_host(), &claim) < 0)
 		return -1;
 	char dir[PATH_MAX];
-	if (work_dir("restore", name, dir, sizeof(dir)) < 0) {
+	if (image_work_dir("restore", name, dir, sizeof(dir)) < 0) {
 		image_store_release(pool, &images, claim);
 		return -1;
 	}
 	if (image_store_fetch(pool, &images, dir) < 0) {
 		image_store_release(pool, &images, claim);
-		remove_dir(dir);
+		image_work_dir_remove(dir);
 		return -1;
 	}
 	*image_bytes = meta.payload_bytes;
@@ -226,7 +174,7 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	 * spent now, as a second restore of it would be refused anyway. */
 	cxlcr_region_set_veth(pool, meta.arena_generation, link);
 	image_store_reclaim(pool, name, 0);
-	remove_dir(dir);
+	image_work_dir_remove(dir);
 	return 0;
 }
 
@@ -305,13 +253,13 @@ int cmd_migrate(int argc, char **argv)
 	if (!a.host)
 		return fail(EXIT_USAGE, "usage: cxlcr migrate NAME --to HOST [--json]");
 	if (!cli_host)
-		return forward_to_owner(a.name, argc, argv);
+		return service_forward_to_owner(a.name, argc, argv);
 	struct cxlcr_pool pool;
 	struct service s;
 	int rc = service_find(&pool, a.name, &s);
 	if (rc)
 		return rc;
-	if ((rc = require_service_here(&s))) {
+	if ((rc = service_require_here(&s))) {
 		cxlcr_pool_close(&pool);
 		return rc;
 	}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/catalog.h"
 #include "../common/error.h"
 #include "../common/util.h"
 #include "cli.h"
@@ -101,11 +102,15 @@ int cmd_status(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Frees a service's arena: only once nothing runs in it. */
+/* Frees a service's arena: only once nothing runs in it. A fork child has
+ * no arena; what it gives back is its borrow of the snapshot it came from,
+ * recorded for its pid: the reaper ends it now that the pid is gone. */
 static int free_arena(struct cxlcr_pool *pool, struct service *s)
 {
 	if (cxlcr_region_free(pool, s->region.generation) < 0)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	if (s->region.kind == CXLCR_KIND_CHILD)
+		cxlcr_catalog_reap(pool, NULL);
 	return EXIT_OK;
 }
 

@@ -99,21 +99,31 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 	return 0;
 }
 
-int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool,
-		 int pool_fd, pid_t *pid)
+/* A migrated service takes its established connections along; a fork
+ * child restores them closed (they are its parent's). */
+static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
+			  int pool_fd, bool tcp_close, pid_t *pid)
 {
 	char pair[64], pidfile[PATH_MAX], inherit[PATH_MAX + 16];
 	snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, bridge);
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
 	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
-			 "--veth-pair", pair, "--tcp-established", "--network-lock", "skip", "--pidfile", pidfile,
-			 "--lib", (char *)plugin_dir(), NULL, NULL, NULL };
+			 "--veth-pair", pair, tcp_close ? "--tcp-close" : "--tcp-established",
+			 "--network-lock", "skip", "--pidfile", pidfile,
+			 "--lib", (char *)plugin_dir(), NULL, NULL, NULL, NULL, NULL };
+	size_t n = sizeof(argv) / sizeof(argv[0]) - 5;
+	/* Tests only: the action script can stop CRIU at a chosen step of a
+	 * restore (criu-network-lock.sh); not otherwise, as every action would
+	 * cost a shell on the critical path. */
+	if (getenv("CXLCR_TEST_CRIU_HOOK")) {
+		argv[n++] = "--action-script";
+		argv[n++] = (char *)network_lock_script();
+	}
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
 	 * slash): the pool as this host names it. */
 	if (source_pool && pool_fd >= 0) {
 		snprintf(inherit, sizeof(inherit), "fd[3]:%s", source_pool + (source_pool[0] == '/'));
-		size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
 		argv[n] = "--inherit-fd";
 		argv[n + 1] = inherit;
 	}
@@ -129,4 +139,31 @@ int criu_restore(const char *dir, const char *bridge, const char *link, const ch
 	fclose(f);
 	*pid = p;
 	return 0;
+}
+
+int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool,
+		 int pool_fd, pid_t *pid)
+{
+	return restore_images(dir, bridge, link, source_pool, pool_fd, false, pid);
+}
+
+int criu_dump_for_fork(pid_t pid, const char *dir, const char *link, const char *snapshot_name)
+{
+	char pid_s[16], ext[64];
+	snprintf(pid_s, sizeof(pid_s), "%d", pid);
+	snprintf(ext, sizeof(ext), "veth[%s]:%s", SERVICE_IFNAME, link);
+	/* No network lock: the parent keeps its sockets and goes on. */
+	char *argv[] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
+			 (char *)verbosity(), "--external", ext, "--tcp-established", "--network-lock", "skip",
+			 "--leave-running", "--lib", (char *)plugin_dir(), NULL };
+	setenv("CXLCR_SNAPSHOT_NAME", snapshot_name, 1);
+	int rc = exec_argv(argv, CRIU_TIMEOUT_S);
+	unsetenv("CXLCR_SNAPSHOT_NAME");
+	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
+}
+
+int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
+		       int pool_fd, pid_t *pid)
+{
+	return restore_images(dir, bridge, link, source_pool, pool_fd, true, pid);
 }

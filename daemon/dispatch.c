@@ -94,6 +94,8 @@ static const struct command commands[] = {
 	{ "fork", cmd_fork, "start copies of a running service on a host" },
 	{ "stop", cmd_stop, "stop a service and free its arena" },
 	{ "rm", cmd_rm, "free the arena of a service that has exited" },
+	{ "snapshot", cmd_snapshot, "snapshot a running service for remote fork" },
+	{ "fork-restore", cmd_fork_restore, "(internal) restore fork children on this host" },
 };
 
 static void usage(FILE *out)

@@ -1,15 +1,409 @@
 /*
- * Remote fork: see fork.h. (Being built: this stub answers every request
- * with an error until the snapshot/rebase path lands.)
+ * Remote fork: children of a running service on another pod host (fork.h).
+ *
+ *   fork_service()     the request: a snapshot from the parent's host if
+ *                      needed (cxlcr snapshot), then the children from the
+ *                      destination's daemon (cxlcr fork-restore)
+ *   cmd_fork_restore   the destination's side: one fetch of the parent's
+ *                      image set, one rebased image set per child (rebase/),
+ *                      and all children restored by CRIU at once
+ *
+ * The destination's daemon holds a borrow of the snapshot while it works;
+ * each child takes its own when the CRIU plugin restores it (criu-plugin/
+ * fork.c) and holds it for as long as it lives.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "../common/catalog.h"
+#include "../common/error.h"
+#include "../common/snapshot.h"
+#include "../common/util.h"
+#include "../rebase/rebase.h"
+#include "cli.h"
+#include "container.h"
+#include "criu.h"
 #include "fork.h"
+#include "image_store.h"
+#include "rpc.h"
+
+#define CHILD_NUMBER_MAX 9999
+#define KILL_WAIT_MS 10000
+
+/* One child being made on this host. */
+struct child_job {
+	char name[CXLCR_NAME_MAX];
+	struct cxlcr_region region;
+	char link[16];
+	uint32_t ip;                  /* host order */
+	char dir[PATH_MAX];
+	pid_t worker;                 /* the process running its criu restore */
+	pid_t pid;                    /* the restored child */
+	double restore_ms;
+	bool ok;
+};
+
+/* A child region PARENT.N with the lowest free N: its name, owner host and
+ * address. Its owner pid is set once the child runs. */
+static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const char *parent,
+			const char *command, struct child_job *job)
+{
+	for (int n = 1; n <= CHILD_NUMBER_MAX; n++) {
+		snprintf(job->name, sizeof(job->name), "%.*s.%d", (int)CXLCR_NAME_MAX - 8, parent, n);
+		if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name) ||
+		    cxlcr_region_find(pool, CXLCR_KIND_ARENA, job->name))
+			continue;
+		if (cxlcr_region_alloc(pool, CXLCR_KIND_CHILD, job->name, CXLCR_POOL_ALIGN, &job->region) < 0) {
+			if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name))
+				continue; /* another fork took this number meanwhile */
+			return -1;
+		}
+		container_link_name(pool->sb->uuid, job->region.generation, 0, job->link);
+		if (cxlcr_region_set_owner(pool, job->region.generation, 0, this_host(), command) < 0 ||
+		    cxlcr_region_assign_net(pool, job->region.generation, pod_service_first(pod),
+					    POD_SERVICE_COUNT, job->link, &job->ip) < 0) {
+			cxlcr_region_free(pool, job->region.generation);
+			return -1;
+		}
+		return 0;
+	}
+	return cxlcr_error("%s has %d children already", parent, CHILD_NUMBER_MAX);
+}
+
+/* The pool as the parent's host named it, when this host names it
+ * otherwise: CRIU then gets this host's pool for that path. */
+static const char *pool_renamed_from(const struct cxlcr_pool *pool, struct cxlcr_image_set *meta)
+{
+	char here[PATH_MAX];
+	if (!realpath(pool->path, here))
+		cxlcr_copy_field(here, sizeof(here), pool->path);
+	meta->source_pool[sizeof(meta->source_pool) - 1] = 0;
+	return meta->source_pool[0] && strcmp(meta->source_pool, here) ? meta->source_pool : NULL;
+}
+
+/* Runs every child's criu restore at once, each in a process of its own;
+ * returns when all are done. A worker leaves its error line in its
+ * directory. */
+static void restore_all(struct child_job *jobs, unsigned n, const struct pod *pod, const char *renamed,
+			int pool_fd)
+{
+	uint64_t t0 = cxlcr_mono_ns();
+	for (unsigned i = 0; i < n; i++) {
+		jobs[i].worker = fork();
+		if (jobs[i].worker == 0) {
+			pid_t pid;
+			int rc = criu_restore_child(jobs[i].dir, pod->bridge, jobs[i].link, renamed, pool_fd, &pid);
+			if (rc < 0) {
+				char path[PATH_MAX + 8];
+				snprintf(path, sizeof(path), "%s/error", jobs[i].dir);
+				FILE *f = fopen(path, "we");
+				if (f) {
+					fprintf(f, "%s\n", cxlcr_last_error());
+					fclose(f);
+				}
+			}
+			_exit(rc < 0 ? 1 : 0);
+		}
+	}
+	for (unsigned left = n; left;) {
+		int status;
+		pid_t w = waitpid(-1, &status, 0);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			break;
+		for (unsigned i = 0; i < n; i++) {
+			if (jobs[i].worker != w)
+				continue;
+			jobs[i].restore_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+			jobs[i].ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+			left--;
+		}
+	}
+}
+
+/* The pid CRIU restored a child as, or its error line. */
+static int collect(struct child_job *job, char *why, size_t len)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/%s", job->dir, job->ok ? "restored.pid" : "error");
+	FILE *f = fopen(path, "re");
+	if (job->ok) {
+		int p = 0;
+		if (!f || fscanf(f, "%d", &p) != 1 || p <= 0) {
+			if (f)
+				fclose(f);
+			snprintf(why, len, "criu restore left no pid in %.400s", path);
+			return -1;
+		}
+		fclose(f);
+		job->pid = p;
+		return 0;
+	}
+	why[0] = 0;
+	if (!f || !fgets(why, (int)len, f))
+		snprintf(why, len, "criu restore of %s failed", job->name);
+	if (f)
+		fclose(f);
+	why[strcspn(why, "\n")] = 0;
+	return -1;
+}
+
+/* A failed request leaves no child behind: the ones that run are ended. */
+static void undo_children(struct cxlcr_pool *pool, struct child_job *jobs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (jobs[i].pid > 0) {
+			kill(jobs[i].pid, SIGKILL);
+			pid_wait_exit(jobs[i].pid, KILL_WAIT_MS);
+		}
+		if (jobs[i].region.generation)
+			cxlcr_region_free(pool, jobs[i].region.generation);
+	}
+	cxlcr_catalog_reap(pool, NULL);
+}
+
+/*
+ * Makes n children of parent on this host from the snapshot the catalog
+ * holds under the parent's name. Prints one "child NAME HOST ADDRESS PID
+ * MS" line per child (porcelain) or a sentence each.
+ */
+static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bool porcelain)
+{
+	const struct pod *pod = pod_current(false);
+	if (!pod)
+		return cxlcr_error("%s is not a pod host", this_host());
+	uint64_t t0 = cxlcr_mono_ns();
+	cxlcr_catalog_reap(pool, NULL);
+	struct cxlcr_borrow borrow;
+	if (cxlcr_catalog_borrow(pool, parent, NULL, &borrow) < 0)
+		return cxlcr_error("no snapshot of %s to fork from (%s)", parent, cxlcr_last_error());
+	int rc = -1;
+	struct child_job *jobs = calloc(n, sizeof(*jobs));
+	struct cxlcr_snapshot snap = { 0 };
+	char src[PATH_MAX] = "";
+	if (!jobs) {
+		cxlcr_error("out of memory");
+		goto out;
+	}
+	if (cxlcr_snapshot_open(pool, borrow.snapshot_generation, &snap) < 0)
+		goto out;
+	struct cxlcr_region images;
+	struct cxlcr_image_set meta;
+	if (image_store_find(pool, snap.header.name, &images, &meta) < 0 ||
+	    image_work_dir("fork", parent, src, sizeof(src)) < 0 || image_store_fetch(pool, &images, src) < 0)
+		goto out;
+	char command[CXLCR_COMMAND_MAX];
+	snprintf(command, sizeof(command), "fork of %.38s", parent);
+	for (unsigned i = 0; i < n; i++) {
+		struct child_job *job = &jobs[i];
+		struct cxlcr_rebase_fork spec = { .snapshot = &snap, .ifname = SERVICE_IFNAME };
+		if (child_region(pool, pod, parent, command, job) < 0 ||
+		    image_work_dir("child", job->name, job->dir, sizeof(job->dir)) < 0)
+			goto undo;
+		spec.child_ip = htonl(job->ip);
+		container_mac_of(job->ip, spec.child_mac);
+		if (cxlcr_rebase_fork(src, job->dir, &spec, NULL) < 0) {
+			cxlcr_error("rebase for %s: %s", job->name, cxlcr_last_error());
+			goto undo;
+		}
+	}
+	restore_all(jobs, n, pod, pool_renamed_from(pool, &meta), pool->fd);
+	char why[CXLCR_ERROR_MAX] = "";
+	for (unsigned i = 0; i < n; i++) {
+		char one[CXLCR_ERROR_MAX];
+		if (collect(&jobs[i], one, sizeof(one)) < 0 && !why[0])
+			snprintf(why, sizeof(why), "%s: %s", jobs[i].name, one);
+	}
+	if (why[0]) {
+		cxlcr_error("%s", why);
+		goto undo;
+	}
+	for (unsigned i = 0; i < n; i++)
+		cxlcr_region_set_owner(pool, jobs[i].region.generation, jobs[i].pid, this_host(), command);
+	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	for (unsigned i = 0; i < n; i++) {
+		char ip[16];
+		ip_string(jobs[i].ip, ip);
+		if (porcelain)
+			printf("child %s %s %s %d %.3f\n", jobs[i].name, this_host(), ip, (int)jobs[i].pid,
+			       jobs[i].restore_ms);
+		else
+			printf("%s on %s: %s, pid %d, restored in %.1f ms\n", jobs[i].name, this_host(), ip,
+			       (int)jobs[i].pid, jobs[i].restore_ms);
+		image_work_dir_remove(jobs[i].dir);
+	}
+	if (porcelain)
+		printf("restore_ms %.3f\nimage_bytes %" PRIu64 "\nsnapshot %s\n", total, meta.payload_bytes,
+		       snap.header.name);
+	rc = 0;
+	goto out;
+undo:
+	undo_children(pool, jobs, n);
+out:
+	if (snap.base)
+		cxlcr_snapshot_close(&snap);
+	cxlcr_catalog_return(pool, &borrow);
+	if (src[0])
+		image_work_dir_remove(src);
+	free(jobs);
+	return rc;
+}
+
+int cmd_fork_restore(int argc, char **argv)
+{
+	const char *usage = "cxlcr fork-restore PARENT --count N [--porcelain] (run by cxlcr fork on the "
+			    "destination host)";
+	const struct option opts[] = { { "count", required_argument, 0, 'c' },
+				       { "porcelain", no_argument, 0, 'p' },
+				       { "help", no_argument, 0, 'h' },
+				       { 0, 0, 0, 0 } };
+	unsigned count = 1;
+	bool porcelain = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:ph", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': count = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'p': porcelain = true; break;
+		case 'h': printf("usage: %s\n", usage); return EXIT_OK;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1 || count < 1 || count > FORK_MAX_CHILDREN)
+		return fail(EXIT_USAGE, "usage: %s (N from 1 to %d)", usage, FORK_MAX_CHILDREN);
+	if (!cli_host)
+		return fail(EXIT_USAGE, "fork-restore runs in a host's daemon; use cxlcr fork");
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	rc = fork_here(&pool, argv[optind], count, porcelain);
+	cxlcr_pool_close(&pool);
+	if (rc < 0)
+		return fail(EXIT_FAIL, "fork of %s on %s failed: %s", argv[optind], this_host(), cxlcr_last_error());
+	return EXIT_OK;
+}
+
+/* Runs a verb on a host's daemon with its output in memory: the verb's
+ * stdout into out, its error line into why. */
+static int rpc_capture(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
+		       size_t why_len)
+{
+	int o = memfd_create("cxlcr-out", MFD_CLOEXEC), e = memfd_create("cxlcr-err", MFD_CLOEXEC);
+	if (o < 0 || e < 0) {
+		if (o >= 0)
+			close(o);
+		if (e >= 0)
+			close(e);
+		return cxlcr_error("memfd_create: %s", strerror(errno));
+	}
+	int rc = rpc_call(host, argc, argv, o, e);
+	ssize_t n = pread(o, out, out_len - 1, 0);
+	out[n > 0 ? n : 0] = 0;
+	n = pread(e, why, why_len - 1, 0);
+	why[n > 0 ? n : 0] = 0;
+	why[strcspn(why, "\n")] = 0;
+	close(o);
+	close(e);
+	if (rc < 0)
+		snprintf(why, why_len, "%s", cxlcr_last_error());
+	if (!strncmp(why, "cxlcr: ", 7))
+		memmove(why, why + 7, strlen(why + 7) + 1);
+	return rc;
+}
+
+/* A number from a JSON object printed by one of our verbs. */
+static double json_number(const char *text, const char *key)
+{
+	char pattern[64];
+	snprintf(pattern, sizeof(pattern), "\"%s\":", key);
+	const char *at = strstr(text, pattern);
+	return at ? strtod(at + strlen(pattern), NULL) : 0;
+}
 
 int fork_service(const struct fork_request *req, struct fork_reply *rep)
 {
 	memset(rep, 0, sizeof(*rep));
-	snprintf(rep->error, sizeof(rep->error), "fork of %s: not available yet", req->service);
-	return -1;
+	uint64_t t0 = cxlcr_mono_ns();
+	if (req->count < 1 || req->count > FORK_MAX_CHILDREN) {
+		snprintf(rep->error, sizeof(rep->error), "count must be from 1 to %d", FORK_MAX_CHILDREN);
+		return -1;
+	}
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0) {
+		snprintf(rep->error, sizeof(rep->error), "%s", cxlcr_last_error());
+		return -1;
+	}
+	struct cxlcr_region *parent = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, req->service);
+	char owner[CXLCR_HOST_MAX] = "";
+	if (parent)
+		cxlcr_copy_field(owner, sizeof(owner), parent->owner_host);
+	struct cxlcr_catalog_info have;
+	bool need_snapshot = req->fresh || cxlcr_catalog_find(&pool, req->service, &have) < 0;
+	cxlcr_pool_close(&pool);
+	if (!parent) {
+		snprintf(rep->error, sizeof(rep->error), "no service named '%s'", req->service);
+		return -1;
+	}
+	if (!host_is_local_pod_host(req->host)) {
+		snprintf(rep->error, sizeof(rep->error), "host %s is not up (see cxlcr pod up)", req->host);
+		return -1;
+	}
+	static char out[64 * 1024];
+	char why[CXLCR_ERROR_MAX];
+	if (need_snapshot) {
+		char *argv[] = { "snapshot", (char *)req->service, "--json", NULL };
+		if (!host_is_local_pod_host(owner)) {
+			snprintf(rep->error, sizeof(rep->error), "service '%s' is not running on a pod host",
+				 req->service);
+			return -1;
+		}
+		if (rpc_capture(owner, 3, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+			snprintf(rep->error, sizeof(rep->error), "%s", why);
+			return -1;
+		}
+		rep->freeze_ms = json_number(out, "freeze_ms");
+		rep->snapshot_ms = json_number(out, "snapshot_ms");
+		rep->snapshot_bytes = (uint64_t)json_number(out, "snapshot_bytes");
+	}
+	char count[16];
+	snprintf(count, sizeof(count), "%u", req->count);
+	char *argv[] = { "fork-restore", (char *)req->service, "--count", count, "--porcelain", NULL };
+	if (rpc_capture(req->host, 5, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+		snprintf(rep->error, sizeof(rep->error), "%s", why);
+		return -1;
+	}
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		struct fork_child *ch = &rep->child[rep->count];
+		char ip[16];
+		int pid;
+		if (rep->count < FORK_MAX_CHILDREN &&
+		    sscanf(line, "child %63s %63s %15s %d %lf", ch->name, ch->host, ip, &pid, &ch->restore_ms) == 5) {
+			inet_pton(AF_INET, ip, &ch->ip);
+			ch->pid = pid;
+			rep->count++;
+		} else if (sscanf(line, "restore_ms %lf", &rep->restore_ms) == 1 ||
+			   sscanf(line, "image_bytes %" SCNu64, &rep->image_bytes) == 1 ||
+			   sscanf(line, "snapshot %63s", rep->snapshot) == 1) {
+			continue;
+		}
+	}
+	rep->total_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	if (rep->count != req->count) {
+		snprintf(rep->error, sizeof(rep->error), "%s answered with %u of %u children", req->host,
+			 rep->count, req->count);
+		return -1;
+	}
+	return 0;
 }

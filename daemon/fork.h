@@ -16,6 +16,7 @@
 #ifndef CXLCR_FORK_H
 #define CXLCR_FORK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "../common/pool_format.h"
@@ -26,6 +27,7 @@ struct fork_request {
 	char service[CXLCR_NAME_MAX]; /* the parent */
 	char host[CXLCR_HOST_MAX];    /* where the children run */
 	unsigned count;               /* 1..FORK_MAX_CHILDREN */
+	bool fresh;                   /* snapshot first, even if the catalog has one */
 };
 
 struct fork_child {
@@ -45,13 +47,36 @@ struct fork_reply {
 	double total_ms;              /* request to the last child running */
 	uint64_t image_bytes;         /* CRIU's images of the parent */
 	uint64_t snapshot_bytes;      /* heap pages stored in the snapshot */
+	char snapshot[CXLCR_NAME_MAX];/* the snapshot the children come from */
 	char error[512];              /* one line when fork_service() fails */
 };
 
-/* Forks req->count children of req->service onto req->host. Returns 0, or
- * -1 with rep->error saying what failed (the parent goes on running with
- * all its data, and no child of this request is left behind). Must run in
- * the daemon of the parent's host, or forwards there. */
+/*
+ * Forks req->count children of req->service onto req->host, from the
+ * newest snapshot of the service (one is taken first if there is none, or
+ * with req->fresh). Returns 0, or -1 with rep->error saying what failed
+ * (the parent goes on running with all its data, and no child of this
+ * request is left behind). Runs anywhere: the snapshot is taken by the
+ * daemon of the parent's host, the children are restored by the
+ * destination's (`cxlcr snapshot`, `cxlcr fork-restore`).
+ */
 int fork_service(const struct fork_request *req, struct fork_reply *rep);
+
+/* cmd_snapshot.c: the parent's side. */
+struct snapshot_result {
+	char name[CXLCR_NAME_MAX];    /* the snapshot region: SERVICE.sNNN */
+	uint64_t generation;          /* ... and its generation */
+	double freeze_ms;             /* the parent was frozen (CRIU's dump, snapshot included) */
+	double snapshot_ms;           /* copying the heap's pages */
+	double total_ms;
+	uint64_t image_bytes;
+	uint64_t snapshot_bytes;
+	uint64_t pages_cxl, pages_zero;
+};
+struct service;
+struct cxlcr_pool;
+/* Snapshots service s, which runs on this host, and publishes the snapshot
+ * in the catalog under the service's name. */
+int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out);
 
 #endif

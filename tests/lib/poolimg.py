@@ -7,6 +7,10 @@
                                       generation, offset, size, name
     poolimg.py keep POOL SERVICE FILE saves SERVICE's newest image set (its
                                       region table entry and its bytes) in FILE
+    poolimg.py kind POOL KIND         how many live regions of kind KIND (3:
+                                      snapshots, 5: fork children, ...)
+    poolimg.py corrupt-snapshot POOL  flips a byte in the header of the newest
+                                      snapshot (its checksum no longer holds)
     poolimg.py put POOL FILE          writes a kept image set back into the
                                       pool, as it was: only into its own table
                                       slot if that slot is free, and only if
@@ -30,6 +34,7 @@ ENTRY = 256
 ENTRIES = 1024
 LIVE = 1
 IMAGES = 2
+SNAPSHOT = 3
 
 
 def entries(f):
@@ -62,6 +67,23 @@ def main(argv):
             for i, _, state, kind, gen, off, size, name in entries(f):
                 if state == LIVE:
                     print(i, kind, gen, off, size, name)
+        return 0
+    if len(argv) == 3 and argv[0] == "kind":
+        with open(argv[1], "rb") as f:
+            print(sum(1 for e in entries(f) if e[2] == LIVE and e[3] == int(argv[2])))
+        return 0
+    if len(argv) == 2 and argv[0] == "corrupt-snapshot":
+        with open(argv[1], "r+b") as f:
+            snaps = [e for e in entries(f) if e[2] == LIVE and e[3] == SNAPSHOT]
+            if not snaps:
+                sys.exit("poolimg: no snapshot in %s" % argv[1])
+            newest = max(snaps, key=lambda e: e[4])
+            at = newest[5] + 40  # inside the header's name, covered by its checksum
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 0x5a]))
+        print(newest[7])
         return 0
     if len(argv) == 4 and argv[0] == "keep":
         pool, service, out = argv[1:]

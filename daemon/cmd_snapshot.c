@@ -1,0 +1,178 @@
+/*
+ * cxlcr snapshot NAME: the parent's side of remote fork (fork.h).
+ *
+ * Runs in the daemon of the service's host. CRIU dumps the service with its
+ * tasks left running; while it holds them frozen, the cxlcr plugin copies
+ * the arena's non-zero pages into a new snapshot region (criu-plugin/fork.c),
+ * so that the dump and the heap are of one instant. The dump is published in
+ * the pool's image store under the snapshot's name, and the snapshot in the
+ * catalog under the service's name, replacing the previous one: that one is
+ * tombstoned and freed when its last child returns it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/catalog.h"
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+#include "container.h"
+#include "criu.h"
+#include "fork.h"
+#include "image_store.h"
+
+/* What the plugin wrote about the snapshot it took (CXLCR_SNAPSHOT_INFO_FILE). */
+static int read_snapshot_info(const char *dir, struct snapshot_result *r)
+{
+	char path[PATH_MAX + 32], key[32];
+	unsigned long long v;
+	snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_SNAPSHOT_INFO_FILE);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return cxlcr_error("the dump took no snapshot (%s: %s)", path, strerror(errno));
+	while (fscanf(f, "%31s %llu", key, &v) == 2) {
+		if (!strcmp(key, "generation"))
+			r->generation = v;
+		else if (!strcmp(key, "pages_cxl"))
+			r->pages_cxl = v;
+		else if (!strcmp(key, "pages_zero"))
+			r->pages_zero = v;
+		else if (!strcmp(key, "total_ns"))
+			r->snapshot_ms = (double)v / 1e6;
+	}
+	fclose(f);
+	return r->generation ? 0 : cxlcr_error("%s names no snapshot", path);
+}
+
+/* The snapshot the catalog holds for a service now, with its image set:
+ * both go when a newer one replaces it (the region itself once its last
+ * borrower has returned it). */
+static void retire_previous(struct cxlcr_pool *pool, const char *service)
+{
+	struct cxlcr_catalog_info old;
+	if (cxlcr_catalog_find(pool, service, &old) < 0)
+		return;
+	struct cxlcr_region r;
+	bool named = cxlcr_region_get(pool, old.snapshot_generation, &r) == 0;
+	bool freed;
+	cxlcr_catalog_tombstone(pool, service, &freed);
+	if (named)
+		image_store_reclaim(pool, r.name, 0);
+}
+
+/* Undoes a snapshot that did not make it into the catalog. */
+static void drop_snapshot(struct cxlcr_pool *pool, const char *name)
+{
+	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name);
+	if (r)
+		cxlcr_region_free(pool, r->generation);
+	image_store_reclaim(pool, name, 0);
+}
+
+int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t t0 = cxlcr_mono_ns();
+	/* Unique among the snapshots of the service that children still hold. */
+	snprintf(out->name, sizeof(out->name), "%.40s.s%llu", s->region.name,
+		 (unsigned long long)((cxlcr_now_ns() / 1000000) % 100000000000ull));
+	char dir[PATH_MAX];
+	if (image_work_dir("snapshot", s->region.name, dir, sizeof(dir)) < 0)
+		return -1;
+	if (criu_dump_for_fork(s->region.owner_pid, dir, s->region.veth, out->name) < 0) {
+		char why[CXLCR_ERROR_MAX];
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		/* CRIU lets the tasks go on a failed dump; make sure. */
+		container_signal_all(s->region.owner_pid, SIGCONT);
+		drop_snapshot(pool, out->name);
+		return cxlcr_error("%s", why); /* the directory stays, with CRIU's log */
+	}
+	out->freeze_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	if (read_snapshot_info(dir, out) < 0)
+		goto undo;
+	struct cxlcr_image_set meta = { 0 };
+	cxlcr_copy_field(meta.service, sizeof(meta.service), out->name);
+	meta.arena_generation = s->region.generation;
+	meta.arena_epoch = s->region.owner_epoch;
+	cxlcr_copy_field(meta.source_host, sizeof(meta.source_host), this_host());
+	cxlcr_copy_field(meta.veth_inner, sizeof(meta.veth_inner), SERVICE_IFNAME);
+	meta.service_ip = s->region.service_ip;
+	if (!realpath(pool->path, meta.source_pool))
+		cxlcr_copy_field(meta.source_pool, sizeof(meta.source_pool), pool->path);
+	if (image_store_publish(pool, dir, &meta, &out->image_bytes) < 0)
+		goto undo;
+	retire_previous(pool, s->region.name);
+	struct cxlcr_catalog_info info;
+	if (cxlcr_catalog_publish(pool, s->region.name, out->generation, &info) < 0)
+		goto undo;
+	out->snapshot_bytes = out->pages_cxl * CXLCR_SNAPSHOT_PAGE_SIZE;
+	out->total_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	image_work_dir_remove(dir);
+	return 0;
+undo:;
+	char why[CXLCR_ERROR_MAX];
+	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+	drop_snapshot(pool, out->name);
+	image_work_dir_remove(dir);
+	return cxlcr_error("%s", why);
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	const char *usage = "cxlcr snapshot NAME [--json]";
+	struct verb_args a;
+	int code;
+	if (!parse_verb_args(argc, argv, usage, true, NULL, &a, &code))
+		return code;
+	if (!cli_host)
+		return service_forward_to_owner(a.name, argc, argv);
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = service_find(&pool, a.name, &s);
+	if (rc)
+		return rc;
+	if (s.region.kind != CXLCR_KIND_ARENA) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "'%s' is a fork child; snapshot its parent", a.name);
+	}
+	if ((rc = service_require_here(&s))) {
+		cxlcr_pool_close(&pool);
+		return rc;
+	}
+	struct snapshot_result r;
+	if (snapshot_service(&pool, &s, &r) < 0) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "snapshot of %s failed: %s; it goes on running", a.name,
+			    cxlcr_last_error());
+	}
+	cxlcr_pool_close(&pool);
+	if (a.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", a.name);
+		json_str(&j, "snapshot", r.name);
+		json_str(&j, "host", this_host());
+		json_double(&j, "freeze_ms", r.freeze_ms);
+		json_double(&j, "snapshot_ms", r.snapshot_ms);
+		json_double(&j, "total_ms", r.total_ms);
+		json_u64(&j, "image_bytes", r.image_bytes);
+		json_u64(&j, "snapshot_bytes", r.snapshot_bytes);
+		json_u64(&j, "pages_stored", r.pages_cxl);
+		json_u64(&j, "pages_zero", r.pages_zero);
+		json_end(&j);
+	} else {
+		char b[32], c[32];
+		printf("%s snapshotted on %s as %s: frozen %.1f ms (copy %.1f ms), %s of heap pages stored "
+		       "(%" PRIu64 " zero pages not), %s of images\n",
+		       a.name, this_host(), r.name, r.freeze_ms, r.snapshot_ms,
+		       cxlcr_format_size(r.snapshot_bytes, b, sizeof(b)), r.pages_zero,
+		       cxlcr_format_size(r.image_bytes, c, sizeof(c)));
+	}
+	return EXIT_OK;
+}
