@@ -81,6 +81,7 @@ char *api_reply_encode(const struct cxlcr_fork_result *res, size_t *len)
 		json_str(&l.j, "address", c->address);
 		json_i64(&l.j, "pid", c->pid);
 		json_double(&l.j, "restore_ms", c->restore_ms);
+		json_u64(&l.j, "prefetched_pages", c->prefetched_pages);
 		json_object_end(&l.j);
 	}
 	json_array_end(&l.j);
@@ -239,6 +240,8 @@ static bool reply_child(struct json_reader *r, struct cxlcr_fork_child *c)
 			ok = reply_number(r, &v) && (c->pid = (int)v, true);
 		else if (!strcmp(key, "restore_ms"))
 			ok = reply_number(r, &c->restore_ms);
+		else if (!strcmp(key, "prefetched_pages"))
+			ok = reply_number(r, &v) && (c->prefetched_pages = (unsigned long long)v, true);
 		else
 			ok = jr_skip(r);
 		if (!ok)

@@ -233,6 +233,26 @@ _Static_assert(sizeof(struct cxlcr_image_file) == 128, "image file entry layout"
 #define CXLCR_FILE_RECORD_FILE     "cxlcr-file-%x.img"
 #define CXLCR_RECORD_FILE_PREFIX   "cxlcr-"
 #define CXLCR_SNAPSHOT_INFO_FILE   "cxlcr-snapshot.txt" /* a fork dump: the snapshot taken, in text */
+#define CXLCR_CHANGED_PAGES_FILE   "cxlcr-changed-pages.img" /* a fork dump: struct cxlcr_changed_pages */
+#define CXLCR_PREFETCH_INFO_FILE   "cxlcr-prefetch.txt" /* a child's restore: what was prefetched */
+
+/*
+ * The heap pages a parent wrote between its previous snapshot and this one
+ * (their contents differ), saved with the fork dump: CXLfork observed that a
+ * child writes most of them again, so they are copied into each child up
+ * front (prefetched) instead of one copy-on-write fault at a time. The
+ * header is followed by count page indexes (u64, ascending) of the heap at
+ * heap_address. Covered by the image store's per-file CRC.
+ */
+#define CXLCR_CHANGED_PAGES_MAGIC  0x4547504843434c58ULL /* "XLCCHPGE" */
+struct cxlcr_changed_pages {
+	uint64_t magic;
+	uint32_t version;            /* 1 */
+	uint32_t page_size;          /* CXLCR_SNAPSHOT_PAGE_SIZE */
+	uint64_t heap_address;
+	uint64_t count;
+};
+_Static_assert(sizeof(struct cxlcr_changed_pages) == 32, "changed pages header layout");
 
 #define CXLCR_RECORD_F_DEVDAX      0x1u  /* the pool is a devdax device */
 #define CXLCR_RECORD_F_SHARED      0x2u  /* a MAP_SHARED mapping (else MAP_PRIVATE) */

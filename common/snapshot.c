@@ -552,3 +552,49 @@ int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index
 	memcpy(buf, copy, PAGE);
 	return 0;
 }
+
+/* Is page i of cur's heap not what it was in prev? A page that was zero,
+ * or beyond prev's heap, counts as changed once it holds data. */
+static bool page_changed(const struct cxlcr_snapshot *prev, const struct cxlcr_snapshot *cur, uint64_t i)
+{
+	uint64_t leaf = cur->leaves[i];
+	if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
+		return false;
+	if (i >= prev->header.page_count)
+		return true;
+	uint64_t old = prev->leaves[i];
+	if (CXLCR_LEAF_TIER(old) != CXLCR_TIER_CXL)
+		return true;
+	const uint8_t *a = prev->base + (CXLCR_LEAF_OFFSET(old) - prev->region.offset);
+	const uint8_t *b = cur->base + (CXLCR_LEAF_OFFSET(leaf) - cur->region.offset);
+	cxlcr_refresh(a, PAGE);
+	cxlcr_refresh(b, PAGE);
+	return memcmp(a, b, PAGE) != 0;
+}
+
+int cxlcr_snapshot_changed_pages(const struct cxlcr_snapshot *prev, const struct cxlcr_snapshot *cur,
+				 uint64_t **pages, uint64_t *count)
+{
+	*pages = NULL;
+	*count = 0;
+	if (prev->header.heap_address != cur->header.heap_address)
+		return cxlcr_error("snapshots '%s' and '%s' are of heaps at different addresses",
+				   prev->region.name, cur->region.name);
+	uint64_t cap = 0;
+	for (uint64_t i = 0; i < cur->header.page_count; i++) {
+		if (!page_changed(prev, cur, i))
+			continue;
+		if (*count == cap) {
+			cap = cap ? cap * 2 : 1024;
+			uint64_t *more = realloc(*pages, cap * sizeof(**pages));
+			if (!more) {
+				free(*pages);
+				*pages = NULL;
+				return cxlcr_error("out of memory");
+			}
+			*pages = more;
+		}
+		(*pages)[(*count)++] = i;
+	}
+	return 0;
+}

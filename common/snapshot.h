@@ -81,4 +81,9 @@ int cxlcr_snapshot_page_offset(const struct cxlcr_snapshot *s, uint64_t page_ind
  * cannot be read yet. */
 int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index, void *buf);
 
+/* The heap pages of cur whose contents differ from prev's (two snapshots
+ * of one arena): a malloc'd, ascending list of page indexes. */
+int cxlcr_snapshot_changed_pages(const struct cxlcr_snapshot *prev, const struct cxlcr_snapshot *cur,
+				 uint64_t **pages, uint64_t *count);
+
 #endif

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../common/catalog.h"
@@ -120,4 +122,88 @@ int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena
 		return cxlcr_error("fork of %s: cannot borrow snapshot '%s': %s", rec->region_name, b.name,
 				   cxlcr_last_error());
 	return 0;
+}
+
+/* Copies [addr, addr+len) of the task onto itself: each page becomes the
+ * task's own (copy-on-write) with the same contents. */
+static int touch_for_write(pid_t pid, uint64_t addr, size_t len, void *buf)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)len ||
+	    process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)len)
+		return cxlcr_error("pid %d: cannot prefetch %zu bytes at 0x%" PRIx64 ": %s", (int)pid, len,
+				   addr, strerror(errno));
+	return 0;
+}
+
+/* The changed-pages list of the dump (CXLCR_CHANGED_PAGES_FILE), checked. */
+static int read_changed_pages(int dirfd, struct cxlcr_changed_pages *h, uint64_t **pages)
+{
+	*pages = NULL;
+	int fd = openat(dirfd, CXLCR_CHANGED_PAGES_FILE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : cxlcr_error("%s: %s", CXLCR_CHANGED_PAGES_FILE, strerror(errno));
+	struct stat st;
+	int rc = -1;
+	if (fstat(fd, &st) < 0 || read(fd, h, sizeof(*h)) != (ssize_t)sizeof(*h) ||
+	    h->magic != CXLCR_CHANGED_PAGES_MAGIC || h->version != 1 ||
+	    h->page_size != CXLCR_SNAPSHOT_PAGE_SIZE || h->count > (1ull << 36) ||
+	    (uint64_t)st.st_size != sizeof(*h) + h->count * sizeof(uint64_t)) {
+		cxlcr_error("%s is not a changed-pages list (or is truncated)", CXLCR_CHANGED_PAGES_FILE);
+		goto out;
+	}
+	*pages = malloc(h->count ? h->count * sizeof(uint64_t) : 1);
+	if (!*pages) {
+		cxlcr_error("out of memory");
+		goto out;
+	}
+	size_t want = h->count * sizeof(uint64_t);
+	if (read(fd, *pages, want) != (ssize_t)want) {
+		free(*pages);
+		*pages = NULL;
+		cxlcr_error("%s is truncated", CXLCR_CHANGED_PAGES_FILE);
+		goto out;
+	}
+	rc = 1;
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * The pages the parent wrote between its last two snapshots are likely to
+ * be written by a child too (CXLfork): each is made the child's own now,
+ * in runs, rather than by one copy-on-write fault at a time later. This
+ * runs before the child's tasks resume, so nothing the child writes can be
+ * overwritten by the copy. What it did goes into CXLCR_PREFETCH_INFO_FILE.
+ */
+int fork_prefetch(int dirfd, pid_t pid)
+{
+	struct cxlcr_changed_pages h;
+	uint64_t *pages;
+	int rc = read_changed_pages(dirfd, &h, &pages);
+	if (rc <= 0)
+		return rc;
+	enum { RUN_MAX = 256 };
+	static uint8_t buf[RUN_MAX * CXLCR_SNAPSHOT_PAGE_SIZE];
+	uint64_t t0 = cxlcr_mono_ns();
+	rc = 0;
+	for (uint64_t i = 0; i < h.count && rc == 0;) {
+		uint64_t first = pages[i], n = 1;
+		while (i + n < h.count && n < RUN_MAX && pages[i + n] == first + n)
+			n++;
+		rc = touch_for_write(pid, h.heap_address + first * CXLCR_SNAPSHOT_PAGE_SIZE,
+				     n * CXLCR_SNAPSHOT_PAGE_SIZE, buf);
+		i += n;
+	}
+	free(pages);
+	if (rc < 0)
+		return -1;
+	int fd = openat(dirfd, CXLCR_PREFETCH_INFO_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		dprintf(fd, "pages %" PRIu64 "\nns %" PRIu64 "\n", h.count, cxlcr_mono_ns() - t0);
+		close(fd);
+	}
+	return (int)(h.count > INT32_MAX ? INT32_MAX : h.count);
 }

@@ -93,6 +93,9 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 int fork_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec);
 /* The restored child pid borrows the record's snapshot for its lifetime. */
 int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_record *rec);
+/* Makes the pages the parent changed between its last two snapshots the
+ * child's own before it runs. Returns how many (0: no list), -1 on error. */
+int fork_prefetch(int dirfd, pid_t pid);
 
 /* devdax.c: each returns -ENOTSUP for what is not the pool's, so that
  * CRIU goes on as without the plugin. */

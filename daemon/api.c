@@ -120,6 +120,7 @@ static void result_from_reply(const struct fork_reply *rep, struct cxlcr_fork_re
 		inet_ntop(AF_INET, &ip, res->child[i].address, sizeof(res->child[i].address));
 		res->child[i].pid = c->pid;
 		res->child[i].restore_ms = c->restore_ms;
+		res->child[i].prefetched_pages = c->prefetched_pages;
 	}
 	res->freeze_ms = rep->freeze_ms;
 	res->snapshot_ms = rep->snapshot_ms;

@@ -34,6 +34,7 @@ static void print_result(const char *name, const char *to, const struct cxlcr_fo
 			json_str(&j, "address", r->child[i].address);
 			json_i64(&j, "pid", r->child[i].pid);
 			json_double(&j, "restore_ms", r->child[i].restore_ms);
+			json_u64(&j, "prefetched_pages", r->child[i].prefetched_pages);
 			json_object_end(&j);
 		}
 		json_array_end(&j);
@@ -47,8 +48,9 @@ static void print_result(const char *name, const char *to, const struct cxlcr_fo
 		return;
 	}
 	for (unsigned i = 0; i < r->count; i++)
-		printf("%s on %s at %s, pid %d (restored in %.1f ms)\n", r->child[i].name,
-		       r->child[i].host, r->child[i].address, r->child[i].pid, r->child[i].restore_ms);
+		printf("%s on %s at %s, pid %d (restored in %.1f ms, %llu changed pages prefetched)\n",
+		       r->child[i].name, r->child[i].host, r->child[i].address, r->child[i].pid,
+		       r->child[i].restore_ms, r->child[i].prefetched_pages);
 	char images[32], pages[32];
 	printf("%s forked %u times onto %s in %.1f ms (frozen %.1f ms: snapshot %.1f; restore %.1f), "
 	       "%s of images, %s of heap in the snapshot\n",

@@ -20,6 +20,7 @@
 
 #include "../common/catalog.h"
 #include "../common/error.h"
+#include "../common/snapshot.h"
 #include "../common/util.h"
 #include "cli.h"
 #include "container.h"
@@ -48,6 +49,44 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 	}
 	fclose(f);
 	return r->generation ? 0 : cxlcr_error("%s names no snapshot", path);
+}
+
+/* Writes the list of heap pages that changed since the service's previous
+ * snapshot into the dump (CXLCR_CHANGED_PAGES_FILE): each child gets them
+ * copied in up front (fork.c). Only a help: without a previous snapshot,
+ * or if it cannot be read, the list is simply not there. */
+static void note_changed_pages(struct cxlcr_pool *pool, const char *service, uint64_t generation,
+			       const char *dir, struct snapshot_result *r)
+{
+	struct cxlcr_borrow b;
+	if (cxlcr_catalog_borrow(pool, service, NULL, &b) < 0)
+		return;
+	struct cxlcr_snapshot prev = { 0 }, cur = { 0 };
+	uint64_t *pages = NULL, count = 0;
+	if (cxlcr_snapshot_open(pool, b.snapshot_generation, &prev) < 0 ||
+	    cxlcr_snapshot_open(pool, generation, &cur) < 0 ||
+	    cxlcr_snapshot_changed_pages(&prev, &cur, &pages, &count) < 0)
+		goto out;
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_CHANGED_PAGES_FILE);
+	FILE *f = fopen(path, "we");
+	if (!f)
+		goto out;
+	struct cxlcr_changed_pages h = { .magic = CXLCR_CHANGED_PAGES_MAGIC, .version = 1,
+					  .page_size = CXLCR_SNAPSHOT_PAGE_SIZE,
+					  .heap_address = cur.header.heap_address, .count = count };
+	bool ok = fwrite(&h, sizeof(h), 1, f) == 1 && fwrite(pages, sizeof(*pages), count, f) == count;
+	if (fclose(f) != 0 || !ok)
+		remove(path);
+	else
+		r->pages_changed = count;
+out:
+	free(pages);
+	if (cur.base)
+		cxlcr_snapshot_close(&cur);
+	if (prev.base)
+		cxlcr_snapshot_close(&prev);
+	cxlcr_catalog_return(pool, &b);
 }
 
 /* The snapshot the catalog holds for a service now, with its image set:
@@ -96,6 +135,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 	out->freeze_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	if (read_snapshot_info(dir, out) < 0)
 		goto undo;
+	note_changed_pages(pool, s->region.name, out->generation, dir, out);
 	struct cxlcr_image_set meta = { 0 };
 	cxlcr_copy_field(meta.service, sizeof(meta.service), out->name);
 	meta.arena_generation = s->region.generation;
@@ -165,6 +205,7 @@ int cmd_snapshot(int argc, char **argv)
 		json_u64(&j, "snapshot_bytes", r.snapshot_bytes);
 		json_u64(&j, "pages_stored", r.pages_cxl);
 		json_u64(&j, "pages_zero", r.pages_zero);
+		json_u64(&j, "pages_changed", r.pages_changed);
 		json_end(&j);
 	} else {
 		char b[32], c[32];

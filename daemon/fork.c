@@ -50,6 +50,8 @@ struct child_job {
 	pid_t worker;                 /* the process running its criu restore */
 	pid_t pid;                    /* the restored child */
 	double restore_ms;
+	uint64_t prefetched;          /* pages the plugin made the child's own before it ran */
+	double prefetch_ms;
 	bool ok;
 };
 
@@ -148,6 +150,15 @@ static int collect(struct child_job *job, char *why, size_t len)
 		}
 		fclose(f);
 		job->pid = p;
+		snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_PREFETCH_INFO_FILE);
+		unsigned long long pages = 0, ns = 0;
+		if ((f = fopen(path, "re"))) {
+			if (fscanf(f, "pages %llu ns %llu", &pages, &ns) == 2) {
+				job->prefetched = pages;
+				job->prefetch_ms = (double)ns / 1e6;
+			}
+			fclose(f);
+		}
 		return 0;
 	}
 	why[0] = 0;
@@ -236,11 +247,13 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 		char ip[16];
 		ip_string(jobs[i].ip, ip);
 		if (porcelain)
-			printf("child %s %s %s %d %.3f\n", jobs[i].name, this_host(), ip, (int)jobs[i].pid,
-			       jobs[i].restore_ms);
+			printf("child %s %s %s %d %.3f %" PRIu64 " %.3f\n", jobs[i].name, this_host(), ip,
+			       (int)jobs[i].pid, jobs[i].restore_ms, jobs[i].prefetched, jobs[i].prefetch_ms);
 		else
-			printf("%s on %s: %s, pid %d, restored in %.1f ms\n", jobs[i].name, this_host(), ip,
-			       (int)jobs[i].pid, jobs[i].restore_ms);
+			printf("%s on %s: %s, pid %d, restored in %.1f ms (%" PRIu64
+			       " changed pages prefetched in %.1f ms)\n",
+			       jobs[i].name, this_host(), ip, (int)jobs[i].pid, jobs[i].restore_ms,
+			       jobs[i].prefetched, jobs[i].prefetch_ms);
 		image_work_dir_remove(jobs[i].dir);
 	}
 	if (porcelain)
@@ -389,7 +402,8 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep)
 		char ip[16];
 		int pid;
 		if (rep->count < FORK_MAX_CHILDREN &&
-		    sscanf(line, "child %63s %63s %15s %d %lf", ch->name, ch->host, ip, &pid, &ch->restore_ms) == 5) {
+		    sscanf(line, "child %63s %63s %15s %d %lf %" SCNu64 " %lf", ch->name, ch->host, ip, &pid,
+			   &ch->restore_ms, &ch->prefetched_pages, &ch->prefetch_ms) == 7) {
 			inet_pton(AF_INET, ip, &ch->ip);
 			ch->pid = pid;
 			rep->count++;

@@ -36,6 +36,8 @@ struct fork_child {
 	uint32_t ip;                  /* network order */
 	pid_t pid;                    /* as the child's host sees it */
 	double restore_ms;            /* this child's restore, request to running */
+	uint64_t prefetched_pages;    /* its parent's changed pages made its own before it ran */
+	double prefetch_ms;
 };
 
 struct fork_reply {
@@ -72,6 +74,7 @@ struct snapshot_result {
 	uint64_t image_bytes;
 	uint64_t snapshot_bytes;
 	uint64_t pages_cxl, pages_zero;
+	uint64_t pages_changed;       /* since the previous snapshot: prefetched into children */
 };
 struct service;
 struct cxlcr_pool;

@@ -122,15 +122,28 @@ done
 
 # --- a new snapshot retires the old one once its last child is gone
 snapshots() { python3 "$ROOT/tests/lib/poolimg.py" kind "$CXLCR_POOL" 3; }
-"$CXLCR" snapshot redis >/dev/null || die "second snapshot failed"
+# The parent rewrites 2000 keys: the next snapshot lists the pages that
+# changed, and a child gets them prefetched (made its own before it runs).
+python3 "$KV" fill --host "$parent" --port $PORT --count 2000 --size $SIZE --types $TYPES --seed 6 >/dev/null
+out=$("$CXLCR" snapshot redis --json) || die "second snapshot failed"
+changed=$(echo "$out" | json_field pages_changed)
+[ "$changed" -gt 0 ] || die "the second snapshot lists no changed pages"
 [ "$(snapshots)" -eq 2 ] || die "the first snapshot was freed while $kid1 and $kid2 still use it"
 python3 "$KV" verify --host "$addr1" --port $PORT --count 200 --start 2 --size $SIZE --types $TYPES --seed 5 --quiet ||
 	die "$kid1 lost its values when the snapshot was replaced"
 stop_service "$kid1"
 stop_service "$kid2"
-"$CXLCR" fork redis --to h1 >/dev/null || die "fork from the second snapshot failed"
+out=$("$CXLCR" fork redis --to h1 --json) || die "fork from the second snapshot failed"
 [ "$(snapshots)" -eq 1 ] || die "the first snapshot outlived its last child ($(snapshots) snapshots)"
 ok "the replaced snapshot was freed with its last child"
+read -r addr3 prefetched < <(echo "$out" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["children"][0]
+print(c["address"], c["prefetched_pages"])')
+[ "$prefetched" -eq "$changed" ] || die "the child got $prefetched of $changed changed pages prefetched"
+python3 "$KV" verify --host "$addr3" --port $PORT --count 2000 --size $SIZE --types $TYPES --seed 6 --quiet ||
+	die "the child of the second snapshot does not hold the rewritten values"
+ok "$changed changed pages prefetched into the child, which holds the rewritten values"
 "$CXLCR" stop redis.1 >/dev/null
 
 # --- a corrupt snapshot is refused, and leaves no child

@@ -39,7 +39,8 @@
  * The reply on success (numbers: milliseconds, bytes, pids):
  *
  *   {"ok": true, "children": [{"name": "web.1", "host": "h1",
- *    "address": "10.79.1.5", "pid": 1234, "restore_ms": 40.100}, ...],
+ *    "address": "10.79.1.5", "pid": 1234, "restore_ms": 40.100,
+ *    "prefetched_pages": 0}, ...],
  *    "freeze_ms": 12.000, "snapshot_ms": 8.000, "restore_ms": 41.000,
  *    "total_ms": 95.000, "image_bytes": 2097152, "snapshot_bytes": 1048576}
  *
@@ -72,6 +73,8 @@ struct cxlcr_fork_child {
 	char address[16];              /* its own IPv4 address, dotted */
 	int pid;                       /* as the child's host sees it */
 	double restore_ms;             /* this child's restore */
+	unsigned long long prefetched_pages; /* its parent's pages changed since the previous
+					      * snapshot, made its own before it ran */
 };
 
 struct cxlcr_fork_result {
