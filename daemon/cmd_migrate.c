@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,20 @@ int cmd_checkpoint(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* After a failed restore: a criu that was killed half-way leaves the tasks
+ * it was rebuilding behind, stuck (they map the pool) and holding the new
+ * link, whose name the next try needs. They are our orphans: end them, and
+ * take the link away at once (a dead network namespace only goes later). */
+static void discard_restore(const char *link)
+{
+	char why[CXLCR_ERROR_MAX];
+	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+	exec_kill_orphans();
+	if (if_nametoindex(link))
+		exec_run(10, "ip", "link", "del", link, NULL); /* it may be going already */
+	cxlcr_error("%s", why); /* the reason stays the restore's */
+}
+
 /* Fetches the newest checkpoint of a service and restores it here. */
 static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid, char *link,
 			   uint64_t *image_bytes)
@@ -164,7 +179,9 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	const char *rebase = meta.source_pool[0] && strcmp(meta.source_pool, here) ? meta.source_pool : NULL;
 	if (!pod)
 		cxlcr_error("host %s is not in a pod", this_host());
+	exec_adopt_orphans();
 	if (!pod || criu_restore(dir, pod->bridge, link, rebase, pool->fd, pid) < 0) {
+		discard_restore(link);
 		/* The checkpoint can be tried again (if the plugin has not
 		 * taken the arena over, it is intact). */
 		image_store_release(pool, &images, claim);

@@ -8,6 +8,21 @@
 # and CRIU lets the tasks run on: the link goes back first.
 #   CXLCR_NETLOCK_LINK    the service's link on the bridge (required)
 #   CXLCR_NETLOCK_BRIDGE  the pod bridge (network-unlock only)
+# Tests only: with CXLCR_TEST_CRIU_HOOK=DIR (in the daemons' environment),
+# at the action named in DIR/kill-at, CRIU's pid goes into DIR/criu.pid
+# and CRIU waits here for the test to kill it (tests/t_faults.sh).
+if [ -n "$CXLCR_TEST_CRIU_HOOK" ] && [ -f "$CXLCR_TEST_CRIU_HOOK/kill-at" ] &&
+	[ "$(cat "$CXLCR_TEST_CRIU_HOOK/kill-at")" = "$CRTOOLS_SCRIPT_ACTION" ]; then
+	rm -f "$CXLCR_TEST_CRIU_HOOK/kill-at"
+	echo "$PPID" >"$CXLCR_TEST_CRIU_HOOK/criu.pid.tmp"
+	mv "$CXLCR_TEST_CRIU_HOOK/criu.pid.tmp" "$CXLCR_TEST_CRIU_HOOK/criu.pid"
+	i=0
+	while kill -0 "$PPID" 2>/dev/null && [ $i -lt 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	exit 1
+fi
 case "$CRTOOLS_SCRIPT_ACTION" in
 network-lock)
 	[ -n "$CXLCR_NETLOCK_LINK" ] || { echo "cxlcr: CXLCR_NETLOCK_LINK is not set" >&2; exit 1; }

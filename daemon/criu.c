@@ -32,6 +32,12 @@ static int criu_failed(const char *dir, const char *log, const char *what)
 	char path[PATH_MAX], line[512], last[512] = "";
 	bool from_plugin = false;
 	snprintf(path, sizeof(path), "%s/%s", dir, log);
+	/* Killed or out of time: its log stops anywhere, often after errors
+	 * it would have got over. */
+	if (strstr(cxlcr_last_error(), "killed by signal") || strstr(cxlcr_last_error(), "timed out")) {
+		snprintf(last, sizeof(last), "%s", cxlcr_last_error());
+		return cxlcr_error("criu %s failed: %s (log %s)", what, last, path);
+	}
 	FILE *f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f)) {
 		if (!strstr(line, "Error") || strstr(line, "RLIMIT_NOFILE") || from_plugin)

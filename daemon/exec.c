@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -62,24 +63,32 @@ int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd)
 	}
 	close(err[1]);
 
-	/* Collect stderr until the tool exits or its time is up. */
+	/* Collect stderr until the tool exits or its time is up. The tool's
+	 * exit counts, not the pipe's end: children it leaves behind (a killed
+	 * criu restore's half-built tasks) may hold the pipe open. */
 	static __thread char buf[16384];
 	size_t got = 0;
 	buf[0] = 0;
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_s * 1000000000ull;
-	bool timed_out = false;
+	bool timed_out = false, exited = false;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	for (;;) {
 		uint64_t now = cxlcr_mono_ns();
 		if (now >= deadline) {
 			timed_out = true;
 			break;
 		}
-		struct pollfd p = { .fd = err[0], .events = POLLIN };
-		int rc = poll(&p, 1, (int)((deadline - now) / 1000000) + 1);
+		struct pollfd p[2] = { { .fd = err[0], .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+		int rc = exited ? 1 : poll(p, pidfd >= 0 ? 2 : 1, (int)((deadline - now) / 1000000) + 1);
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc <= 0)
 			continue;
+		if (!exited && pidfd >= 0 && p[1].revents) {
+			/* What it wrote is in the pipe already: read that, no more. */
+			exited = true;
+			fcntl(err[0], F_SETFL, O_NONBLOCK);
+		}
 		char chunk[4096];
 		ssize_t n = read(err[0], chunk, sizeof(chunk));
 		if (n <= 0)
@@ -95,6 +104,8 @@ int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd)
 		buf[got] = 0;
 	}
 	close(err[0]);
+	if (pidfd >= 0)
+		close(pidfd);
 	if (timed_out)
 		kill(pid, SIGKILL);
 	int status;
@@ -124,4 +135,45 @@ int exec_run(int timeout_s, const char *arg0, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	return exec_argv(argv, timeout_s);
+}
+
+int exec_adopt_orphans(void)
+{
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		return cxlcr_error("prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
+	return 0;
+}
+
+/* Our children as the kernel lists them (a single-threaded process: the
+ * main thread's list is all of them). */
+static int list_children(pid_t *out, int max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", getpid(), getpid());
+	FILE *f = fopen(path, "r");
+	int n = 0, pid;
+	while (f && n < max && fscanf(f, "%d", &pid) == 1)
+		out[n++] = pid;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+int exec_kill_orphans(void)
+{
+	int killed = 0;
+	/* Killing a child may hand us its own children: look again. */
+	for (int round = 0; round < 16; round++) {
+		pid_t pids[256];
+		int n = list_children(pids, 256);
+		if (!n)
+			break;
+		for (int i = 0; i < n; i++)
+			kill(pids[i], SIGKILL);
+		for (int i = 0; i < n; i++)
+			while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
+				;
+		killed += n;
+	}
+	return killed;
 }

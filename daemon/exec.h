@@ -17,4 +17,14 @@ int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd);
 /* exec_argv() on a NULL-terminated list of arguments. */
 int exec_run(int timeout_s, const char *arg0, ...) __attribute__((sentinel));
 
+/* A tool killed half-way can leave children behind (a criu restore killed
+ * mid-way leaves the tasks it was rebuilding, stuck, holding the pool and
+ * the service's link name). exec_adopt_orphans() makes this process the
+ * reaper of the orphans of the tools it runs from now on (a tool's own
+ * detached result too, such as a restored service, until we exit);
+ * exec_kill_orphans() SIGKILLs and reaps every child this process has,
+ * and returns how many there were. */
+int exec_adopt_orphans(void);
+int exec_kill_orphans(void);
+
 #endif

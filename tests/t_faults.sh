@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# CRIU killed in the middle of a checkpoint, a migrate or a restore (issue
+# 3's faults), with real Redis on an emulated pod. The daemons run with
+# CXLCR_TEST_CRIU_HOOK: CRIU's action script (daemon/criu-network-lock.sh)
+# then stops CRIU at the step the test names and hands the test its pid,
+# which the test kills (SIGKILL). Each case must end in one clear error
+# line, with the service running somewhere, answering at its address with
+# every value intact, one process mapping the pool, and nothing left
+# behind that would make the next migrate fail (which then runs).
+#   dump:    network-lock (tasks frozen, link just off the bridge) and
+#            post-dump (images written, tasks still frozen), in a migrate
+#            and in a checkpoint;
+#   restore: post-setup-namespaces (the new namespaces and link exist) and
+#            post-restore (the tasks are rebuilt, not yet running), in a
+#            migrate and in a restore after a checkpoint.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server
+
+COUNT=5000
+SIZE=400
+TYPES=strings,hashes,lists,sets,zsets
+PORT=6379
+
+new_pool 8G
+NAME=flt-${POOL_DIR##*-} # unique: its CRIU work directories are recognisable
+HOOK=$POOL_DIR/hook
+mkdir "$HOOK"
+# shellcheck disable=SC2016 # expanded when the hook runs
+on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
+CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
+
+say "cxlcr run --host h0 redis-server"
+SERVICES+=("$NAME")
+"$CXLCR" run --host h0 --name "$NAME" --arena 512M --log "$POOL_DIR/$NAME.log" -- \
+	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" \
+	>/dev/null || die "cxlcr run --host h0 failed"
+addr=$(status_field "$NAME" address)
+python3 "$KV" wait --host "$addr" --port $PORT || die "redis does not answer at $addr"
+python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 11 --quiet
+
+mappers() {
+	grep -l -F "$POOL_DIR/" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' || true
+}
+
+# intact HOST WHAT: the service runs on HOST, alone, and has every value.
+intact() {
+	[ "$(status_field "$NAME" host)" = "$1" ] || die "$2: the service is on $(status_field "$NAME" host), not $1"
+	[ "$(status_field "$NAME" state)" = running ] || die "$2: the service is $(status_field "$NAME" state)"
+	local pid
+	pid=$(status_field "$NAME" pid)
+	[ "$(mappers)" = "$pid " ] || die "$2: processes mapping the pool: $(mappers); expected only $pid"
+	python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES \
+		--seed 11 --quiet || die "$2: values differ"
+	# It takes writes again.
+	python3 "$KV" fill --host "$addr" --port $PORT --count 50 --start $COUNT --size 64 --seed 12 \
+		--quiet || die "$2: the service takes no writes"
+}
+
+# killed ACTION WHAT CMD...: runs CMD with CRIU stopped at ACTION and then
+# killed; CMD must fail with one line, which is printed.
+killed() {
+	local action=$1 what=$2 pid err rc=0 i
+	shift 2
+	rm -f "$HOOK/criu.pid"
+	echo "$action" >"$HOOK/kill-at"
+	"$@" >/dev/null 2>"$POOL_DIR/killed.err" &
+	pid=$!
+	for i in $(seq 1 600); do
+		[ -s "$HOOK/criu.pid" ] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -s "$HOOK/criu.pid" ] || { cat "$POOL_DIR/killed.err" >&2; die "$what: CRIU never reached $action"; }
+	kill -KILL "$(cat "$HOOK/criu.pid")"
+	wait "$pid" || rc=$?
+	rm -f "$HOOK/kill-at"
+	err=$(cat "$POOL_DIR/killed.err")
+	[ $rc -ne 0 ] || die "$what: succeeded although CRIU was killed"
+	[ "$(echo "$err" | wc -l)" -eq 1 ] || die "$what: not one line: $err"
+	echo "$err" | grep -q "criu killed by signal 9" || die "$what: the error does not say criu was killed: $err"
+	ok "$what: ${err% (log *}"
+}
+
+for action in network-lock post-dump; do
+	killed $action "migrate, criu dump killed at $action" "$CXLCR" migrate "$NAME" --to h1
+	intact h0 "migrate, criu dump killed at $action"
+	killed $action "checkpoint, criu dump killed at $action" "$CXLCR" checkpoint "$NAME"
+	intact h0 "checkpoint, criu dump killed at $action"
+done
+
+host=h0
+for action in post-setup-namespaces post-restore; do
+	to=$([ $host = h0 ] && echo h1 || echo h0)
+	killed $action "migrate, criu restore killed at $action" "$CXLCR" migrate "$NAME" --to $to
+	intact $host "migrate, criu restore killed at $action"
+	"$CXLCR" migrate "$NAME" --to $to >/dev/null || die "the next migrate to $to failed"
+	intact $to "the next migrate"
+	host=$to
+	"$CXLCR" checkpoint "$NAME" >/dev/null || die "checkpoint failed"
+	killed $action "restore, criu restore killed at $action" "$CXLCR" restore "$NAME" --host $host
+	[ "$(status_field "$NAME" state)" = checkpointed ] || die "the service is $(status_field "$NAME" state)"
+	"$CXLCR" restore "$NAME" --host $host >/dev/null || die "a second restore after the killed one failed"
+	intact $host "restore, criu restore killed at $action, then restored again"
+done
+
+left=$(find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l)
+say "$left work directories (with CRIU's logs) left by the failed runs"
+stop_service "$NAME"
