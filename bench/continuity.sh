@@ -57,7 +57,7 @@ die() { printf 'continuity: error: %s\n' "$*" >&2; exit 1; }
 for c in redis-server memcached python3 ip iptables nsenter criu timeout gcc; do
 	command -v "$c" >/dev/null 2>&1 || die "$c is not installed (make deps)"
 done
-[ -x "$CXLCR" ] && [ -f "$ROOT/build/libcxlcr-preload.so" ] || die "build first (make)"
+if [ ! -x "$CXLCR" ] || [ ! -f "$ROOT/build/libcxlcr-preload.so" ]; then die "build first (make)"; fi
 [ -f "$ROOT/build/criu/cxlcr_criu.so" ] || die "the CRIU plugin is not built (make)"
 [ "$(id -u)" -eq 0 ] || die "run as root (CRIU and the pod need it)"
 command -v gnuplot >/dev/null 2>&1 || say "gnuplot is missing (make deps): no timelines"
