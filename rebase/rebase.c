@@ -154,6 +154,17 @@ static int link_or_copy(int src_dir, int dst_dir, const char *name)
 	return rc;
 }
 
+/* What a directory of CRIU's holds besides the images: its logs, its
+ * statistics and pid files. A restore writes its own (opened with
+ * O_TRUNC: a hard link would truncate the parent's), so these are not
+ * taken over. */
+static bool is_image(const char *name)
+{
+	size_t len = strlen(name);
+	return strncmp(name, "stats-", 6) && !(len > 4 && !strcmp(name + len - 4, ".log")) &&
+	       !(len > 4 && !strcmp(name + len - 4, ".pid"));
+}
+
 struct job {
 	int src, dst;
 	const char *src_path;
@@ -309,7 +320,7 @@ int cxlcr_rebase_fork(const char *src_dir, const char *dst_dir, const struct cxl
 	if (rebase_memory(&j) < 0 || rebase_network(&j) < 0)
 		goto out;
 	for (size_t i = 0; i < j.in.n; i++) {
-		if (has_name(&j.done, j.in.v[i]))
+		if (has_name(&j.done, j.in.v[i]) || !is_image(j.in.v[i]))
 			continue;
 		if (link_or_copy(j.src, j.dst, j.in.v[i]) < 0)
 			goto out;

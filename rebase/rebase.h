@@ -33,7 +33,7 @@ struct cxlcr_rebase_fork {
 };
 
 struct cxlcr_rebase_stats {
-	uint64_t vmas_in;         /* VMAs of the parent's tasks */
+	uint64_t vmas_in;         /* VMAs of the parent's tasks that map the arena */
 	uint64_t vmas_out;        /* ... and of the child's */
 	uint64_t runs_cxl;        /* MAP_PRIVATE views of the snapshot */
 	uint64_t runs_zero;       /* anonymous zero runs */
@@ -46,7 +46,11 @@ struct cxlcr_rebase_stats {
  * Writes into dst_dir (which exists and is empty) the image set of a child
  * of the parent checkpointed in src_dir. Images that need no change are
  * hard-linked (copied across file systems), so one fetched checkpoint
- * serves many children. src_dir is never modified. Returns 0, or -1 with
+ * serves many children; CRIU's logs, stats-* and *.pid files are left
+ * out. src_dir is never modified. The snapshot must be of the arena the
+ * checkpoint maps (same generation and owner epoch) and hold no cold
+ * pages; the pool must be a file (a devdax device cannot be mapped
+ * privately). The child's address must lie in the parent's subnet. Returns 0, or -1 with
  * cxlcr_last_error() saying which image and why (dst_dir may then hold a
  * partial set; the caller removes it).
  */

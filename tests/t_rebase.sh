@@ -43,8 +43,11 @@ SERVICES+=(parent)
 	die "cxlcr run failed"
 addr=$(status_field parent address)
 pid=$(status_field parent pid)
-link=$("$CXLCR" status parent | sed -n 's/^address .*(link \(.*\))$/\1/p')
-bridge=$(ip -o link show dev "$link" | sed -n 's/.* master \([^ ]*\) .*/\1/p')
+# The service's link on the bridge: the peer of its eth0.
+peer=$(nsenter -t "$pid" -n ip -o link show eth0 | sed -n 's/^[0-9]*: eth0@if\([0-9]*\):.*/\1/p')
+line=$(ip -o link show | grep "^$peer: ") || die "no link with index $peer (the peer of the service's eth0)"
+link=$(sed 's/^[0-9]*: \([^@:]*\).*/\1/' <<<"$line")
+bridge=$(sed -n 's/.* master \([^ ]*\) .*/\1/p' <<<"$line")
 [ -n "$link" ] && [ -n "$bridge" ] || die "cannot find the service's link ($link) and bridge ($bridge)"
 python3 "$KV" wait --host "$addr" --port $PORT --pid "$pid" || die "redis does not answer at $addr"
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 3 --quiet
