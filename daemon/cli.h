@@ -64,6 +64,7 @@ int cmd_stop(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork_restore(int argc, char **argv);
+int cmd_restore_prepare(int argc, char **argv);
 
 /* The command line most verbs share: NAME, --json, and a host option. */
 struct verb_args {

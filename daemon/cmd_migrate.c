@@ -6,11 +6,11 @@
  * heap stays in its arena throughout; only CRIU's images of the rest of the
  * process move, through the pool's image store.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,8 +137,7 @@ static void discard_restore(const char *link)
 	char why[CXLCR_ERROR_MAX];
 	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 	exec_kill_orphans();
-	if (if_nametoindex(link))
-		exec_run(10, "ip", "link", "del", link, NULL); /* it may be going already */
+	container_netns_release(link, true);
 	cxlcr_error("%s", why); /* the reason stays the restore's */
 }
 
@@ -172,27 +171,61 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	container_link_name(pool->sb->uuid, meta.arena_generation, meta.arena_epoch + 1, link);
 	const struct pod *pod = pod_current(false);
 	/* Hosts may name the pool differently: the mapping is then rebased. */
-	char here[PATH_MAX];
-	if (!realpath(pool->path, here))
-		cxlcr_copy_field(here, sizeof(here), pool->path);
-	meta.source_pool[sizeof(meta.source_pool) - 1] = 0;
-	const char *rebase = meta.source_pool[0] && strcmp(meta.source_pool, here) ? meta.source_pool : NULL;
+	const char *rebase = image_store_renamed_pool(pool, &meta);
+	/* The service's network namespace, made by `restore-prepare` (a
+	 * migrate asks for it before it freezes the source), or now. */
+	int netns = container_netns_open(link);
 	if (!pod)
 		cxlcr_error("host %s is not in a pod", this_host());
+	else if (netns < 0 && container_netns_prepare(link, ntohl(meta.service_ip)) == 0)
+		netns = container_netns_open(link);
 	exec_adopt_orphans();
-	if (!pod || criu_restore(dir, pod->bridge, link, rebase, pool->fd, pid) < 0) {
+	if (!pod || netns < 0 || criu_restore(dir, rebase, pool->fd, netns, pid) < 0) {
+		if (netns >= 0)
+			close(netns);
 		discard_restore(link);
 		/* The checkpoint can be tried again (if the plugin has not
 		 * taken the arena over, it is intact). */
 		image_store_release(pool, &images, claim);
 		return -1; /* the directory stays, with CRIU's log */
 	}
+	close(netns);
+	/* The network lock ends: the service's link joins the bridge (its
+	 * namespace lives on with the service, without the name). */
+	container_link_attach(pod, link);
+	container_netns_release(link, false);
 	/* The plugin took the arena over (owner, epoch); the checkpoint is
 	 * spent now, as a second restore of it would be refused anyway. */
 	cxlcr_region_set_veth(pool, meta.arena_generation, link);
 	image_store_reclaim(pool, name, 0);
 	image_work_dir_remove(dir);
 	return 0;
+}
+
+/* Before a migrate freezes the source: the destination makes the network
+ * namespace the restore will join (or, with --undo, removes it again when
+ * the migrate failed), so that the freeze does not wait for it. */
+int cmd_restore_prepare(int argc, char **argv)
+{
+	bool undo = argc > 2 && !strcmp(argv[argc - 1], "--undo");
+	if (argc != 2 + undo || !cli_host)
+		return fail(EXIT_USAGE, "usage: cxlcr restore-prepare NAME [--undo] (run by cxlcr migrate on "
+				       "the destination host)");
+	struct cxlcr_pool pool;
+	struct service s;
+	int rc = service_find(&pool, argv[1], &s);
+	if (rc)
+		return rc;
+	char link[16];
+	container_link_name(pool.sb->uuid, s.region.generation, s.region.owner_epoch + 1, link);
+	cxlcr_pool_close(&pool);
+	if (undo) {
+		container_netns_release(link, true);
+		return EXIT_OK;
+	}
+	if (container_netns_prepare(link, ntohl(s.region.service_ip)) < 0)
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	return EXIT_OK;
 }
 
 int cmd_restore(int argc, char **argv)
@@ -238,27 +271,22 @@ int cmd_restore(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Asks the destination's daemon to restore; its error line comes back
- * through a pipe so that migrate reports one line. */
+/* Asks the destination's daemon to restore; its error line comes back so
+ * that migrate reports one line. */
 static int restore_on(const char *host, const char *name, char *why, size_t len)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return cxlcr_error("pipe: %s", strerror(errno));
 	char *argv[] = { "restore", (char *)name, "--host", (char *)host, "--quiet", NULL };
-	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	int rc = rpc_call(host, 5, argv, null, p[1]);
-	close(null);
-	close(p[1]);
-	ssize_t n = read(p[0], why, len - 1);
-	close(p[0]);
-	why[n > 0 ? n : 0] = 0;
-	why[strcspn(why, "\n")] = 0;
-	if (rc < 0)
-		snprintf(why, len, "%s", cxlcr_last_error());
-	if (!strncmp(why, "cxlcr: ", 7))
-		memmove(why, why + 7, strlen(why + 7) + 1);
-	return rc == 0 ? 0 : -1;
+	return rpc_call_capture(host, 5, argv, NULL, 0, why, len) == 0 ? 0 : -1;
+}
+
+/* The destination makes the restore's network namespace while the source
+ * still runs (restore-prepare); only an optimisation: if it fails, the
+ * restore makes it itself, or says why not. */
+static void prepare_on(const char *host, const char *name, bool undo)
+{
+	char why[CXLCR_ERROR_MAX];
+	char *argv[] = { "restore-prepare", (char *)name, undo ? "--undo" : NULL, NULL };
+	rpc_call_capture(host, undo ? 3 : 2, argv, NULL, 0, why, sizeof(why));
 }
 
 int cmd_migrate(int argc, char **argv)
@@ -289,6 +317,8 @@ int cmd_migrate(int argc, char **argv)
 		return fail(EXIT_FAIL, "host %s is not up (see cxlcr pod up)", a.host);
 	}
 
+	/* 0. The destination readies the service's network. */
+	prepare_on(a.host, a.name, false);
 	/* 1. Freeze and checkpoint; the source stays frozen until the end. */
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	double dump_ms = 0;
@@ -297,6 +327,7 @@ int cmd_migrate(int argc, char **argv)
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		if (pid_alive(s.region.owner_pid))
 			resume_source(&s);
+		prepare_on(a.host, a.name, true);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "migrate of %s failed: %s; it goes on running on %s", a.name, why,
 			    this_host());

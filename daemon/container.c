@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,26 +45,63 @@ void container_mac_of(uint32_t ip, uint8_t mac[6])
 	mac[5] = (uint8_t)ip;
 }
 
-/* eth0 inside the service, its peer on the bridge outside. eth0's MAC is
- * derived from the address (container_mac_of). */
-static int plumb(const struct pod *pod, pid_t pid, const char *link, uint32_t ip)
+/* eth0 inside the service's network namespace (ns: a pid, or the name of
+ * a named one), its peer `link` outside; with pod, on the pod's bridge.
+ * eth0's MAC is derived from the address (container_mac_of). */
+static int plumb(const struct pod *pod, const char *ns, const char *ns_path, const char *link, uint32_t ip)
 {
-	char pid_s[16], addr[32], ip_s[16], mac[24];
-	snprintf(pid_s, sizeof(pid_s), "%d", pid);
+	char addr[32], ip_s[16], mac[24], net[PATH_MAX];
 	snprintf(addr, sizeof(addr), "%s/%d", ip_string(ip, ip_s), POD_PREFIX_LEN);
+	snprintf(net, sizeof(net), "--net=%s", ns_path);
 	uint8_t m[6];
 	container_mac_of(ip, m);
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
 	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name",
-		     SERVICE_IFNAME, "address", mac, "netns", pid_s, NULL) ||
-	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ||
-	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "addr", "add", addr, "dev",
-		     SERVICE_IFNAME, NULL) ||
-	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "link", "set", SERVICE_IFNAME,
-		     "up", NULL) ||
-	    exec_run(NET_TIMEOUT_S, "nsenter", "-t", pid_s, "-n", "ip", "link", "set", "lo", "up", NULL))
+		     SERVICE_IFNAME, "address", mac, "netns", ns, NULL) ||
+	    (pod && exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL)) ||
+	    exec_run(NET_TIMEOUT_S, "nsenter", net, "ip", "addr", "add", addr, "dev", SERVICE_IFNAME, NULL) ||
+	    exec_run(NET_TIMEOUT_S, "nsenter", net, "ip", "link", "set", SERVICE_IFNAME, "up", NULL) ||
+	    exec_run(NET_TIMEOUT_S, "nsenter", net, "ip", "link", "set", "lo", "up", NULL))
 		return -1;
 	return 0;
+}
+
+/* The named network namespace made for the restore that gives `link`. */
+static void netns_of(const char *link, char name[32], char path[64])
+{
+	snprintf(name, 32, "cxlcr-%.20s", link);
+	snprintf(path, 64, "/run/netns/%s", name);
+}
+
+void container_netns_release(const char *link, bool discard)
+{
+	char name[32], path[64];
+	netns_of(link, name, path);
+	if (discard && if_nametoindex(link))
+		exec_run(NET_TIMEOUT_S, "ip", "link", "del", link, NULL); /* it may be going already */
+	if (access(path, F_OK) == 0)
+		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", name, NULL);
+}
+
+int container_netns_prepare(const char *link, uint32_t ip)
+{
+	char name[32], path[64];
+	netns_of(link, name, path);
+	container_netns_release(link, true); /* what a failed attempt left */
+	if (exec_run(NET_TIMEOUT_S, "ip", "netns", "add", name, NULL) || plumb(NULL, name, path, link, ip) < 0) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		container_netns_release(link, true);
+		return cxlcr_error("cannot prepare the network of %s: %s", link, why);
+	}
+	return 0;
+}
+
+int container_netns_open(const char *link)
+{
+	char name[32], path[64];
+	netns_of(link, name, path);
+	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 pid_t container_start(const struct pod *pod, const char *name, const char *link, uint32_t ip,
@@ -110,7 +148,10 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 		close(go[1]);
 		return cxlcr_error("cannot create the service's namespaces: %s", strerror(-pid));
 	}
-	if (plumb(pod, pid, link, ip) < 0) {
+	char pid_s[16], ns_path[64];
+	snprintf(pid_s, sizeof(pid_s), "%d", pid);
+	snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/net", pid);
+	if (plumb(pod, pid_s, ns_path, link, ip) < 0) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		kill(pid, SIGKILL);

@@ -36,6 +36,20 @@ void container_mac_of(uint32_t ip, uint8_t mac[6]);
 pid_t container_start(const struct pod *pod, const char *name, const char *link, uint32_t ip,
 		      void (*child_fn)(void *), void *arg);
 
+/*
+ * A restored service joins a network namespace made for it beforehand
+ * (CRIU is told it is external), with eth0 already carrying its address and
+ * MAC, and its peer `link` not yet on the bridge: CRIU then neither dumps
+ * nor rebuilds the namespace's links, addresses, routes and firewall
+ * tables, which took most of a migrate's freeze. prepare (re)makes it as a
+ * named namespace; open gives an fd of it for CRIU; release forgets the
+ * name once the restored service holds the namespace, or, with discard,
+ * removes the link too (a failed restore).
+ */
+int container_netns_prepare(const char *link, uint32_t ip);
+int container_netns_open(const char *link);
+void container_netns_release(const char *link, bool discard);
+
 /* Takes a service's link off the pod's bridge, or puts it back. */
 int container_link_detach(const char *link);
 int container_link_attach(const struct pod *pod, const char *link);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -84,9 +85,15 @@ static const char *network_lock_script(void)
 
 int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 {
-	char pid_s[16], ext[64];
+	char pid_s[16], ext[64], ns[64];
+	struct stat st;
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
-	snprintf(ext, sizeof(ext), "veth[%s]:%s", SERVICE_IFNAME, link);
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/net", pid);
+	if (stat(ns, &st) < 0)
+		return cxlcr_error("service pid %d: %s: %s", pid, ns, strerror(errno));
+	/* The service's network namespace is external: the restore joins one
+	 * made beforehand (container.h). */
+	snprintf(ext, sizeof(ext), "net[%llu]:%s", (unsigned long long)st.st_ino, CRIU_NETNS_KEY);
 	/* The script learns the link (and the bridge, to put it back if the
 	 * dump fails) from the environment CRIU passes on to it. */
 	const struct pod *pod = pod_current(false);
@@ -108,13 +115,19 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 /* A migrated service takes its established connections along; a fork
  * child restores them closed (they are its parent's). */
 static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
-			  int pool_fd, bool tcp_close, pid_t *pid)
+			  int pool_fd, int netns_fd, bool tcp_close, pid_t *pid)
 {
-	char pair[64], pidfile[PATH_MAX], inherit[PATH_MAX + 16];
-	snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, bridge);
+	char pair[64], pidfile[PATH_MAX], inherit[PATH_MAX + 16], netns[64];
+	/* The service's network: a namespace made beforehand (fd 4), or one
+	 * that CRIU rebuilds from the images with a new link on the bridge. */
+	if (netns_fd >= 0)
+		snprintf(netns, sizeof(netns), "fd[4]:%s", CRIU_NETNS_KEY);
+	else
+		snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, bridge);
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
 	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
-			 "--veth-pair", pair, tcp_close ? "--tcp-close" : "--tcp-established",
+			 netns_fd >= 0 ? "--inherit-fd" : "--veth-pair", netns_fd >= 0 ? netns : pair,
+			 tcp_close ? "--tcp-close" : "--tcp-established",
 			 "--network-lock", "skip", "--pidfile", pidfile,
 			 "--lib", (char *)plugin_dir(), NULL, NULL, NULL, NULL, NULL };
 	size_t n = sizeof(argv) / sizeof(argv[0]) - 5;
@@ -133,7 +146,8 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 		argv[n] = "--inherit-fd";
 		argv[n + 1] = inherit;
 	}
-	if (exec_argv_fd(argv, CRIU_TIMEOUT_S, source_pool ? pool_fd : -1) != 0)
+	int fds[2] = { pool_fd, netns_fd };
+	if (exec_argv_fds(argv, CRIU_TIMEOUT_S, fds, netns_fd >= 0 ? 2 : source_pool ? 1 : 0) != 0)
 		return criu_failed(dir, "restore.log", "restore");
 	FILE *f = fopen(pidfile, "r");
 	int p = 0;
@@ -147,10 +161,9 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 	return 0;
 }
 
-int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool,
-		 int pool_fd, pid_t *pid)
+int criu_restore(const char *dir, const char *source_pool, int pool_fd, int netns_fd, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, false, pid);
+	return restore_images(dir, NULL, NULL, source_pool, pool_fd, netns_fd, false, pid);
 }
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *link, const char *snapshot_name)
@@ -171,5 +184,5 @@ int criu_dump_for_fork(pid_t pid, const char *dir, const char *link, const char 
 int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
 		       int pool_fd, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, true, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, -1, true, pid);
 }

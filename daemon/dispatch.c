@@ -96,6 +96,7 @@ static const struct command commands[] = {
 	{ "rm", cmd_rm, "free the arena of a service that has exited" },
 	{ "snapshot", cmd_snapshot, "snapshot a running service for remote fork" },
 	{ "fork-restore", cmd_fork_restore, "(internal) restore fork children on this host" },
+	{ "restore-prepare", cmd_restore_prepare, "(internal) make a restore's network ahead of a migrate" },
 };
 
 static void usage(FILE *out)

@@ -37,6 +37,11 @@ int exec_argv(char *const argv[], int timeout_s)
 
 int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd)
 {
+	return exec_argv_fds(argv, timeout_s, &pass_fd, pass_fd >= 0 ? 1 : 0);
+}
+
+int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
+{
 	int err[2];
 	if (pipe2(err, O_CLOEXEC) < 0)
 		return cxlcr_error("%s: pipe: %s", argv[0], strerror(errno));
@@ -51,12 +56,14 @@ int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd)
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(err[1], 2);
-		if (pass_fd >= 0) {
-			dup2(pass_fd, 3); /* dup2 clears close-on-exec */
-			close_range(4, ~0u, 0);
-		} else {
-			close_range(3, ~0u, 0);
-		}
+		/* fds[i] becomes 3 + i: first out of the way (an fds[i] may be
+		 * one of 3, 4, ...), then into place; dup2 clears close-on-exec. */
+		int high[8];
+		for (int i = 0; i < nfds && i < 8; i++)
+			high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64);
+		for (int i = 0; i < nfds && i < 8; i++)
+			dup2(high[i], 3 + i);
+		close_range(3 + (unsigned)(nfds < 8 ? nfds : 8), ~0u, 0);
 		execvp(argv[0], argv);
 		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);

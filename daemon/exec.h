@@ -13,6 +13,8 @@ int exec_argv(char *const argv[], int timeout_s);
 
 /* exec_argv(), with pass_fd handed to the tool as its fd 3. */
 int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd);
+/* exec_argv(), with fds[i] handed to the tool as its fd 3 + i (nfds <= 8). */
+int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds);
 
 /* exec_argv() on a NULL-terminated list of arguments. */
 int exec_run(int timeout_s, const char *arg0, ...) __attribute__((sentinel));

@@ -82,17 +82,6 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 	return cxlcr_error("%s has %d children already", parent, CHILD_NUMBER_MAX);
 }
 
-/* The pool as the parent's host named it, when this host names it
- * otherwise: CRIU then gets this host's pool for that path. */
-static const char *pool_renamed_from(const struct cxlcr_pool *pool, struct cxlcr_image_set *meta)
-{
-	char here[PATH_MAX];
-	if (!realpath(pool->path, here))
-		cxlcr_copy_field(here, sizeof(here), pool->path);
-	meta->source_pool[sizeof(meta->source_pool) - 1] = 0;
-	return meta->source_pool[0] && strcmp(meta->source_pool, here) ? meta->source_pool : NULL;
-}
-
 /* Runs every child's criu restore at once, each in a process of its own;
  * returns when all are done. A worker leaves its error line in its
  * directory. */
@@ -229,7 +218,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 			goto undo;
 		}
 	}
-	restore_all(jobs, n, pod, pool_renamed_from(pool, &meta), pool->fd);
+	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool->fd);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
 		char one[CXLCR_ERROR_MAX];
@@ -308,34 +297,6 @@ int cmd_fork_restore(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Runs a verb on a host's daemon with its output in memory: the verb's
- * stdout into out, its error line into why. */
-static int rpc_capture(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
-		       size_t why_len)
-{
-	int o = memfd_create("cxlcr-out", MFD_CLOEXEC), e = memfd_create("cxlcr-err", MFD_CLOEXEC);
-	if (o < 0 || e < 0) {
-		if (o >= 0)
-			close(o);
-		if (e >= 0)
-			close(e);
-		return cxlcr_error("memfd_create: %s", strerror(errno));
-	}
-	int rc = rpc_call(host, argc, argv, o, e);
-	ssize_t n = pread(o, out, out_len - 1, 0);
-	out[n > 0 ? n : 0] = 0;
-	n = pread(e, why, why_len - 1, 0);
-	why[n > 0 ? n : 0] = 0;
-	why[strcspn(why, "\n")] = 0;
-	close(o);
-	close(e);
-	if (rc < 0)
-		snprintf(why, why_len, "%s", cxlcr_last_error());
-	if (!strncmp(why, "cxlcr: ", 7))
-		memmove(why, why + 7, strlen(why + 7) + 1);
-	return rc;
-}
-
 /* A number from a JSON object printed by one of our verbs. */
 static double json_number(const char *text, const char *key)
 {
@@ -382,7 +343,7 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep)
 				 req->service);
 			return -1;
 		}
-		if (rpc_capture(owner, 3, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+		if (rpc_call_capture(owner, 3, argv, out, sizeof(out), why, sizeof(why)) != 0) {
 			snprintf(rep->error, sizeof(rep->error), "%s", why);
 			return -1;
 		}
@@ -393,7 +354,7 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep)
 	char count[16];
 	snprintf(count, sizeof(count), "%u", req->count);
 	char *argv[] = { "fork-restore", (char *)req->service, "--count", count, "--porcelain", NULL };
-	if (rpc_capture(req->host, 5, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+	if (rpc_call_capture(req->host, 5, argv, out, sizeof(out), why, sizeof(why)) != 0) {
 		snprintf(rep->error, sizeof(rep->error), "%s", why);
 		return -1;
 	}

@@ -316,3 +316,12 @@ void image_work_dir_remove(const char *dir)
 	if (!keep || !*keep || !strcmp(keep, "0"))
 		exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
 }
+
+const char *image_store_renamed_pool(const struct cxlcr_pool *pool, struct cxlcr_image_set *meta)
+{
+	char here[PATH_MAX];
+	if (!realpath(pool->path, here))
+		cxlcr_copy_field(here, sizeof(here), pool->path);
+	meta->source_pool[sizeof(meta->source_pool) - 1] = 0;
+	return meta->source_pool[0] && strcmp(meta->source_pool, here) ? meta->source_pool : NULL;
+}

@@ -38,6 +38,11 @@ void image_store_release(struct cxlcr_pool *pool, const struct cxlcr_region *reg
 /* Frees the image sets of a service, but the one with keep_generation. */
 void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t keep_generation);
 
+/* The pool's path on the host that made the image set, when this host
+ * names the pool otherwise (CRIU is then given this host's pool for that
+ * path); NULL when both name it the same. */
+const char *image_store_renamed_pool(const struct cxlcr_pool *pool, struct cxlcr_image_set *meta);
+
 /* A fresh local directory for one image set, under /var/lib/cxlcr/HOST/
  * ("WHAT.NAME.XXXXXX"), and its removal once done: unless $CXLCR_KEEP_WORK
  * asks to keep it (CRIU's logs, for a closer look). */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -193,4 +194,33 @@ int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 	fflush(NULL);
 	write_all(conn, &status, sizeof(status));
 	return status;
+}
+
+int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
+		     size_t why_len)
+{
+	int o = memfd_create("cxlcr-out", MFD_CLOEXEC), e = memfd_create("cxlcr-err", MFD_CLOEXEC);
+	if (o < 0 || e < 0) {
+		if (o >= 0)
+			close(o);
+		if (e >= 0)
+			close(e);
+		return cxlcr_error("memfd_create: %s", strerror(errno));
+	}
+	int rc = rpc_call(host, argc, argv, o, e);
+	ssize_t n;
+	if (out) {
+		n = pread(o, out, out_len - 1, 0);
+		out[n > 0 ? n : 0] = 0;
+	}
+	n = pread(e, why, why_len - 1, 0);
+	why[n > 0 ? n : 0] = 0;
+	why[strcspn(why, "\n")] = 0;
+	close(o);
+	close(e);
+	if (rc < 0)
+		snprintf(why, why_len, "%s", cxlcr_last_error());
+	if (!strncmp(why, "cxlcr: ", 7))
+		memmove(why, why + 7, strlen(why + 7) + 1);
+	return rc;
 }

@@ -22,6 +22,12 @@ bool host_is_local_pod_host(const char *host);
  * (with cxlcr_last_error()) when the daemon cannot be reached. */
 int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd);
 
+/* rpc_call() with the verb's output in memory: its stdout into out (may be
+ * NULL), the first line of its stderr, without "cxlcr: ", into why (or why
+ * the daemon could not be reached). Returns as rpc_call(). */
+int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
+		     size_t why_len);
+
 /* Daemon side: a listening socket at path, and one request served on conn
  * (in a worker process) with dispatch. Returns the verb's exit status. */
 int rpc_listen(const char *path);
