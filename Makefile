@@ -208,3 +208,10 @@ install-libcxlcr: $(O)/libcxlcr.a $(O)/libcxlcr.so
 	install -D -m 0755 $(O)/libcxlcr.so $(DESTDIR)$(PREFIX)/lib/libcxlcr.so
 
 .PHONY: install-libcxlcr
+
+# The FaaS demo (demos/faas/): its platform side, a client of the fork API.
+all: $(O)/demos/faas-scale
+$(O)/demos/faas-scale: demos/faas/faas-scale.c include/cxlcr/*.h $(O)/libcxlcr.a | $(O)/demos
+	$(CC) $(BASE) -Iinclude -o $@ $< $(O)/libcxlcr.a -lpthread
+$(O)/demos:
+	mkdir -p $@
