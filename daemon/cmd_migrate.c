@@ -180,7 +180,7 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	else if (netns < 0 && container_netns_prepare(link, ntohl(meta.service_ip)) == 0)
 		netns = container_netns_open(link);
 	exec_adopt_orphans();
-	if (!pod || netns < 0 || criu_restore(dir, rebase, pool->fd, netns, pid) < 0) {
+	if (!pod || netns < 0 || criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, pid) < 0) {
 		if (netns >= 0)
 			close(netns);
 		discard_restore(link);
@@ -190,9 +190,8 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 		return -1; /* the directory stays, with CRIU's log */
 	}
 	close(netns);
-	/* The network lock ends: the service's link joins the bridge (its
-	 * namespace lives on with the service, without the name). */
-	container_link_attach(pod, link);
+	/* CRIU's network-unlock put the link on the bridge; the namespace
+	 * lives on with the service, without the name. */
 	container_netns_release(link, false);
 	/* The plugin took the arena over (owner, epoch); the checkpoint is
 	 * spent now, as a second restore of it would be refused anyway. */

@@ -131,12 +131,19 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 			 "--network-lock", "skip", "--pidfile", pidfile,
 			 "--lib", (char *)plugin_dir(), NULL, NULL, NULL, NULL, NULL };
 	size_t n = sizeof(argv) / sizeof(argv[0]) - 5;
-	/* Tests only: the action script can stop CRIU at a chosen step of a
-	 * restore (criu-network-lock.sh); not otherwise, as every action would
-	 * cost a shell on the critical path. */
-	if (getenv("CXLCR_TEST_CRIU_HOOK")) {
+	/* Into a namespace made beforehand, the link joins the bridge at
+	 * CRIU's network-unlock, before the tasks resume: a service that found
+	 * its link without carrier would wait a whole ARP retry (1 s) before
+	 * it could answer anyone. Tests can also stop CRIU at a chosen step
+	 * with the script (CXLCR_TEST_CRIU_HOOK); otherwise a restore runs no
+	 * script, as every action costs a shell on the critical path. */
+	if (netns_fd >= 0 || getenv("CXLCR_TEST_CRIU_HOOK")) {
 		argv[n++] = "--action-script";
 		argv[n++] = (char *)network_lock_script();
+	}
+	if (netns_fd >= 0) {
+		setenv("CXLCR_NETLOCK_LINK", link, 1);
+		setenv("CXLCR_NETLOCK_BRIDGE", bridge, 1);
 	}
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
@@ -147,7 +154,10 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 		argv[n + 1] = inherit;
 	}
 	int fds[2] = { pool_fd, netns_fd };
-	if (exec_argv_fds(argv, CRIU_TIMEOUT_S, fds, netns_fd >= 0 ? 2 : source_pool ? 1 : 0) != 0)
+	int rc = exec_argv_fds(argv, CRIU_TIMEOUT_S, fds, netns_fd >= 0 ? 2 : source_pool ? 1 : 0);
+	unsetenv("CXLCR_NETLOCK_LINK");
+	unsetenv("CXLCR_NETLOCK_BRIDGE");
+	if (rc != 0)
 		return criu_failed(dir, "restore.log", "restore");
 	FILE *f = fopen(pidfile, "r");
 	int p = 0;
@@ -161,9 +171,10 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 	return 0;
 }
 
-int criu_restore(const char *dir, const char *source_pool, int pool_fd, int netns_fd, pid_t *pid)
+int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
+		 int netns_fd, pid_t *pid)
 {
-	return restore_images(dir, NULL, NULL, source_pool, pool_fd, netns_fd, false, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, pid);
 }
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *link, const char *snapshot_name)

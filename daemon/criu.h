@@ -40,11 +40,12 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped);
 #define CRIU_NETNS_KEY "cxlcr-service-net"
 
 /* Restores the image set in dir (of criu_dump()) into the network namespace
- * netns_fd (container_netns_prepare()); *pid receives the restored init's
- * pid. When this host names the pool differently from the source
- * (source_pool), the restored mappings and fds of the pool are rebased onto
- * pool_fd, this host's pool. */
-int criu_restore(const char *dir, const char *source_pool, int pool_fd, int netns_fd, pid_t *pid);
+ * netns_fd (container_netns_prepare()), whose link joins bridge just before
+ * the tasks resume; *pid receives the restored init's pid. When this host
+ * names the pool differently from the source (source_pool), the restored
+ * mappings and fds of the pool are rebased onto pool_fd, this host's pool. */
+int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
+		 int netns_fd, pid_t *pid);
 
 /* Remote fork (fork.h). The parent is dumped with its tasks left running
  * and no network lock; while CRIU holds them frozen, the plugin snapshots
