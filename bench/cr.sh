@@ -51,12 +51,17 @@ VALUE=1000          # bytes per value
 SEED=7
 SAMPLE=20000        # keys per window with BENCH_VERIFY=sample
 CRIU_TIMEOUT=600    # every criu call
+FAIL_PREFIX=cr      # a failed criu call's log: bench/out/cr-fail-*.log
 VERB_TIMEOUT=900    # every cxlcr call that runs CRIU
 KV_TIMEOUT=3600     # a fill or verify
 
 START=$SECONDS
 say() { printf 'cr: [%4ds] %s\n' $((SECONDS - START)) "$*"; }
 die() { printf 'cr: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=bench/lib/criu_plain.sh
+. "$ROOT/bench/lib/criu_plain.sh"
+# shellcheck source=bench/lib/build_copy.sh
+. "$ROOT/bench/lib/build_copy.sh"
 
 for c in redis-server memcached python3 unshare ip iptables nsenter timeout du "$CRIU"; do
 	command -v "$c" >/dev/null 2>&1 || die "$c is not installed (make deps)"
@@ -107,9 +112,7 @@ IMAGES=$(mktemp -d /var/tmp/cxlcr-cr-XXXX) # plain CRIU's images: local disk, no
 export CXLCR_POOL=$WORK/pool
 # A copy of the build, used throughout: build/ may be rebuilt while this
 # runs. cxlcr finds cxlcrd, the preload and the plugin (criu/) next to itself.
-mkdir -p "$IMAGES/bin/criu"
-cp "$BUILD/cxlcr" "$BUILD/cxlcrd" "$BUILD/libcxlcr-preload.so" "$IMAGES/bin/"
-cp -L "$BUILD/criu/cxlcr_criu.so" "$IMAGES/bin/criu/"
+copy_build "$BUILD" "$IMAGES/bin"
 CXLCR=$IMAGES/bin/cxlcr
 unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 SERVICES=()   # cxlcr services not yet stopped
@@ -117,16 +120,12 @@ PLAIN=()      # pids of plain servers
 CMD=()        # set by server_cmd
 POD=0
 
-stop_plain() { # PID: SIGTERM, then SIGKILL; bounded
-	kill "$1" 2>/dev/null || return 0
-	python3 "$HELP" wait-exit "$1" 15 || { kill -KILL "$1" 2>/dev/null; python3 "$HELP" wait-exit "$1" 15; } || true
-}
 cleanup() {
 	local rc=$? n p
 	trap - EXIT
 	set +e
 	for n in "${SERVICES[@]}"; do timeout 60 "$CXLCR" stop "$n" >/dev/null 2>&1; done
-	for p in "${PLAIN[@]}"; do stop_plain "$p"; done
+	for p in "${PLAIN[@]}"; do plain_stop "$p"; done
 	[ $POD = 1 ] && timeout 120 "$CXLCR" pod down >/dev/null 2>&1
 	if [ $rc -ne 0 ]; then
 		for n in "$WORK"/*.log; do
@@ -232,14 +231,6 @@ median() {
 	printf '%s\n' "$@" | sort -g | awk -v fmt="$fmt" '{ v[NR] = $1 }
 		END { printf fmt, NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-# criu_failed DIR dump|restore NAME: its log kept in bench/out, then die.
-criu_failed() {
-	cp "$1/$2.log" "$OUT/cr-fail-$3-$2.log" 2>/dev/null
-	echo "--- last lines of $1/$2.log:" >&2
-	tail -n 15 "$1/$2.log" >&2
-	die "criu $2 of $3 failed (log: bench/out/cr-fail-$3-$2.log)"
-}
-
 # A cxlcr verb with --json, timed; its JSON in $WORK/NAME.STEP.json.
 verb() { # STEP SERVER SIZE NAME ARGS...
 	local step=$1 server=$2 size=$3 name=$4 t0 t1 rc=0
@@ -336,7 +327,7 @@ bench_criu() { # SERVER BYTES INDEX
 	say "$server, $count keys x $VALUE B: plain, pid 1 of a PID namespace, 127.0.0.1:$port"
 	server_cmd "$server" "$size" "$port" 127.0.0.1
 	t0=$(now)
-	pid=$(python3 "$HELP" spawn --log "$WORK/$name.log" -- "${CMD[@]}") || die "cannot start plain $server"
+	pid=$(plain_spawn "$WORK/$name.log" "${CMD[@]}") || die "cannot start plain $server"
 	PLAIN+=("$pid")
 	python3 "$KV" wait --proto "$server" --port "$port" --pid "$pid" || die "plain $server does not answer"
 	t1=$(now)
@@ -355,17 +346,17 @@ bench_criu() { # SERVER BYTES INDEX
 		dir=$IMAGES/$name.$r
 		mkdir "$dir"
 		t0=$(now)
-		timeout $CRIU_TIMEOUT "$CRIU" dump -t "$pid" -D "$dir" -o dump.log -v2 --tcp-established ||
-			criu_failed "$dir" dump "$name"
+		plain_dump_cmd "$pid" "$dir"
+		"${PLAIN_CMD[@]}" || plain_failed "$dir" dump "$name"
 		t1=$(now)
 		dump=$(ms "$t0" "$t1")
-		python3 "$HELP" wait-exit "$pid" 30 || die "plain $server (pid $pid) did not exit after its dump"
+		plain_wait_exit "$pid" 30 || die "plain $server (pid $pid) did not exit after its dump"
 		PLAIN=()
-		img=$(du -sb --exclude='*.log' "$dir" | cut -f1)
+		img=$(plain_image_bytes "$dir")
 		sync # the images reach the disk before the restore, outside both timings
 		t0=$(now)
-		timeout $CRIU_TIMEOUT "$CRIU" restore -D "$dir" -d -o restore.log -v2 --tcp-established \
-			--pidfile "$dir/restored.pid" || criu_failed "$dir" restore "$name"
+		plain_restore_cmd "$dir"
+		"${PLAIN_CMD[@]}" || plain_failed "$dir" restore "$name"
 		t1=$(now)
 		rest=$(ms "$t0" "$t1")
 		pid=$(cat "$dir/restored.pid")
@@ -380,7 +371,7 @@ bench_criu() { # SERVER BYTES INDEX
 	done
 	csv_row "$server" "$size" criu "$(median "${dumps[@]}")" "$(median "${rests[@]}")" \
 		"$(median "${sums[@]}")" "$(median --int "${imgs[@]}")"
-	stop_plain "$pid"
+	plain_stop "$pid"
 	PLAIN=()
 }
 
