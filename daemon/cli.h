@@ -116,6 +116,17 @@ int service_signal(const struct service *s, int sig);
 int service_require_here(const struct service *s);
 /* Client side: runs the verb in the daemon of the service's host. */
 int service_forward_to_owner(const char *name, int argc, char **argv);
+/* The pod host the service runs on, or prints why there is none and
+ * returns the exit status. */
+int service_pod_host(const char *name, char host[CXLCR_HOST_MAX]);
+/* The start of a verb that runs where its service runs (checkpoint,
+ * migrate, snapshot): parses "NAME [--json] [--HOST_OPT HOST]" (the host
+ * option required when given), hands the verb to the daemon of the
+ * service's host when run from the command line, and there loads the
+ * service, which must run on this host. True, with the pool open, when the
+ * verb goes on here; false when it is done, with *code its exit status. */
+bool service_verb_here(int argc, char **argv, const char *usage, const char *host_opt, struct verb_args *a,
+		       struct cxlcr_pool *pool, struct service *s, int *code);
 /* Waits up to timeout_ms for a local process to exit (pidfd). 1 = gone. */
 int pid_wait_exit(int pid, int timeout_ms);
 bool pid_alive(int pid);

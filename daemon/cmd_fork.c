@@ -103,21 +103,15 @@ int cmd_fork(int argc, char **argv)
 	if (!cxlcr_valid_name(to))
 		return fail(EXIT_USAGE, "--to %s: not a host name", to);
 
-	struct cxlcr_pool pool;
-	struct service s;
-	int rc = service_find(&pool, name, &s);
+	char owner[CXLCR_HOST_MAX];
+	int rc = service_pod_host(name, owner);
 	if (rc)
 		return rc;
-	cxlcr_pool_close(&pool);
-	if (!host_is_local_pod_host(s.region.owner_host))
-		return fail(EXIT_FAIL, "service '%s' is not on a pod host (owner: %s)", name,
-			    s.region.owner_host[0] ? s.region.owner_host : "none");
-
 	char endpoint[128];
-	api_socket_path(s.region.owner_host, endpoint, sizeof(endpoint));
+	api_socket_path(owner, endpoint, sizeof(endpoint));
 	struct cxlcr_api *api = cxlcr_api_connect(endpoint, "");
 	if (!api)
-		return fail(EXIT_FAIL, "host %s: %s", s.region.owner_host, cxlcr_api_error(NULL));
+		return fail(EXIT_FAIL, "host %s: %s", owner, cxlcr_api_error(NULL));
 	static struct cxlcr_fork_result result;
 	if (cxlcr_api_fork(api, name, to, (unsigned)count, &result) < 0) {
 		rc = fail(EXIT_FAIL, "%s", cxlcr_api_error(api));

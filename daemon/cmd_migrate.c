@@ -77,20 +77,11 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 int cmd_checkpoint(int argc, char **argv)
 {
 	struct verb_args a;
-	int code;
-	if (!parse_verb_args(argc, argv, "cxlcr checkpoint NAME [--json]", true, NULL, &a, &code))
-		return code;
-	if (!cli_host)
-		return service_forward_to_owner(a.name, argc, argv);
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = service_find(&pool, a.name, &s);
-	if (rc)
-		return rc;
-	if ((rc = service_require_here(&s))) {
-		cxlcr_pool_close(&pool);
-		return rc;
-	}
+	int code;
+	if (!service_verb_here(argc, argv, "cxlcr checkpoint NAME [--json]", NULL, &a, &pool, &s, &code))
+		return code;
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	double dump_ms = 0;
 	/* Left stopped, and ended once the checkpoint is safe in the pool:
@@ -291,22 +282,11 @@ static void prepare_on(const char *host, const char *name, bool undo)
 int cmd_migrate(int argc, char **argv)
 {
 	struct verb_args a;
-	int code;
-	if (!parse_verb_args(argc, argv, "cxlcr migrate NAME --to HOST [--json]", true, "to", &a, &code))
-		return code;
-	if (!a.host)
-		return fail(EXIT_USAGE, "usage: cxlcr migrate NAME --to HOST [--json]");
-	if (!cli_host)
-		return service_forward_to_owner(a.name, argc, argv);
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = service_find(&pool, a.name, &s);
-	if (rc)
-		return rc;
-	if ((rc = service_require_here(&s))) {
-		cxlcr_pool_close(&pool);
-		return rc;
-	}
+	int code;
+	if (!service_verb_here(argc, argv, "cxlcr migrate NAME --to HOST [--json]", "to", &a, &pool, &s, &code))
+		return code;
 	if (!strcmp(a.host, this_host())) {
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_USAGE, "service '%s' already runs on %s", a.name, a.host);

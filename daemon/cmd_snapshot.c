@@ -165,25 +165,15 @@ undo:;
 
 int cmd_snapshot(int argc, char **argv)
 {
-	const char *usage = "cxlcr snapshot NAME [--json]";
 	struct verb_args a;
-	int code;
-	if (!parse_verb_args(argc, argv, usage, true, NULL, &a, &code))
-		return code;
-	if (!cli_host)
-		return service_forward_to_owner(a.name, argc, argv);
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = service_find(&pool, a.name, &s);
-	if (rc)
-		return rc;
+	int code;
+	if (!service_verb_here(argc, argv, "cxlcr snapshot NAME [--json]", NULL, &a, &pool, &s, &code))
+		return code;
 	if (s.region.kind != CXLCR_KIND_ARENA) {
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "'%s' is a fork child; snapshot its parent", a.name);
-	}
-	if ((rc = service_require_here(&s))) {
-		cxlcr_pool_close(&pool);
-		return rc;
 	}
 	struct snapshot_result r;
 	if (snapshot_service(&pool, &s, &r) < 0) {

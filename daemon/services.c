@@ -189,8 +189,7 @@ int service_require_here(const struct service *s)
 	return 0;
 }
 
-/* Client side: send the verb to the daemon of the service's host. */
-int service_forward_to_owner(const char *name, int argc, char **argv)
+int service_pod_host(const char *name, char host[CXLCR_HOST_MAX])
 {
 	struct cxlcr_pool pool;
 	struct service s;
@@ -201,5 +200,37 @@ int service_forward_to_owner(const char *name, int argc, char **argv)
 	if (!host_is_local_pod_host(s.region.owner_host))
 		return fail(EXIT_FAIL, "service '%s' is not on a pod host (owner: %s)", name,
 			    s.region.owner_host[0] ? s.region.owner_host : "none");
-	return forward_to_host(s.region.owner_host, argc, argv);
+	memcpy(host, s.region.owner_host, CXLCR_HOST_MAX);
+	host[CXLCR_HOST_MAX - 1] = 0;
+	return EXIT_OK;
+}
+
+/* Client side: send the verb to the daemon of the service's host. */
+int service_forward_to_owner(const char *name, int argc, char **argv)
+{
+	char host[CXLCR_HOST_MAX];
+	int rc = service_pod_host(name, host);
+	return rc ? rc : forward_to_host(host, argc, argv);
+}
+
+bool service_verb_here(int argc, char **argv, const char *usage, const char *host_opt, struct verb_args *a,
+		       struct cxlcr_pool *pool, struct service *s, int *code)
+{
+	if (!parse_verb_args(argc, argv, usage, true, host_opt, a, code))
+		return false;
+	if (host_opt && !a->host) {
+		*code = fail(EXIT_USAGE, "usage: %s", usage);
+		return false;
+	}
+	if (!cli_host) {
+		*code = service_forward_to_owner(a->name, argc, argv);
+		return false;
+	}
+	if ((*code = service_find(pool, a->name, s)))
+		return false;
+	if ((*code = service_require_here(s))) {
+		cxlcr_pool_close(pool);
+		return false;
+	}
+	return true;
 }
