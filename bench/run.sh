@@ -10,14 +10,17 @@
 #   c. checkpoint + restore time against the data held, cxlcr against plain
 #      CRIU, Redis and Memcached at 1, 2 and 4 GiB of values (bench/cr.sh,
 #      which also runs alone; BENCH_CR=0 skips it).
+#   d. remote fork: fork latency against the parent's heap, against plain
+#      CRIU, a child's private memory, 8 children at once (bench/fork.sh,
+#      which also runs alone; BENCH_FORK=0 skips it).
 # Prints a table and writes bench/out/ (summary.txt, summary.json, raw CSV;
-# cr.csv, cr.txt and cr.png for c).
+# cr.csv, cr.txt and cr.png for c; fork.csv, fork.txt and fork.png for d).
 #
 #   bench/run.sh                 full run (6 rounds, 1 GiB; about 5 minutes,
 #                                and c about 30 more)
 #   BENCH_QUICK=1 bench/run.sh   short run (2 rounds, 128 MiB; c at 64 and
 #                                256 MiB; about two minutes)
-#   BENCH_CR=0 bench/run.sh      a and b only
+#   BENCH_CR=0 BENCH_FORK=0 bench/run.sh      a and b only
 #
 # The servers are pinned to CPU 0 and the load generators to CPU 1 when the
 # machine has two CPUs or more, so that they do not take each other's turn.
@@ -230,4 +233,12 @@ python3 "$ROOT/bench/report.py" --out "$OUT" --mode "$MODE" --rounds "$ROUNDS" \
 if [ "${BENCH_CR:-1}" != 0 ]; then
 	say "c. checkpoint/restore time, cxlcr against plain CRIU (bench/cr.sh; BENCH_CR=0 skips it)"
 	"$ROOT/bench/cr.sh"
+fi
+
+# --- d. remote fork ----------------------------------------------------------------------
+# Also a script of its own with its own pool and pod. BENCH_FORK_SIZES,
+# BENCH_FORK_MID, BENCH_REPEAT and BENCH_QUICK reach it through the environment.
+if [ "${BENCH_FORK:-1}" != 0 ]; then
+	say "d. remote fork: latency, against plain CRIU, a child's memory, 8 at once (bench/fork.sh; BENCH_FORK=0 skips it)"
+	"$ROOT/bench/fork.sh"
 fi

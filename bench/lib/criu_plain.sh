@@ -16,7 +16,8 @@
 #   plain_wait_exit PID SECS  waits (pidfd, bounded) until PID has exited
 #   plain_dump_cmd PID DIR    the criu dump command line, in PLAIN_CMD
 #   plain_restore_cmd DIR     the criu restore command line (detached; the
-#                             pid in DIR/restored.pid), in PLAIN_CMD
+#                             pid in DIR/restored.pid), in PLAIN_CMD; removes
+#                             the pid file of an earlier restore of DIR
 #   plain_failed DIR STEP NAME  keeps criu's log of STEP (dump, restore)
 #                             in OUT, shows its end, and dies
 #   plain_image_bytes DIR     bytes of images in DIR (criu's logs not counted)
@@ -45,7 +46,9 @@ plain_dump_cmd() { # PID DIR
 	PLAIN_CMD=(timeout "$CRIU_TIMEOUT" "$CRIU" dump -t "$1" -D "$2" -o dump.log -v2 --tcp-established)
 }
 
+# criu refuses to write over an existing pid file (and fails the restore).
 plain_restore_cmd() { # DIR
+	rm -f "$1/restored.pid"
 	PLAIN_CMD=(timeout "$CRIU_TIMEOUT" "$CRIU" restore -D "$1" -d -o restore.log -v2 --tcp-established
 		--pidfile "$1/restored.pid")
 }
