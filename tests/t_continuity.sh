@@ -47,12 +47,7 @@ LOADCLIENT=$(loadclient_path)
 pod_up 2
 
 say "cxlcr run --host h0 redis-server"
-SERVICES+=("$NAME")
-"$CXLCR" run --host h0 --name "$NAME" --arena 512M --log "$POOL_DIR/$NAME.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" \
-	>/dev/null || die "cxlcr run --host h0 failed"
-addr=$(status_field "$NAME" address)
-python3 "$KV" wait --host "$addr" --port $PORT || die "redis does not answer at $addr"
+pod_redis "$NAME" h0 512M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 5 --quiet
 
 verify() {

@@ -32,12 +32,7 @@ on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm 
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 
 say "cxlcr run --host h0 redis-server"
-SERVICES+=("$NAME")
-"$CXLCR" run --host h0 --name "$NAME" --arena 512M --log "$POOL_DIR/$NAME.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" \
-	>/dev/null || die "cxlcr run --host h0 failed"
-addr=$(status_field "$NAME" address)
-python3 "$KV" wait --host "$addr" --port $PORT || die "redis does not answer at $addr"
+pod_redis "$NAME" h0 512M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 11 --quiet
 
 mappers() {

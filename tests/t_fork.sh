@@ -20,12 +20,8 @@ new_pool 8G
 pod_up 2
 
 say "cxlcr run --host h0 redis-server"
-SERVICES+=(redis)
-"$CXLCR" run --host h0 --name redis --arena 1G --log "$POOL_DIR/redis.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" \
-	>/dev/null || die "cxlcr run --host h0 failed"
-parent=$(status_field redis address)
-python3 "$KV" wait --host "$parent" --port $PORT || die "redis does not answer at $parent"
+pod_redis redis h0 1G
+parent=$addr
 say "fill $COUNT keys at $parent"
 python3 "$KV" fill --host "$parent" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 5
 

@@ -27,13 +27,8 @@ maps_pool() {
 }
 
 say "cxlcr run --host h0 redis-server"
-SERVICES+=(redis)
-"$CXLCR" run --host h0 --name redis --arena 1G --log "$POOL_DIR/redis.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" \
-	>/dev/null || die "cxlcr run --host h0 failed"
-addr=$(status_field redis address)
+pod_redis redis h0 1G
 [ "$(status_field redis host)" = h0 ] || die "redis is not on h0"
-python3 "$KV" wait --host "$addr" --port $PORT || die "redis does not answer at $addr"
 say "fill $COUNT keys at $addr"
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 3
 

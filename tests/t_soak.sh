@@ -40,12 +40,7 @@ read -r -a DAEMONS <<<"$(daemon_pids)"
 [ ${#DAEMONS[@]} -eq 2 ] || die "expected two cxlcrd pids, got: ${DAEMONS[*]}"
 
 say "cxlcr run --host h0 redis-server ($NAME)"
-SERVICES+=("$NAME")
-"$CXLCR" run --host h0 --name "$NAME" --arena 512M --log "$POOL_DIR/$NAME.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" \
-	>/dev/null || die "cxlcr run --host h0 failed"
-addr=$(status_field "$NAME" address)
-python3 "$KV" wait --host "$addr" --port $PORT || die "redis does not answer at $addr"
+pod_redis "$NAME" h0 512M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 9 --quiet
 
 # Every key of the load's key space written once, so that the arena does

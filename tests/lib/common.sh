@@ -112,6 +112,18 @@ run_service() {
 	}
 }
 
+# pod_redis NAME HOST ARENA: redis-server (port $PORT, default 6379, no
+# persistence) under `cxlcr run --host HOST`, stopped on exit; sets addr to
+# its address once it answers there.
+pod_redis() {
+	SERVICES+=("$1")
+	"$CXLCR" run --host "$2" --name "$1" --arena "$3" --log "$POOL_DIR/$1.log" -- \
+		redis-server --port "${PORT:-6379}" --protected-mode no --save '' --appendonly no \
+		--dir "$POOL_DIR" >/dev/null || die "cxlcr run --host $2 failed"
+	addr=$(status_field "$1" address)
+	python3 "$KV" wait --host "$addr" --port "${PORT:-6379}" >/dev/null || die "redis does not answer at $addr"
+}
+
 # A field of `cxlcr status NAME --json`.
 status_field() {
 	"$CXLCR" status "$1" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"
