@@ -150,11 +150,14 @@ def figures(rounds, sizes, mid, children):
         add("a", size, "first_answer_ms", [r["fork"]["children"][0]["first_answer_ms"] for r in rs], "ms")
         add("a", size, "api_reply_ms", [r["fork"]["request_ms"] for r in rs], "ms")
         add("a", size, "child_restore_ms", [r["fork"]["children"][0]["restore_ms"] for r in rs], "ms")
-        add("a", size, "snapshot_total_ms", [r["snapshot"]["total_ms"] for r in rs], "ms")
-        add("a", size, "snapshot_freeze_ms", [r["snapshot"]["freeze_ms"] for r in rs], "ms")
-        add("a", size, "snapshot_copy_ms", [r["snapshot"]["snapshot_ms"] for r in rs], "ms")
-        add("a", size, "snapshot_bytes", [r["snapshot"]["snapshot_bytes"] for r in rs], "bytes")
         add("a", size, "parent_arena_used", [r["arena_used"] for r in rs], "bytes")
+        ss = of("s", size)
+        add("a", size, "snapshot_total_ms", [r["snapshot"]["total_ms"] for r in ss], "ms")
+        add("a", size, "snapshot_freeze_ms", [r["snapshot"]["freeze_ms"] for r in ss], "ms")
+        add("a", size, "snapshot_copy_ms", [r["snapshot"]["snapshot_ms"] for r in ss], "ms")
+        add("a", size, "snapshot_bytes", [r["snapshot"]["snapshot_bytes"] for r in ss], "bytes")
+        # the newest snapshot's: prefetched into every child of (a)
+        add("a", size, "pages_changed", [ss[-1]["snapshot"].get("pages_changed", 0)] if ss else [], "pages")
     rs = of("b", mid)
     add("b", mid, "criu_first_answer_ms", [r["restore"]["first_answer_ms"] for r in rs], "ms")
     add("b", mid, "criu_restore_cmd_ms", [r["restore"]["cmd_ms"] for r in rs], "ms")
@@ -264,14 +267,15 @@ def cmd_report(a):
         say(a.header)
     say("")
     say("a. Fork latency: fork request -> the child's first answer (GET), from an existing snapshot")
-    say("   %-9s %10s %13s %10s %10s | %9s %8s %8s" % ("heap", "arena_used", "first answer", "API reply",
-                                                        "restore", "snapshot", "frozen", "copy"))
+    say("   %-9s %10s %13s %10s %10s %8s | %9s %8s %8s" % (
+        "heap", "arena_used", "first answer", "API reply", "restore", "changed", "snapshot", "frozen", "copy"))
     a_sizes = sorted(s for (f, s, m) in table if f == "a" and m == "first_answer_ms")
     for s in a_sizes:
         g = lambda m: table[("a", s, m)]  # noqa: E731
-        say("   %-9s %6.0f MiB %10.1f ms %7.1f ms %7.1f ms | %6.1f ms %5.1f ms %5.1f ms" % (
+        say("   %-9s %6.0f MiB %10.1f ms %7.1f ms %7.1f ms %8d | %6.0f ms %5.0f ms %5.0f ms" % (
             human(s), g("parent_arena_used") / MIB, g("first_answer_ms"), g("api_reply_ms"),
-            g("child_restore_ms"), g("snapshot_total_ms"), g("snapshot_freeze_ms"), g("snapshot_copy_ms")))
+            g("child_restore_ms"), table.get(("a", s, "pages_changed"), 0), g("snapshot_total_ms"),
+            g("snapshot_freeze_ms"), g("snapshot_copy_ms")))
     summary = {}
     own = [s for s in sizes if ("a", s, "first_answer_ms") in table]
     if len(own) > 1:
@@ -280,8 +284,9 @@ def cmd_report(a):
         summary["a_ratio"] = ratio
         say("   %s / %s: %.2fx (target <= %.1f): %s" % (human(hi), human(lo), ratio, TARGET_GROWTH,
                                                        "met" if ratio <= TARGET_GROWTH else "NOT met"))
-    say("   (restore: the daemon's restore of the child; snapshot: `cxlcr snapshot` before the fork, its")
-    say("   parent frozen for 'frozen' ms, of which 'copy' copying heap pages into the pool)")
+    say("   (restore: the daemon's restore of the child; changed: pages the parent changed between its last")
+    say("   two snapshots, prefetched into each child; snapshot: `cxlcr snapshot`, taken before the forks,")
+    say("   the parent frozen for 'frozen' ms of it, of which 'copy' copying heap pages into the pool)")
     say("")
     criu, fork1 = table.get(("b", mid, "criu_first_answer_ms")), table.get(("a", mid, "first_answer_ms"))
     if criu and fork1:
