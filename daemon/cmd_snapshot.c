@@ -124,7 +124,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 	char dir[PATH_MAX];
 	if (image_work_dir("snapshot", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
-	if (criu_dump_for_fork(s->region.owner_pid, dir, s->region.veth, out->name) < 0) {
+	if (criu_dump_for_fork(s->region.owner_pid, dir, out->name) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		/* CRIU lets the tasks go on a failed dump; make sure. */

@@ -83,17 +83,25 @@ static const char *network_lock_script(void)
 	return "/usr/local/lib/cxlcr/criu-network-lock.sh";
 }
 
-int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
+/* The service's network namespace is external to CRIU: a restore joins
+ * one made beforehand (container.h). "net[INODE]:KEY" for --external. */
+static int external_netns(pid_t pid, char *arg, size_t len)
 {
-	char pid_s[16], ext[64], ns[64];
+	char ns[64];
 	struct stat st;
-	snprintf(pid_s, sizeof(pid_s), "%d", pid);
 	snprintf(ns, sizeof(ns), "/proc/%d/ns/net", pid);
 	if (stat(ns, &st) < 0)
 		return cxlcr_error("service pid %d: %s: %s", pid, ns, strerror(errno));
-	/* The service's network namespace is external: the restore joins one
-	 * made beforehand (container.h). */
-	snprintf(ext, sizeof(ext), "net[%llu]:%s", (unsigned long long)st.st_ino, CRIU_NETNS_KEY);
+	snprintf(arg, len, "net[%llu]:%s", (unsigned long long)st.st_ino, CRIU_NETNS_KEY);
+	return 0;
+}
+
+int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
+{
+	char pid_s[16], ext[64];
+	snprintf(pid_s, sizeof(pid_s), "%d", pid);
+	if (external_netns(pid, ext, sizeof(ext)) < 0)
+		return -1;
 	/* The script learns the link (and the bridge, to put it back if the
 	 * dump fails) from the environment CRIU passes on to it. */
 	const struct pod *pod = pod_current(false);
@@ -177,11 +185,12 @@ int criu_restore(const char *dir, const char *bridge, const char *link, const ch
 	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, pid);
 }
 
-int criu_dump_for_fork(pid_t pid, const char *dir, const char *link, const char *snapshot_name)
+int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
 {
 	char pid_s[16], ext[64];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
-	snprintf(ext, sizeof(ext), "veth[%s]:%s", SERVICE_IFNAME, link);
+	if (external_netns(pid, ext, sizeof(ext)) < 0)
+		return -1;
 	/* No network lock: the parent keeps its sockets and goes on. */
 	char *argv[] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
 			 (char *)verbosity(), "--external", ext, "--tcp-established", "--network-lock", "skip",
@@ -193,7 +202,7 @@ int criu_dump_for_fork(pid_t pid, const char *dir, const char *link, const char 
 }
 
 int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
-		       int pool_fd, pid_t *pid)
+		       int pool_fd, int netns_fd, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, -1, true, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, pid);
 }

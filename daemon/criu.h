@@ -50,10 +50,11 @@ int criu_restore(const char *dir, const char *bridge, const char *link, const ch
 /* Remote fork (fork.h). The parent is dumped with its tasks left running
  * and no network lock; while CRIU holds them frozen, the plugin snapshots
  * the arena under snapshot_name. */
-int criu_dump_for_fork(pid_t pid, const char *dir, const char *link, const char *snapshot_name);
+int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name);
 /* Restores a fork child from a rebased image set (rebase/): as
- * criu_restore(), with the parent's established connections closed. */
+ * criu_restore(), into the child's own network namespace, with the
+ * parent's established connections closed. */
 int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
-		       int pool_fd, pid_t *pid);
+		       int pool_fd, int netns_fd, pid_t *pid);
 
 #endif

@@ -92,8 +92,16 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 	for (unsigned i = 0; i < n; i++) {
 		jobs[i].worker = fork();
 		if (jobs[i].worker == 0) {
+			/* Each child's network namespace, made here so that all are
+			 * made at once: its own address and MAC. */
 			pid_t pid;
-			int rc = criu_restore_child(jobs[i].dir, pod->bridge, jobs[i].link, renamed, pool_fd, &pid);
+			int netns = -1, rc = container_netns_prepare(jobs[i].link, jobs[i].ip);
+			if (rc == 0 && (netns = container_netns_open(jobs[i].link)) < 0)
+				rc = cxlcr_error("cannot open the network namespace of %s", jobs[i].name);
+			if (rc == 0)
+				rc = criu_restore_child(jobs[i].dir, pod->bridge, jobs[i].link, renamed, pool_fd,
+							netns, &pid);
+			container_netns_release(jobs[i].link, rc < 0);
 			if (rc < 0) {
 				char path[PATH_MAX + 8];
 				snprintf(path, sizeof(path), "%s/error", jobs[i].dir);

@@ -243,14 +243,18 @@ static int rebase_memory(struct job *j)
 	return check_pool_file_entry(j->src, j->pool_file_id, j->pool_path);
 }
 
+/* The child's own MAC and address on its link. A checkpoint whose network
+ * namespace was external to CRIU (--external net) holds no network images:
+ * the daemon then makes the child's namespace itself, with its identity. */
 static int rebase_network(struct job *j)
 {
-	int links = 0;
+	int links = 0, namespaces = 0;
 	for (size_t i = 0; i < j->in.n; i++) {
 		unsigned ns;
 		int found = 0;
 		if (!numbered(j->in.v[i], "netdev-", &ns))
 			continue;
+		namespaces++;
 		if (rebase_netns(j->src, j->dst, ns, j->spec, &found, j->stats) < 0)
 			return -1;
 		if (!found)
@@ -264,6 +268,8 @@ static int rebase_network(struct job *j)
 				return -1;
 		}
 	}
+	if (namespaces == 0)
+		return 0;
 	if (links != 1)
 		return cxlcr_error("%s: %s link %s in the checkpoint's network namespaces", j->src_path,
 				   links ? "more than one" : "no", j->spec->ifname);

@@ -76,6 +76,8 @@ result() {
 	if [ "$word" = SKIP ] && [ $verbose = 0 ]; then
 		tail -n 3 "$log" | sed 's/^/    /'
 	elif [ "$word" = FAIL ] || [ $verbose = 1 ]; then
+		# The failing check first: a test's clean-up may print many lines after it.
+		[ "$word" = FAIL ] && grep -m 3 -E ': FAIL: |^FAIL|Error|error:' "$log" | sed 's/^/  > /'
 		tail -n 60 "$log" | sed 's/^/    /'
 	fi
 }
