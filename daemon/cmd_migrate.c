@@ -29,10 +29,31 @@
 
 #define KILL_WAIT_MS 10000
 
-/* After a failed checkpoint or migrate: the source, frozen or not, takes
- * up its work again. */
-static void resume_source(const struct service *s)
+/*
+ * After a failed checkpoint or migrate the source, frozen or not, takes up
+ * its work again: unless its arena has a new owner, which happens when a
+ * restore got as far as the plugin's take-over before it failed (CRIU
+ * killed just before the tasks resume). The source is fenced then: if the
+ * new owner runs, the service lives on there and the source ends, so that
+ * the arena never has two writers; if it died with the failed restore, the
+ * source takes the arena back, with the same compare-and-set of the epoch
+ * as a restore, and resumes. Writes where the service runs now into where.
+ */
+static void resume_source(struct cxlcr_pool *pool, const struct service *s, char *where, size_t len)
 {
+	struct cxlcr_region now;
+	snprintf(where, len, "%s", this_host());
+	if (cxlcr_region_get(pool, s->region.generation, &now) == 0 && now.owner_epoch != s->region.owner_epoch) {
+		bool runs = host_is_local_pod_host(now.owner_host) && now.owner_pid > 0 && pid_alive(now.owner_pid);
+		struct cxlcr_region after;
+		if (runs || cxlcr_region_claim_epoch(pool, now.generation, now.owner_epoch, s->region.owner_pid,
+						     this_host(), &after) < 0) {
+			kill(s->region.owner_pid, SIGKILL);
+			pid_wait_exit(s->region.owner_pid, KILL_WAIT_MS);
+			snprintf(where, len, "%s (restored there; the source was fenced)", now.owner_host);
+			return;
+		}
+	}
 	const struct pod *pod = pod_current(false);
 	if (pod)
 		container_link_attach(pod, s->region.veth);
@@ -91,8 +112,9 @@ int cmd_checkpoint(int argc, char **argv)
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		bool alive = pid_alive(s.region.owner_pid);
+		char where[CXLCR_HOST_MAX + 64];
 		if (alive)
-			resume_source(&s);
+			resume_source(&pool, &s, where, sizeof(where));
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "checkpoint of %s failed: %s%s", a.name, why,
 			    alive ? "; it goes on running" : "");
@@ -304,8 +326,9 @@ int cmd_migrate(int argc, char **argv)
 	if (checkpoint_service(&pool, &s, true, &bytes, &dump_ms) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		char where[CXLCR_HOST_MAX + 64];
 		if (pid_alive(s.region.owner_pid))
-			resume_source(&s);
+			resume_source(&pool, &s, where, sizeof(where));
 		prepare_on(a.host, a.name, true);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "migrate of %s failed: %s; it goes on running on %s", a.name, why,
@@ -316,11 +339,12 @@ int cmd_migrate(int argc, char **argv)
 	 * since the freeze: its address moves with it). */
 	char why[CXLCR_ERROR_MAX];
 	if (restore_on(a.host, a.name, why, sizeof(why)) < 0) {
-		resume_source(&s);
+		char where[CXLCR_HOST_MAX + 64];
+		resume_source(&pool, &s, where, sizeof(where));
 		image_store_reclaim(&pool, a.name, 0);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "migrate of %s to %s failed: %s; it goes on running on %s with all its data",
-			    a.name, a.host, why, this_host());
+			    a.name, a.host, why, where);
 	}
 	uint64_t t2 = cxlcr_mono_ns();
 	/* 3. Only now does the frozen source end. */

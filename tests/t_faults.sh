@@ -100,6 +100,19 @@ for action in post-setup-namespaces post-restore; do
 	intact $host "restore, criu restore killed at $action, then restored again"
 done
 
+# Killed at pre-resume: after the plugin took the arena over for the
+# restored tasks, before they run. The half-restored tasks are ended; the
+# source, fenced by the new epoch, takes its arena back with a
+# compare-and-set and resumes: never two writers, nothing lost.
+to=$([ $host = h0 ] && echo h1 || echo h0)
+epoch=$(status_field "$NAME" owner_epoch)
+killed pre-resume "migrate, criu restore killed at pre-resume" "$CXLCR" migrate "$NAME" --to $to
+intact $host "migrate, criu restore killed at pre-resume"
+[ "$(status_field "$NAME" owner_epoch)" -ge $((epoch + 2)) ] ||
+	die "the epoch went from $epoch to $(status_field "$NAME" owner_epoch): no take-over and take-back"
+"$CXLCR" migrate "$NAME" --to $to >/dev/null || die "the next migrate to $to failed"
+intact $to "the migrate after the one killed at pre-resume"
+
 left=$(find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l)
 say "$left work directories (with CRIU's logs) left by the failed runs"
 stop_service "$NAME"
