@@ -79,7 +79,7 @@ mapfile -t PARENTS < <(printf '%s\n' "${SIZES[@]}" "$MID" | sort -n -u)
 REPEAT=${BENCH_REPEAT:-3}
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT: a number of rounds, at least 1"
 CHILDREN=${BENCH_FORK_CHILDREN:-8}
-[[ $CHILDREN =~ ^[1-9][0-9]?$ ]] && [ "$CHILDREN" -le 64 ] || die "BENCH_FORK_CHILDREN: 1 to 64"
+if ! [[ $CHILDREN =~ ^[1-9][0-9]?$ ]] || [ "$CHILDREN" -gt 64 ]; then die "BENCH_FORK_CHILDREN: 1 to 64"; fi
 
 # Arena (MiB) for BYTES of values: Redis's used_memory is ~1.3x the values.
 arena_mb() { echo $(((($1 * 16 / 10) >> 20) + 256)); }
@@ -180,7 +180,7 @@ say "$($CRIU --version | awk '/^Version/ {print "CRIU " $2}'); $(redis-server --
 
 # --- cxlcr: a parent on h0, its children on h1 ----------------------------------------------------
 bench_parent() { # BYTES INDEX
-	local size=$1 name=fk-$2 count arena addr used r j kid
+	local size=$1 name=fk-$2 count arena addr used r kid
 	count=$(((size + VALUE - 1) / VALUE))
 	arena=$(arena_mb "$size")
 	KEY=kv:str:$((count / 2)) # the key the probe GETs: in the middle of the heap

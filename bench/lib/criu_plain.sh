@@ -23,6 +23,7 @@
 #   plain_image_bytes DIR     bytes of images in DIR (criu's logs not counted)
 
 PLAIN_HELP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/cr.py # spawn, wait-exit
+# shellcheck disable=SC2034 # set here, run by the caller
 PLAIN_CMD=()
 
 plain_spawn() { # LOG CMD...
@@ -42,11 +43,13 @@ plain_stop() { # PID
 
 # --tcp-established: a client connected at the dump would otherwise make
 # it fail; the images of a server with none are the same.
+# shellcheck disable=SC2034
 plain_dump_cmd() { # PID DIR
 	PLAIN_CMD=(timeout "$CRIU_TIMEOUT" "$CRIU" dump -t "$1" -D "$2" -o dump.log -v2 --tcp-established)
 }
 
 # criu refuses to write over an existing pid file (and fails the restore).
+# shellcheck disable=SC2034
 plain_restore_cmd() { # DIR
 	rm -f "$1/restored.pid"
 	PLAIN_CMD=(timeout "$CRIU_TIMEOUT" "$CRIU" restore -D "$1" -d -o restore.log -v2 --tcp-established

@@ -45,7 +45,7 @@ DEMO_SIZE=${DEMO_SIZE:-256M}
 SIZE_BYTES=$(size_bytes "$DEMO_SIZE")
 CHILDREN=${DEMO_CHILDREN:-2}
 INVOKES=${DEMO_INVOKES:-300}
-[[ $CHILDREN =~ ^[1-9][0-9]?$ ]] && [ "$CHILDREN" -le 64 ] || die "DEMO_CHILDREN: 1 to 64"
+if ! [[ $CHILDREN =~ ^[1-9][0-9]?$ ]] || [ "$CHILDREN" -gt 64 ]; then die "DEMO_CHILDREN: 1 to 64"; fi
 [[ $INVOKES =~ ^[1-9][0-9]*$ ]] || die "DEMO_INVOKES: a number of invocations"
 # Python objects take about DEMO_SIZE of arena (function.py sizes them so).
 ARENA_MB=$(((SIZE_BYTES * 3 / 2 >> 20) + 256))
