@@ -84,21 +84,26 @@ static bool redis_forks_for_persistence(int argc, char **argv)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--log FILE] [--json] -- CMD [ARGS...]\n\n"
+		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--log FILE] [--env NAME=VALUE]...\n"
+		"                 [--json] -- CMD [ARGS...]\n\n"
 		"Starts CMD detached, with its heap in a new arena NAME of the pool\n"
 		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log.\n"
 		"With --host, it runs on that pod host in its own PID, network and UTS\n"
 		"namespaces, with its own address on the pod network (cxlcr status shows it).\n"
+		"--env adds to CMD's environment (a pod host's daemon starts it with a clean one).\n"
 		"Returns once the arena is attached, or fails with the reason.\n",
 		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, DEFAULT_LOG_DIR);
 }
 
 /* What the service process needs to become the service. */
+#define RUN_ENV_MAX 64
+
 struct launch {
 	int ready;              /* write end of the pipe the preload reports on */
 	const char *log, *preload, *pool, *name;
 	uint64_t arena;
 	char **cmd;
+	char **env;             /* NAME=VALUE, NULL-terminated */
 };
 
 /* In the service process: detach, set up stdio and the preload's
@@ -128,6 +133,8 @@ static void exec_service(void *arg)
 	setenv("CXLCR_ARENA_SIZE", size_s, 1);
 	setenv("CXLCR_READY_FD", fd_s, 1);
 	unsetenv("CXLCR_ARENA_OWNER");
+	for (char **e = l->env; e && *e; e++)
+		putenv(*e);
 	execvp(l->cmd[0], l->cmd);
 	dprintf(READY_FD, "error: cannot run %s: %s\n", l->cmd[0], strerror(errno));
 	_exit(127);
@@ -213,14 +220,16 @@ int cmd_run(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "name", required_argument, 0, 'n' }, { "arena", required_argument, 0, 'a' },
 		{ "log", required_argument, 0, 'l' },  { "json", no_argument, 0, 'j' },
-		{ "host", required_argument, 0, 'H' },
+		{ "host", required_argument, 0, 'H' }, { "env", required_argument, 0, 'e' },
 		{ "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 }
 	};
+	static char *env[RUN_ENV_MAX + 1];
+	int nenv = 0;
 	const char *name = NULL, *log = NULL, *host = NULL;
 	uint64_t arena = DEFAULT_ARENA_SIZE;
 	bool json = false;
 	int c;
-	while ((c = getopt_long(argc, argv, "+n:a:l:H:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+n:a:l:H:e:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': name = optarg; break;
 		case 'a':
@@ -230,6 +239,13 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'l': log = optarg; break;
 		case 'H': host = optarg; break;
+		case 'e':
+			if (!strchr(optarg, '=') || optarg[0] == '=')
+				return fail(EXIT_USAGE, "--env %s: not NAME=VALUE", optarg);
+			if (nenv == RUN_ENV_MAX)
+				return fail(EXIT_USAGE, "run: more than %d --env", RUN_ENV_MAX);
+			env[nenv++] = optarg;
+			break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return EXIT_USAGE;
@@ -304,7 +320,7 @@ int cmd_run(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "pipe: %s", strerror(errno));
 	}
-	struct launch l = { pipefd[1], log, preload, pool_abs, name, arena, cmd };
+	struct launch l = { pipefd[1], log, preload, pool_abs, name, arena, cmd, env };
 	fflush(NULL);
 	char link[16] = "";
 	uint32_t ip = 0;

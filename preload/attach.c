@@ -106,6 +106,28 @@ static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *p
 	cxlcr_publish(h, sizeof(*h));
 }
 
+/*
+ * This process's pid as the pool's other users see it. A pod service is
+ * pid 1 of its own PID namespace, but its owner entry holds the pid its
+ * host sees (cxlcr run records it): a service that execs must claim its
+ * arena again under that pid, or it would find the arena "taken" by
+ * itself. /proc is the host's (the mount namespace is shared), so the
+ * first NSpid of /proc/self/status is that pid. No malloc: this runs
+ * before the allocator is ready.
+ */
+static pid_t outer_pid(void)
+{
+	char buf[2048];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	const char *at = strstr(buf, "\nNSpid:");
+	long pid = at ? strtol(at + 8, NULL, 10) : 0;
+	return pid > 0 ? (pid_t)pid : getpid();
+}
+
 /* Finds the named arena, or creates it with CXLCR_ARENA_SIZE, and makes this
  * process its owner. */
 static int find_or_create(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *r)
@@ -127,8 +149,15 @@ static int find_or_create(struct cxlcr_pool *pool, const char *name, struct cxlc
 			return -1;
 	}
 	*r = *found;
+	/* A service that exec'd owned the arena before (CXLCR_ARENA_OWNER, in
+	 * its environment across the exec, is its pid): it keeps it as its
+	 * entry says, which in a pod names the pod host, not the service's
+	 * own UTS name that cxlcr_host_name() sees here. */
+	const char *owner = getenv("CXLCR_ARENA_OWNER");
+	if (owner && atoi(owner) == getpid() && r->owner_pid == outer_pid())
+		return 0;
 claim:
-	return cxlcr_region_claim(pool, r->generation, getpid(), cxlcr_host_name(),
+	return cxlcr_region_claim(pool, r->generation, outer_pid(), cxlcr_host_name(),
 				  program_invocation_short_name, r);
 }
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A pod service that execs (a shell or wrapper that ends in `exec server`,
+# as pyenv shims and start scripts do) keeps its arena: the preload of the
+# new program finds the arena its process already owns. --env reaches the
+# service, whose pod daemon starts it with a clean environment. The service
+# then migrates like any other.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server
+
+new_pool 4G
+pod_up 2
+SERVICES+=(wrapped)
+"$CXLCR" run --host h0 --name wrapped --arena 256M --env CXLCR_TEST_MARK=42 --log "$POOL_DIR/wrapped.log" -- \
+	sh -c 'exec redis-server --port 6379 --protected-mode no --save "" --appendonly no' >/dev/null ||
+	die "cxlcr run of a service that execs failed"
+addr=$(status_field wrapped address)
+python3 "$KV" wait --host "$addr" --port 6379 --pid "$(status_field wrapped pid)" ||
+	{ cat "$POOL_DIR/wrapped.log" >&2; die "the exec'd service does not answer"; }
+python3 "$KV" fill --host "$addr" --port 6379 --count 60000 --size 1000 --seed 4 --quiet
+pid=$(status_field wrapped pid)
+[ "$(cat "/proc/$pid/comm")" = redis-server ] || die "pid $pid is $(cat "/proc/$pid/comm"), not the exec'd server"
+tr '\0' '\n' <"/proc/$pid/environ" | grep -qx CXLCR_TEST_MARK=42 || die "--env did not reach the service"
+check_heap wrapped $((50 * 1000 * 1000))
+ok "the service exec'd into redis-server and kept its arena; --env reached it"
+"$CXLCR" migrate wrapped --to h1 >/dev/null || die "migrate after the exec failed"
+python3 "$KV" verify --host "$addr" --port 6379 --count 60000 --size 1000 --seed 4 --quiet ||
+	die "values differ after the migrate"
+ok "migrated to h1 with every value"
