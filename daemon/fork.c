@@ -192,9 +192,10 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	if (!pod)
 		return cxlcr_error("%s is not a pod host", this_host());
 	uint64_t t0 = cxlcr_mono_ns();
-	cxlcr_catalog_reap(pool, NULL);
 	struct cxlcr_borrow borrow;
-	if (cxlcr_catalog_borrow(pool, parent, NULL, &borrow) < 0)
+	/* Dead children's borrows may hold every slot: reaped, and once more. */
+	if (cxlcr_catalog_borrow(pool, parent, NULL, &borrow) < 0 &&
+	    (cxlcr_catalog_reap(pool, NULL) < 0 || cxlcr_catalog_borrow(pool, parent, NULL, &borrow) < 0))
 		return cxlcr_error("no snapshot of %s to fork from (%s)", parent, cxlcr_last_error());
 	int rc = -1;
 	struct child_job *jobs = calloc(n, sizeof(*jobs));
@@ -264,6 +265,10 @@ out:
 	if (snap.base)
 		cxlcr_snapshot_close(&snap);
 	cxlcr_catalog_return(pool, &borrow);
+	/* The borrows of children that have died go, and with them a replaced
+	 * snapshot nobody holds any more: after the children run, as freeing
+	 * a snapshot's memory takes ~60 ms per GiB. */
+	cxlcr_catalog_reap(pool, NULL);
 	if (src[0])
 		image_work_dir_remove(src);
 	free(jobs);
