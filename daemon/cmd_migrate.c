@@ -73,15 +73,8 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	if (criu_dump(s->region.owner_pid, dir, s->region.veth, leave_stopped) < 0)
 		return -1; /* the directory stays, with CRIU's log */
 	*dump_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
-	struct cxlcr_image_set meta = { 0 };
-	cxlcr_copy_field(meta.service, sizeof(meta.service), s->region.name);
-	meta.arena_generation = s->region.generation;
-	meta.arena_epoch = s->region.owner_epoch;
-	cxlcr_copy_field(meta.source_host, sizeof(meta.source_host), this_host());
-	cxlcr_copy_field(meta.veth_inner, sizeof(meta.veth_inner), SERVICE_IFNAME);
-	meta.service_ip = s->region.service_ip;
-	if (!realpath(pool->path, meta.source_pool))
-		cxlcr_copy_field(meta.source_pool, sizeof(meta.source_pool), pool->path);
+	struct cxlcr_image_set meta;
+	image_set_describe(pool, &s->region, s->region.name, &meta);
 	struct cxlcr_region *r;
 	if (image_store_publish(pool, dir, &meta, image_bytes) < 0)
 		return -1;

@@ -136,15 +136,8 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 	if (read_snapshot_info(dir, out) < 0)
 		goto undo;
 	note_changed_pages(pool, s->region.name, out->generation, dir, out);
-	struct cxlcr_image_set meta = { 0 };
-	cxlcr_copy_field(meta.service, sizeof(meta.service), out->name);
-	meta.arena_generation = s->region.generation;
-	meta.arena_epoch = s->region.owner_epoch;
-	cxlcr_copy_field(meta.source_host, sizeof(meta.source_host), this_host());
-	cxlcr_copy_field(meta.veth_inner, sizeof(meta.veth_inner), SERVICE_IFNAME);
-	meta.service_ip = s->region.service_ip;
-	if (!realpath(pool->path, meta.source_pool))
-		cxlcr_copy_field(meta.source_pool, sizeof(meta.source_pool), pool->path);
+	struct cxlcr_image_set meta;
+	image_set_describe(pool, &s->region, out->name, &meta);
 	if (image_store_publish(pool, dir, &meta, &out->image_bytes) < 0)
 		goto undo;
 	retire_previous(pool, s->region.name);

@@ -15,6 +15,7 @@
 #include "../common/persist.h"
 #include "../common/util.h"
 #include "cli.h"
+#include "container.h"
 #include "exec.h"
 #include "image_store.h"
 
@@ -324,4 +325,18 @@ const char *image_store_renamed_pool(const struct cxlcr_pool *pool, struct cxlcr
 		cxlcr_copy_field(here, sizeof(here), pool->path);
 	meta->source_pool[sizeof(meta->source_pool) - 1] = 0;
 	return meta->source_pool[0] && strcmp(meta->source_pool, here) ? meta->source_pool : NULL;
+}
+
+void image_set_describe(const struct cxlcr_pool *pool, const struct cxlcr_region *arena, const char *name,
+			struct cxlcr_image_set *meta)
+{
+	memset(meta, 0, sizeof(*meta));
+	cxlcr_copy_field(meta->service, sizeof(meta->service), name);
+	meta->arena_generation = arena->generation;
+	meta->arena_epoch = arena->owner_epoch;
+	cxlcr_copy_field(meta->source_host, sizeof(meta->source_host), this_host());
+	cxlcr_copy_field(meta->veth_inner, sizeof(meta->veth_inner), SERVICE_IFNAME);
+	meta->service_ip = arena->service_ip;
+	if (!realpath(pool->path, meta->source_pool))
+		cxlcr_copy_field(meta->source_pool, sizeof(meta->source_pool), pool->path);
 }

@@ -10,6 +10,12 @@
 #include <stdint.h>
 #include "../common/pool.h"
 
+/* The header of an image set called name, of a dump of the service whose
+ * arena region is arena, made on this host (image_store_publish() adds the
+ * files' part). */
+void image_set_describe(const struct cxlcr_pool *pool, const struct cxlcr_region *arena, const char *name,
+			struct cxlcr_image_set *meta);
+
 /* Copies every file of dir into a new image-store region described by
  * meta (service, arena generation and epoch, ...), marking it complete
  * last. *bytes receives the size of the image files. */
