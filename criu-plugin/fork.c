@@ -116,7 +116,13 @@ int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena
 {
 	struct cxlcr_borrow b;
 	struct cxlcr_borrower who = { .pid = pid };
-	if (fork_check_record(pool, rec) < 0 || find_entry(pool, rec->region_generation, &b) < 0)
+	/* The snapshot itself was checked whole before the restore began
+	 * (fork_check_record); a published catalog entry for it means it was
+	 * not freed since. */
+	if (memcmp(rec->pool_uuid, pool->sb->uuid, sizeof(rec->pool_uuid)) ||
+	    rec->region_kind != CXLCR_KIND_SNAPSHOT)
+		return fork_check_record(pool, rec);
+	if (find_entry(pool, rec->region_generation, &b) < 0)
 		return -1;
 	if (cxlcr_catalog_borrow_confirm(pool, &who, &b) < 0)
 		return cxlcr_error("fork of %s: cannot borrow snapshot '%s': %s", rec->region_name, b.name,

@@ -91,7 +91,8 @@ void restore_kill_traced(void);
 int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const char *name);
 /* Does a fork record name a whole snapshot of this pool? */
 int fork_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec);
-/* The restored child pid borrows the record's snapshot for its lifetime. */
+/* The restored child pid borrows the record's snapshot for its lifetime
+ * (its snapshot checked by fork_check_record() before). */
 int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_record *rec);
 /* Makes the pages the parent changed between its last two snapshots the
  * child's own before it runs. Returns how many (0: no list), -1 on error. */

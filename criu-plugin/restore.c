@@ -204,12 +204,12 @@ int restore_take_over(int dirfd, pid_t pid, const char *pool_path)
 	if (pool_id_of(&pool, &id) < 0 || proc_pool_mappings(pid, &id, &maps, &nmaps) < 0)
 		goto close;
 	/* Everything is checked before anything is taken. A fork child's view
-	 * of a snapshot is many private mappings (rebase/): it is checked by
-	 * the snapshot it names, and borrowed rather than taken over. */
+	 * of a snapshot is many private mappings (rebase/): its snapshot was
+	 * checked whole by restore_precheck(), and is borrowed rather than
+	 * taken over (the borrow fails if the catalog no longer holds it). */
 	for (ssize_t i = 0; i < n; i++) {
-		bool fork = recs[i].flags & CXLCR_RECORD_F_FORK;
-		if (fork ? fork_check_record(&pool, &recs[i]) < 0
-			 : restore_check_record(&pool, &recs[i]) < 0 || check_mapped(maps, nmaps, pid, &recs[i]) < 0)
+		if (!(recs[i].flags & CXLCR_RECORD_F_FORK) &&
+		    (restore_check_record(&pool, &recs[i]) < 0 || check_mapped(maps, nmaps, pid, &recs[i]) < 0))
 			goto close;
 	}
 	for (ssize_t i = 0; i < n; i++)
