@@ -147,6 +147,32 @@ static void discard_restore(const char *link)
 	cxlcr_error("%s", why); /* the reason stays the restore's */
 }
 
+/*
+ * A restore that failed after the plugin took the arena over (CRIU killed
+ * just before the tasks resume) leaves the arena's epoch moved on and the
+ * checkpoint's records stale: nobody could restore the service again, and
+ * its data would be out of reach. If the new owner is this restore's own
+ * task, dead now, the arena is fenced once more (compare-and-set of the
+ * epoch, to the same dead owner) and the checkpoint is published again
+ * with that epoch in its records, so that a retry works. A migrate's source
+ * that is still frozen takes its arena back the same way (resume_source()).
+ */
+static bool renew_stale_checkpoint(struct cxlcr_pool *pool, const struct cxlcr_region *images,
+				   const struct cxlcr_image_set *meta)
+{
+	struct cxlcr_region now, after;
+	if (cxlcr_region_get(pool, meta->arena_generation, &now) < 0 || now.owner_epoch == meta->arena_epoch ||
+	    strncmp(now.owner_host, this_host(), CXLCR_HOST_MAX) || pid_alive(now.owner_pid))
+		return false;
+	char why[CXLCR_ERROR_MAX];
+	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+	bool renewed = cxlcr_region_claim_epoch(pool, now.generation, now.owner_epoch, now.owner_pid, this_host(),
+						&after) == 0 &&
+		       image_store_renew(pool, images, meta, after.owner_epoch) == 0;
+	cxlcr_error("%s", why); /* the reason stays the restore's */
+	return renewed;
+}
+
 /* Fetches the newest checkpoint of a service and restores it here. */
 static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid, char *link,
 			   uint64_t *image_bytes)
@@ -190,9 +216,14 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 		if (netns >= 0)
 			close(netns);
 		discard_restore(link);
-		/* The checkpoint can be tried again (if the plugin has not
-		 * taken the arena over, it is intact). */
-		image_store_release(pool, &images, claim);
+		/* The checkpoint can be tried again (if the plugin has taken the
+		 * arena over, once it is renewed). */
+		if (!renew_stale_checkpoint(pool, &images, &meta)) {
+			char why[CXLCR_ERROR_MAX];
+			snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+			image_store_release(pool, &images, claim);
+			cxlcr_error("%s", why);
+		}
 		return -1; /* the directory stays, with CRIU's log */
 	}
 	close(netns);

@@ -13,6 +13,7 @@
 #include "../common/checksum.h"
 #include "../common/error.h"
 #include "../common/persist.h"
+#include "../common/record.h"
 #include "../common/util.h"
 #include "cli.h"
 #include "container.h"
@@ -339,4 +340,68 @@ void image_set_describe(const struct cxlcr_pool *pool, const struct cxlcr_region
 	meta->service_ip = arena->service_ip;
 	if (!realpath(pool->path, meta->source_pool))
 		cxlcr_copy_field(meta->source_pool, sizeof(meta->source_pool), pool->path);
+}
+
+/* The plugin's records of the arena in dir now say epoch (and that
+ * nobody runs in it, as after a checkpoint). */
+static int reseal_records(const char *dir, uint64_t arena_generation, uint64_t epoch)
+{
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dirfd >= 0 ? fdopendir(dup(dirfd)) : NULL;
+	if (!d) {
+		if (dirfd >= 0)
+			close(dirfd);
+		return cxlcr_error("%s: %s", dir, strerror(errno));
+	}
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(d))) {
+		int nspid;
+		char tail[8];
+		if (sscanf(e->d_name, "cxlcr-arena-%d%7s", &nspid, tail) != 2 || strcmp(tail, ".img"))
+			continue;
+		struct cxlcr_arena_record *recs;
+		ssize_t n = cxlcr_arena_records_read(dirfd, e->d_name, &recs);
+		if (n < 0) {
+			rc = -1;
+			break;
+		}
+		for (ssize_t i = 0; i < n; i++) {
+			if (recs[i].region_generation != arena_generation)
+				continue;
+			recs[i].owner_epoch = epoch;
+			cxlcr_arena_record_seal(&recs[i]);
+		}
+		if (n > 0 && cxlcr_arena_records_write(dirfd, e->d_name, recs, (size_t)n) < 0)
+			rc = -1;
+		if (n > 0)
+			free(recs);
+	}
+	closedir(d);
+	close(dirfd);
+	return rc;
+}
+
+int image_store_renew(struct cxlcr_pool *pool, const struct cxlcr_region *images,
+		      const struct cxlcr_image_set *meta, uint64_t epoch)
+{
+	char dir[PATH_MAX];
+	if (image_work_dir("renew", meta->service, dir, sizeof(dir)) < 0)
+		return -1;
+	struct cxlcr_image_set fresh = *meta;
+	fresh.arena_epoch = epoch;
+	uint64_t bytes;
+	int rc = image_store_fetch(pool, images, dir) == 0 && reseal_records(dir, meta->arena_generation, epoch) == 0 &&
+			 image_store_publish(pool, dir, &fresh, &bytes) == 0
+		 ? 0
+		 : -1;
+	if (rc == 0) {
+		/* Only the renewed set is a checkpoint of the arena now. */
+		struct cxlcr_region now;
+		struct cxlcr_image_set now_meta;
+		if (image_store_find(pool, meta->service, &now, &now_meta) == 0)
+			image_store_reclaim(pool, meta->service, now.generation);
+	}
+	exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
+	return rc;
 }

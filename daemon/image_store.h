@@ -44,6 +44,11 @@ void image_store_release(struct cxlcr_pool *pool, const struct cxlcr_region *reg
 /* Frees the image sets of a service, but the one with keep_generation. */
 void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t keep_generation);
 
+/* Publishes the image set again, its arena records saying epoch, in place
+ * of the old one (see renew_stale_checkpoint() in cmd_migrate.c). */
+int image_store_renew(struct cxlcr_pool *pool, const struct cxlcr_region *images,
+		      const struct cxlcr_image_set *meta, uint64_t epoch);
+
 /* The pool's path on the host that made the image set, when this host
  * names the pool otherwise (CRIU is then given this host's pool for that
  * path); NULL when both name it the same. */
