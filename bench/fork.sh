@@ -97,8 +97,9 @@ export CXLCR_POOL=$WORK/pool
 copy_build "$BUILD" "$IMAGES/bin"
 CXLCR=$IMAGES/bin/cxlcr
 PROBE=$IMAGES/bin/fork-probe
-gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$ROOT/include" -o "$PROBE" "$ROOT/bench/fork.c" \
-	"$BUILD/libcxlcr.a" -lpthread || die "cannot build bench/fork.c"
+gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$ROOT/include" -I"$ROOT/demos/lib" -o "$PROBE" \
+	"$ROOT/bench/fork.c" "$ROOT/demos/lib/first_answer.c" "$BUILD/libcxlcr.a" -lpthread ||
+	die "cannot build bench/fork.c"
 unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 SERVICES=()  # cxlcr services (parents and children) not yet stopped
 PLAIN=()     # pids of plain servers
