@@ -21,41 +21,25 @@
 
 Targets (the issue's): response gap during a migrate <= 100 ms; rate after
 >= 95% of the rate before; no acknowledged write lost. Python standard
-library only.
+library only; what the benchmarks' helpers share is in bench/lib/results.py.
 """
 import argparse
 import csv
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 
-GIB = 1 << 30
-MIB = 1 << 20
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from results import (GIB, MIB, gnuplot, median, parse_size, print_field,  # noqa: E402
+                     publish, run_gnuplot)
+
 GAP_TARGET_MS = 100.0
 RATIO_TARGET = 0.95
 FIELDS = ["server", "size_bytes", "phase", "migration", "from", "to", "gap_ms", "gap_open", "window_ms",
           "freeze_ms", "dump_ms", "restore_ms", "total_ms", "rate_before", "rate_after", "ratio",
           "p50_before_ms", "p50_after_ms", "p99_before_ms", "p99_after_ms",
           "errors", "reconnects", "requests", "stale_reads", "lost_writes", "rto_min_us"]
-
-
-def parse_size(text):
-    t = text.strip().upper()
-    if t.endswith("IB"):
-        t = t[:-2]
-    elif t.endswith("B"):
-        t = t[:-1]
-    mult = {"K": 1 << 10, "M": MIB, "G": GIB, "T": 1 << 40}.get(t[-1:], 1)
-    try:
-        v = int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
-        raise SystemExit("continuity.py: not a size: %r" % text)
-    if v <= 0:
-        raise SystemExit("continuity.py: not a size: %r" % text)
-    return v
 
 
 def human(n):
@@ -96,8 +80,7 @@ def cmd_row(a):
 
 
 def cmd_plot(a):
-    gp = shutil.which("gnuplot")
-    if not gp:
+    if not gnuplot():
         print("continuity.py: gnuplot is not installed: no %s" % a.png, file=sys.stderr)
         return 0
     load = json.load(open(a.load))
@@ -146,12 +129,9 @@ def cmd_plot(a):
          % lat_bad) if has_bad else "",
         '     "%s" using 1:2 axes x1y2 with steps lw 1.5 lc rgb "#1e8449" title "responses/s"' % bins,
     ])
-    script = "\n".join(l for l in script.split("\n") if l)
-    r = subprocess.run([gp], input=script, text=True, capture_output=True)
-    for p in (lat_ok, lat_bad, bins):
-        os.unlink(p)
-    if r.returncode:
-        print("continuity.py: gnuplot failed: %s" % r.stderr.strip(), file=sys.stderr)
+    problem = run_gnuplot([l for l in script.split("\n") if l], base + ".gp", [lat_ok, lat_bad, bins])
+    if problem:
+        print("continuity.py: %s" % problem, file=sys.stderr)
         return 1
     return 0
 
@@ -193,16 +173,16 @@ def cmd_report(a):
                                          "" if lost == "" else ", writes %s" % ("ok" if lost_ok else "LOST"))
         s = {
             "server": server, "size_bytes": size, "phase": phase, "migrations": len(rs),
-            "gap_median_ms": statistics.median(gaps) if gaps else None,
+            "gap_median_ms": median(gaps) if gaps else None,
             "gap_max_ms": max(gaps) if gaps else None,
             "gap_max_open": gap_open,
-            "freeze_median_ms": statistics.median(freeze),
+            "freeze_median_ms": median(freeze),
             "rate_before": statistics.mean(before) if before else None,
             "rate_after": statistics.mean(after) if after else None,
-            "ratio_median": statistics.median(ratios) if ratios else None,
+            "ratio_median": median(ratios) if ratios else None,
             "ratio_min": min(ratios) if ratios else None,
-            "p50_before_ms": statistics.median(p50b) if p50b else None,
-            "p50_after_ms": statistics.median(p50a) if p50a else None,
+            "p50_before_ms": median(p50b) if p50b else None,
+            "p50_after_ms": median(p50a) if p50a else None,
             "errors": errors, "reconnects": recon, "lost_writes": lost,
             "rto_min_us": rs[0]["rto_min_us"],
             "gap_target_met": bool(gap_ok), "rate_target_met": bool(ratio_ok),
@@ -221,10 +201,7 @@ def cmd_report(a):
                  "after: from the first response that ends the gap); ratio: after/before (median, "
                  "and the worst migration); p50: median latency before and after (median over the "
                  "migrations)")
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(a.out, "continuity.txt"), "w") as f:
-        f.write(text + "\n")
+    publish(lines, os.path.join(a.out, "continuity.txt"))
     with open(os.path.join(a.out, "continuity.summary.csv"), "w") as f:
         w = csv.DictWriter(f, fieldnames=list(summary[0].keys()) if summary else ["server"],
                            lineterminator="\n")
@@ -237,15 +214,13 @@ def cmd_report(a):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) == 2 and argv[0] == "size":
-        print(parse_size(argv[1]))
+        print(parse_size(argv[1], "continuity.py"))
         return 0
     if len(argv) == 1 and argv[0] == "header":
         print(",".join(FIELDS))
         return 0
     if len(argv) == 3 and argv[0] == "field":
-        v = json.load(open(argv[1]))[argv[2]]
-        print(v if v is not None else "")
-        return 0
+        return print_field(argv[1], [argv[2]], null="")
     p = argparse.ArgumentParser(prog="continuity.py")
     sub = p.add_subparsers(dest="verb", required=True)
     r = sub.add_parser("row")

@@ -12,7 +12,8 @@
     cr.py report --out DIR          the table, the ratios and the plot from
                                     DIR/cr.csv and DIR/cr.jsonl
 
-Python standard library only (the plot is drawn by gnuplot).
+Python standard library only (the plot is drawn by gnuplot); what the
+benchmarks' helpers share is in bench/lib/results.py.
 """
 import argparse
 import csv
@@ -20,29 +21,12 @@ import json
 import math
 import os
 import select
-import shutil
-import statistics
 import subprocess
 import sys
 
-GIB = 1 << 30
-MIB = 1 << 20
-
-
-def parse_size(text):
-    t = text.strip().upper()
-    if t.endswith("IB"):
-        t = t[:-2]
-    elif t.endswith("B"):
-        t = t[:-1]
-    mult = {"K": 1 << 10, "M": MIB, "G": GIB, "T": 1 << 40}.get(t[-1:], 1)
-    try:
-        v = int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
-        raise SystemExit("cr.py: not a size: %r" % text)
-    if v <= 0:
-        raise SystemExit("cr.py: not a size: %r" % text)
-    return v
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from results import (GIB, MIB, NO_GNUPLOT, gnuplot, median, parse_size,  # noqa: E402
+                     print_field, publish, read_jsonl, run_gnuplot)
 
 
 def human(n):
@@ -118,15 +102,6 @@ def cmd_wait_exit(a):
     return 0 if select.select([fd], [], [], float(a.seconds))[0] else 1
 
 
-def cmd_field(a):
-    with open(a.file) as f:
-        v = json.load(f)
-    for k in a.key.split("."):
-        v = v[k]
-    print(v)
-    return 0
-
-
 # --------------------------------------------------------------- report --
 
 METHODS = {"cxlcr": "cxlcr checkpoint + restore --host h1",
@@ -143,18 +118,13 @@ def load(out):
                 r[k] = float(r[k])
             r["image_bytes"] = int(float(r["image_bytes"]))
             rows.append(r)
-    raw = []
     path = os.path.join(out, "cr.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
-            raw = [json.loads(line) for line in f if line.strip()]
-    return rows, raw
+    return rows, read_jsonl(path) if os.path.exists(path) else []
 
 
 def plot(out, rows, servers, sizes):
-    gp = shutil.which("gnuplot")
-    if not gp:
-        return "gnuplot is not installed (scripts/install-deps.sh): no plot"
+    if not gnuplot():
+        return NO_GNUPLOT
     series = []  # (title, data file, style)
     styles = {("redis", "cxlcr"): 'lc rgb "#c0392b" lw 2 pt 7 ps 1.3 dt 1',
               ("redis", "criu"): 'lc rgb "#c0392b" lw 2 pt 5 ps 1.3 dt 2',
@@ -212,16 +182,7 @@ def plot(out, rows, servers, sizes):
             '"%s" using 1:2 with linespoints title "%s" %s' % (dat, title, style)
             for title, dat, style in series),
     ]
-    gpfile = os.path.join(out, "cr.gp")
-    with open(gpfile, "w") as f:
-        f.write("\n".join(script) + "\n")
-    res = subprocess.run([gp, gpfile], capture_output=True, text=True, timeout=60)
-    for title, dat, style in series:
-        os.unlink(dat)
-    os.unlink(gpfile)
-    if res.returncode != 0:
-        return "gnuplot failed: %s" % res.stderr.strip()
-    return None
+    return run_gnuplot(script, os.path.join(out, "cr.gp"), [dat for title, dat, style in series])
 
 
 def cmd_report(a):
@@ -252,7 +213,7 @@ def cmd_report(a):
                     continue
                 fz = ""
                 if method == "cxlcr-migrate" and (server, size) in freeze:
-                    fz = "%.1f" % statistics.median(freeze[(server, size)])
+                    fz = "%.1f" % median(freeze[(server, size)])
                 say("%-10s %-9s %-14s %12.1f %11.1f %11.1f %13d %10s" % (
                     server, human(size), method, r["checkpoint_ms"], r["restore_ms"],
                     r["total_ms"], r["image_bytes"], fz))
@@ -291,10 +252,7 @@ def cmd_report(a):
     say("Wrote %s/cr.csv%s" % (a.out, "" if problem or a.no_plot else " and cr.png"))
     if problem:
         say("plot: " + problem)
-    text = "\n".join(lines) + "\n"
-    sys.stdout.write(text)
-    with open(os.path.join(a.out, "cr.txt"), "w") as f:
-        f.write(text)
+    publish(lines, os.path.join(a.out, "cr.txt"))
     with open(os.path.join(a.out, "cr.summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
         f.write("\n")
@@ -324,10 +282,12 @@ def main():
     s.add_argument("--no-plot", action="store_true")
     a = p.parse_args()
     if a.verb == "size":
-        print(parse_size(a.size))
+        print(parse_size(a.size, "cr.py"))
         return 0
+    if a.verb == "field":
+        return print_field(a.file, [a.key])
     return {"spawn": cmd_spawn, "_init": cmd_init, "wait-exit": cmd_wait_exit,
-            "field": cmd_field, "report": cmd_report}[a.verb](a)
+            "report": cmd_report}[a.verb](a)
 
 
 if __name__ == "__main__":

@@ -14,37 +14,24 @@
     fork.py report --out DIR ...       the table, fork.csv and fork.png from
                                        DIR/fork.jsonl
 
-Python standard library only (the plot is drawn by gnuplot).
+Python standard library only (the plot is drawn by gnuplot); what the
+benchmarks' helpers share is in bench/lib/results.py.
 """
 import argparse
 import json
 import os
 import random
-import shutil
 import socket
-import statistics
-import subprocess
 import sys
 import time
 
-GIB = 1 << 30
-MIB = 1 << 20
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from results import (GIB, MIB, NO_GNUPLOT, gnuplot, median, parse_size,  # noqa: E402
+                     print_field, publish, read_jsonl, run_gnuplot)
+
 TARGET_GROWTH = 1.2   # a: largest / smallest heap
 TARGET_SPEEDUP = 3.0  # b: plain CRIU / cxlcr fork
 TARGET_SHARE = 15.0   # c: child's RssAnon, % of the parent's heap
-
-
-def parse_size(text):
-    t = text.strip().upper()
-    t = t[:-2] if t.endswith("IB") else t[:-1] if t.endswith("B") else t
-    mult = {"K": 1 << 10, "M": MIB, "G": GIB}.get(t[-1:], 1)
-    try:
-        v = int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
-        raise SystemExit("fork.py: not a size: %r" % text)
-    if v <= 0:
-        raise SystemExit("fork.py: not a size: %r" % text)
-    return v
 
 
 def human(n):
@@ -53,10 +40,6 @@ def human(n):
     if n >= GIB:
         return "%.3g GiB" % (n / GIB)
     return "%.4g MiB" % (n / MIB)
-
-
-def median(xs):
-    return statistics.median(xs) if xs else float("nan")
 
 
 # ------------------------------------------------------------------ raw --
@@ -129,11 +112,6 @@ def cmd_load(a):
 
 # --------------------------------------------------------------- report --
 
-def load_rounds(out):
-    with open(os.path.join(out, "fork.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def figures(rounds, sizes, mid, children):
     """-> list of (figure, size, metric, values, unit): every round's value."""
     rows = []
@@ -179,9 +157,8 @@ def figures(rounds, sizes, mid, children):
 
 
 def plot(out, table, sizes, mid, children, rounds):
-    gp = shutil.which("gnuplot")
-    if not gp:
-        return "gnuplot is not installed (scripts/install-deps.sh): no plot"
+    if not gnuplot():
+        return NO_GNUPLOT
     a_sizes = sorted(s for (f, s, m) in table if f == "a" and m == "first_answer_ms")
     if not a_sizes:
         return "nothing to plot"
@@ -241,19 +218,11 @@ def plot(out, table, sizes, mid, children, rounds):
         plots.append("%g with lines dt 2 lw 2 lc rgb \"#000000\" title \"one child alone (a)\"" % one)
     script.append("plot " + ", ".join(plots))
     script.append("unset multiplot")
-    gpfile = os.path.join(out, "fork.gp")
-    with open(gpfile, "w") as f:
-        f.write("\n".join(script) + "\n")
-    res = subprocess.run([gp, gpfile], capture_output=True, text=True, timeout=60)
-    for p in (dat, dat_d, gpfile):
-        os.unlink(p)
-    if res.returncode != 0:
-        return "gnuplot failed: %s" % res.stderr.strip()
-    return None
+    return run_gnuplot(script, os.path.join(out, "fork.gp"), [dat, dat_d])
 
 
 def cmd_report(a):
-    rounds = load_rounds(a.out)
+    rounds = read_jsonl(os.path.join(a.out, "fork.jsonl"))
     sizes = [int(s) for s in a.sizes.split()]
     mid = int(a.mid)
     rows = figures(rounds, sizes, mid, a.children)
@@ -325,10 +294,7 @@ def cmd_report(a):
     say("Wrote %s/fork.csv%s" % (a.out, "" if problem else " and fork.png"))
     if problem:
         say("plot: " + problem)
-    text = "\n".join(lines) + "\n"
-    sys.stdout.write(text)
-    with open(os.path.join(a.out, "fork.txt"), "w") as f:
-        f.write(text)
+    publish(lines, os.path.join(a.out, "fork.txt"))
     with open(os.path.join(a.out, "fork.csv"), "w") as f:
         f.write("figure,size_bytes,metric,median,unit,rounds,values\n")
         for fig, size, metric, values, unit in rows:
@@ -374,15 +340,10 @@ def main():
     s.add_argument("--header", default="")
     a = p.parse_args()
     if a.verb == "size":
-        print(parse_size(a.size))
+        print(parse_size(a.size, "fork.py"))
         return 0
     if a.verb == "field":
-        with open(a.file) as f:
-            v = json.load(f)
-        for k in a.keys:
-            v = v[int(k)] if isinstance(v, list) else v[k]
-        print(v)
-        return 0
+        return print_field(a.file, a.keys)
     if a.verb == "now":
         print(time.monotonic_ns())
         return 0
