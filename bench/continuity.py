@@ -23,7 +23,6 @@ Targets (the issue's): response gap during a migrate <= 100 ms; rate after
 >= 95% of the rate before; no acknowledged write lost. Python standard
 library only; what the benchmarks' helpers share is in bench/lib/results.py.
 """
-import argparse
 import csv
 import json
 import os
@@ -31,8 +30,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from results import (GIB, MIB, gnuplot, median, parse_size, print_field,  # noqa: E402
-                     publish, run_gnuplot)
+from results import GIB, MIB, gnuplot, median, publish, run_gnuplot, verbs  # noqa: E402
 
 GAP_TARGET_MS = 100.0
 RATIO_TARGET = 0.95
@@ -212,17 +210,8 @@ def cmd_report(a):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 2 and argv[0] == "size":
-        print(parse_size(argv[1], "continuity.py"))
-        return 0
-    if len(argv) == 1 and argv[0] == "header":
-        print(",".join(FIELDS))
-        return 0
-    if len(argv) == 3 and argv[0] == "field":
-        return print_field(argv[1], [argv[2]], null="")
-    p = argparse.ArgumentParser(prog="continuity.py")
-    sub = p.add_subparsers(dest="verb", required=True)
+    p, sub, common = verbs(__doc__, "continuity.py", null="")
+    sub.add_parser("header")
     r = sub.add_parser("row")
     r.add_argument("--server", required=True)
     r.add_argument("--size", type=int, required=True)
@@ -239,6 +228,12 @@ def main(argv=None):
     s.add_argument("--out", required=True)
     s.add_argument("--header", default="")
     a = p.parse_args(argv)
+    if a.verb == "header":
+        print(",".join(FIELDS))
+        return 0
+    rc = common(a)
+    if rc is not None:
+        return rc
     return {"row": cmd_row, "plot": cmd_plot, "report": cmd_report}[a.verb](a)
 
 

@@ -8,7 +8,8 @@
                                     /dev/null, stdout and stderr on FILE, no
                                     other fds. Prints its pid (in ours).
     cr.py wait-exit PID [SECONDS]   waits (pidfd, bounded) until PID has exited
-    cr.py field FILE KEY            one field of a JSON object
+    cr.py field FILE KEY...         a field of a JSON object (numbers
+                                    index lists)
     cr.py report --out DIR          the table, the ratios and the plot from
                                     DIR/cr.csv and DIR/cr.jsonl
 
@@ -25,8 +26,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from results import (GIB, MIB, NO_GNUPLOT, gnuplot, median, parse_size,  # noqa: E402
-                     print_field, publish, read_jsonl, run_gnuplot)
+from results import (GIB, MIB, NO_GNUPLOT, gnuplot, median, publish,  # noqa: E402
+                     read_jsonl, run_gnuplot, verbs)
 
 
 def human(n):
@@ -260,10 +261,7 @@ def cmd_report(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="verb", required=True)
-    s = sub.add_parser("size")
-    s.add_argument("size")
+    p, sub, common = verbs(__doc__, "cr.py")
     s = sub.add_parser("spawn")
     s.add_argument("--log", required=True)
     s.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -273,19 +271,14 @@ def main():
     s = sub.add_parser("wait-exit")
     s.add_argument("pid")
     s.add_argument("seconds", nargs="?", default="30")
-    s = sub.add_parser("field")
-    s.add_argument("file")
-    s.add_argument("key")
     s = sub.add_parser("report")
     s.add_argument("--out", required=True)
     s.add_argument("--header", default="")
     s.add_argument("--no-plot", action="store_true")
     a = p.parse_args()
-    if a.verb == "size":
-        print(parse_size(a.size, "cr.py"))
-        return 0
-    if a.verb == "field":
-        return print_field(a.file, [a.key])
+    rc = common(a)
+    if rc is not None:
+        return rc
     return {"spawn": cmd_spawn, "_init": cmd_init, "wait-exit": cmd_wait_exit,
             "report": cmd_report}[a.verb](a)
 

@@ -17,7 +17,6 @@
 Python standard library only (the plot is drawn by gnuplot); what the
 benchmarks' helpers share is in bench/lib/results.py.
 """
-import argparse
 import json
 import os
 import random
@@ -26,8 +25,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from results import (GIB, MIB, NO_GNUPLOT, gnuplot, median, parse_size,  # noqa: E402
-                     print_field, publish, read_jsonl, run_gnuplot)
+from results import (GIB, MIB, NO_GNUPLOT, gnuplot, median, publish,  # noqa: E402
+                     read_jsonl, run_gnuplot, verbs)
 
 TARGET_GROWTH = 1.2   # a: largest / smallest heap
 TARGET_SPEEDUP = 3.0  # b: plain CRIU / cxlcr fork
@@ -307,13 +306,7 @@ def cmd_report(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="verb", required=True)
-    s = sub.add_parser("size")
-    s.add_argument("size")
-    s = sub.add_parser("field")
-    s.add_argument("file")
-    s.add_argument("keys", nargs="+")
+    p, sub, common = verbs(__doc__, "fork.py")
     sub.add_parser("now")
     s = sub.add_parser("since")
     s.add_argument("ns", type=int)
@@ -339,11 +332,9 @@ def main():
     s.add_argument("--load", default="")
     s.add_argument("--header", default="")
     a = p.parse_args()
-    if a.verb == "size":
-        print(parse_size(a.size, "fork.py"))
-        return 0
-    if a.verb == "field":
-        return print_field(a.file, a.keys)
+    rc = common(a)
+    if rc is not None:
+        return rc
     if a.verb == "now":
         print(time.monotonic_ns())
         return 0

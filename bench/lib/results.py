@@ -3,6 +3,7 @@ and bench/continuity.py; not run): sizes on the command line, fields of the
 cxlcr verbs' JSON, rounds kept as JSON lines, medians, gnuplot, and the
 table both printed and saved. Python standard library only.
 """
+import argparse
 import json
 import os
 import shutil
@@ -86,3 +87,25 @@ def publish(lines, path):
     sys.stdout.write(text)
     with open(path, "w") as f:
         f.write(text)
+
+
+def verbs(doc, prog, null="None"):
+    """The command line of a helper: an argparse parser with the verbs
+    every helper has (size SIZE; field FILE KEY...), and its subparsers for
+    the helper's own verbs. run(parsed) runs size or field (a JSON null
+    printed as null) and returns its exit status, or None for another verb."""
+    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="verb", required=True)
+    sub.add_parser("size").add_argument("size")
+    s = sub.add_parser("field")
+    s.add_argument("file")
+    s.add_argument("keys", nargs="+")
+
+    def run(a):
+        if a.verb == "size":
+            print(parse_size(a.size, prog))
+            return 0
+        if a.verb == "field":
+            return print_field(a.file, a.keys, null)
+        return None
+    return p, sub, run
