@@ -209,8 +209,11 @@ static int find_nonzero_pages(const struct cxlcr_pool *pool, const struct source
 	for (; next_data_extent(pool, at, end, &lo, &hi); at = hi) {
 		m->holes_skipped += (lo - at) / PAGE;
 		const uint8_t *p = src->heap + (lo - src->heap_offset);
+		/* No cxlcr_refresh() of the heap: snapshots are taken on the host
+		 * of the arena's owner, whose caches hold its latest writes (on
+		 * a non-coherent device the other hosts' copies are what is
+		 * stale, not this one's); flushing 1 GiB of lines cost ~0.2 s. */
 		prefault((void *)(uintptr_t)p, hi - lo, MADV_POPULATE_READ);
-		cxlcr_refresh(p, hi - lo);
 		uint64_t first = (lo - src->heap_offset) / PAGE, last = (hi - src->heap_offset) / PAGE;
 		for (uint64_t i = first; i < last; i++, p += PAGE) {
 			if (!page_is_zero(p)) {
@@ -329,8 +332,12 @@ static void publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 }
 
 /* Allocates the snapshot region, copies into it and publishes it. */
+/* Allocates the snapshot region, copies the pages of m into it and writes
+ * its leaf table; the header, which makes it a snapshot, is left zero.
+ * With publish, the header follows (a whole snapshot); without, the region
+ * is a draft for cxlcr_snapshot_finish(). */
 static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, const struct page_map *m,
-			  const char *name, struct cxlcr_region *snap_region)
+			  const char *name, bool publish, struct cxlcr_region *snap_region)
 {
 	struct layout l;
 	plan_layout(m->pages, m->nonzero, &l);
@@ -349,14 +356,20 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 	}
 	prefault(snap + l.data_offset, l.data_size, MADV_POPULATE_WRITE);
 	copy_pages(src, m, snap, snap_region->offset, &l, table);
-	publish_snapshot(pool, src, snap_region, snap, &l, m, table);
+	if (publish) {
+		publish_snapshot(pool, src, snap_region, snap, &l, m, table);
+	} else {
+		memcpy(snap + l.table_offset, table, l.table_size);
+		cxlcr_publish(snap + l.table_offset, l.table_size);
+	}
 	munmap(snap, snap_region->size);
 	free(table);
 	return 0;
 }
 
-int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
-			  struct cxlcr_snapshot_info *out)
+/* A snapshot (publish), or a draft of one (see snapshot.h). */
+static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name, bool publish,
+			 struct cxlcr_snapshot_info *out)
 {
 	uint64_t start = cxlcr_mono_ns();
 	struct source src;
@@ -371,7 +384,7 @@ int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, co
 	if (find_nonzero_pages(pool, &src, &m) < 0)
 		goto out;
 	uint64_t scanned = cxlcr_mono_ns();
-	if (write_snapshot(pool, &src, &m, name, &snap_region) < 0)
+	if (write_snapshot(pool, &src, &m, name, publish, &snap_region) < 0)
 		goto out;
 	uint64_t done = cxlcr_mono_ns();
 	if (out) {
@@ -597,4 +610,108 @@ int cxlcr_snapshot_changed_pages(const struct cxlcr_snapshot *prev, const struct
 		(*pages)[(*count)++] = i;
 	}
 	return 0;
+}
+
+int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			  struct cxlcr_snapshot_info *out)
+{
+	return snapshot_copy(pool, arena_generation, name, true, out);
+}
+
+int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			 struct cxlcr_snapshot_info *out)
+{
+	return snapshot_copy(pool, arena_generation, name, false, out);
+}
+
+/* Brings page i of the draft up to date with the arena page p (NULL: a
+ * hole of the pool file, zero). Returns 1 if it was refreshed, 0 if it was
+ * right, -1 if it cannot be: a page that was zero in the draft has data
+ * now, and the packed draft has no room for it. */
+static int refresh_page(const uint8_t *p, uint64_t leaf, uint8_t *snap, uint64_t snap_offset)
+{
+	static const uint8_t zero[CXLCR_SNAPSHOT_PAGE_SIZE] __attribute__((aligned(64)));
+	if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
+		return p && !page_is_zero(p) ? -1 : 0;
+	uint8_t *copy = snap + (CXLCR_LEAF_OFFSET(leaf) - snap_offset);
+	if (!p)
+		p = zero;
+	if (!memcmp(copy, p, PAGE))
+		return 0;
+	copy_to_pool(copy, p, PAGE); /* a page that became zero stays stored, as zeros */
+	return 1;
+}
+
+int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			  struct cxlcr_snapshot_info *out)
+{
+	uint64_t start = cxlcr_mono_ns();
+	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name);
+	if (!found)
+		return cxlcr_error("no draft snapshot '%s'", name);
+	struct cxlcr_region snap_region = *found;
+	struct source src;
+	if (open_source(pool, arena_generation, &src) < 0)
+		return -1;
+	int rc = -1;
+	struct layout l;
+	struct page_map m = { .pages = src.pages };
+	plan_layout(src.pages, 0, &l);
+	uint8_t *snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
+	if (!snap)
+		goto out;
+	const struct cxlcr_snapshot_header *h = (const void *)snap;
+	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 ||
+	    l.data_offset > snap_region.size) {
+		rc = cxlcr_error("snapshot '%s' is not a draft of this arena", name);
+		goto unmap;
+	}
+	const uint64_t *table = (const void *)(snap + l.table_offset);
+	prefault(snap + l.data_offset, snap_region.size - l.data_offset, MADV_POPULATE_READ);
+	uint64_t refreshed = 0;
+	/* Pool-file holes are zero pages: not read. */
+	uint64_t end = src.heap_offset + src.heap_size, at = src.heap_offset, lo, hi;
+	for (bool more = true; more; at = hi) {
+		more = next_data_extent(pool, at, end, &lo, &hi);
+		if (!more)
+			lo = hi = end;
+		prefault((void *)(uintptr_t)(src.heap + (lo - src.heap_offset)), hi - lo, MADV_POPULATE_READ);
+		for (uint64_t i = (at - src.heap_offset) / PAGE; i < (hi - src.heap_offset) / PAGE; i++) {
+			bool in_data = i >= (lo - src.heap_offset) / PAGE;
+			const uint8_t *p = in_data ? src.heap + i * PAGE : NULL;
+			int r = refresh_page(p, table[i], snap, snap_region.offset);
+			if (r < 0) {
+				rc = 1; /* the caller snapshots afresh */
+				goto unmap;
+			}
+			refreshed += (uint64_t)r;
+			m.nonzero += CXLCR_LEAF_TIER(table[i]) == CXLCR_TIER_CXL;
+		}
+	}
+	cxlcr_fence();
+	plan_layout(src.pages, m.nonzero, &l);
+	if (l.region_size > snap_region.size) {
+		rc = cxlcr_error("draft snapshot '%s' does not match its table", name);
+		goto unmap;
+	}
+	publish_snapshot(pool, &src, &snap_region, snap, &l, &m, table);
+	if (out) {
+		memset(out, 0, sizeof(*out));
+		out->region_generation = snap_region.generation;
+		out->region_offset = snap_region.offset;
+		out->region_size = snap_region.size;
+		out->heap_address = src.heap_address;
+		out->heap_size = src.heap_size;
+		out->pages_total = m.pages;
+		out->pages_cxl = m.nonzero;
+		out->pages_zero = m.pages - m.nonzero;
+		out->pages_refreshed = refreshed;
+		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
+	}
+	rc = 0;
+unmap:
+	munmap(snap, snap_region.size);
+out:
+	close_source(&src);
+	return rc;
 }

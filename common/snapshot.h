@@ -26,6 +26,7 @@ struct cxlcr_snapshot_info {
 	uint64_t pages_cxl;          /* copied */
 	uint64_t pages_zero;         /* not stored */
 	uint64_t holes_skipped;      /* zero pages skipped without reading them (file pools) */
+	uint64_t pages_refreshed;    /* cxlcr_snapshot_finish(): pages that changed after the draft */
 	uint64_t scan_ns;            /* finding the non-zero pages */
 	uint64_t copy_ns;            /* copying them and writing the table */
 	uint64_t total_ns;
@@ -46,6 +47,23 @@ struct cxlcr_snapshot_info {
  * The arena must have been attached (its header names its heap address).
  */
 int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			  struct cxlcr_snapshot_info *out);
+
+/*
+ * A snapshot in two steps, so that the service is frozen only for the
+ * second: cxlcr_snapshot_draft() does all of cxlcr_snapshot_create() but
+ * the header, while the service runs (the region is no snapshot yet, and
+ * nobody can open it); cxlcr_snapshot_finish(), in the freeze, compares
+ * each page of the arena with the draft, copies again the ones that
+ * changed, and publishes the snapshot. Comparing reads the heap twice but
+ * allocates nothing, which is most of what a copy costs. finish returns 1
+ * (and leaves the draft) when a page that was zero in the draft holds data
+ * now: the packed draft has no room for it, and the caller frees the draft
+ * and calls cxlcr_snapshot_create() instead.
+ */
+int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			 struct cxlcr_snapshot_info *out);
+int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			  struct cxlcr_snapshot_info *out);
 
 /* An open, validated snapshot: its region mapped read-only. */

@@ -59,8 +59,19 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 	struct cxlcr_pool pool;
 	if (cxlcr_pool_open(&pool, id->path) < 0)
 		return -1;
+	/* The daemon copied the heap while the service ran (a draft): here it
+	 * is only brought up to date, unless it cannot be (then afresh). */
 	struct cxlcr_snapshot_info info;
-	int rc = cxlcr_snapshot_create(&pool, arena, name, &info);
+	int rc = 1;
+	struct cxlcr_region *draft = cxlcr_region_find(&pool, CXLCR_KIND_SNAPSHOT, name);
+	if (draft) {
+		uint64_t generation = draft->generation;
+		rc = cxlcr_snapshot_finish(&pool, arena, name, &info);
+		if (rc != 0)
+			cxlcr_region_free(&pool, generation);
+	}
+	if (rc != 0)
+		rc = cxlcr_snapshot_create(&pool, arena, name, &info);
 	cxlcr_pool_close(&pool);
 	if (rc < 0)
 		return -1;
@@ -69,10 +80,10 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 	if (fd < 0)
 		return cxlcr_error("cannot write %s: %s", CXLCR_SNAPSHOT_INFO_FILE, strerror(errno));
 	dprintf(fd,
-		"generation %" PRIu64 "\npages_cxl %" PRIu64 "\npages_zero %" PRIu64 "\nscan_ns %" PRIu64
-		"\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64 "\n",
-		info.region_generation, info.pages_cxl, info.pages_zero, info.scan_ns, info.copy_ns,
-		info.total_ns);
+		"generation %" PRIu64 "\npages_cxl %" PRIu64 "\npages_zero %" PRIu64 "\npages_refreshed %" PRIu64
+		"\nscan_ns %" PRIu64 "\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64 "\n",
+		info.region_generation, info.pages_cxl, info.pages_zero, info.pages_refreshed, info.scan_ns,
+		info.copy_ns, info.total_ns);
 	close(fd);
 	return 0;
 }

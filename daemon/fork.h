@@ -68,13 +68,15 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep);
 struct snapshot_result {
 	char name[CXLCR_NAME_MAX];    /* the snapshot region: SERVICE.sNNN */
 	uint64_t generation;          /* ... and its generation */
+	double draft_ms;              /* copying the heap while the parent ran */
 	double freeze_ms;             /* the parent was frozen (CRIU's dump, snapshot included) */
-	double snapshot_ms;           /* copying the heap's pages */
+	double snapshot_ms;           /* part of it: bringing the copy up to date and publishing it */
 	double total_ms;
 	uint64_t image_bytes;
 	uint64_t snapshot_bytes;
 	uint64_t pages_cxl, pages_zero;
 	uint64_t pages_changed;       /* since the previous snapshot: prefetched into children */
+	uint64_t pages_refreshed;     /* copied again in the freeze: changed after the draft */
 };
 struct service;
 struct cxlcr_pool;

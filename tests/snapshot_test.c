@@ -345,6 +345,58 @@ static void leaf_shared_copy(uint8_t *m)
 	reseal_table(m);
 }
 
+/* A snapshot in two steps (snapshot.h): the draft, copied while the heap
+ * still changes, and the finish, which copies again what changed. */
+static void test_draft_and_finish(struct cxlcr_pool *pool)
+{
+	struct arena_map a;
+	struct cxlcr_snapshot_info info;
+	struct cxlcr_snapshot s;
+	uint64_t seed = 0xd4af7, nonzero, holes, changed = 0;
+	static uint8_t got[PAGE];
+
+	SAY("draft and finish: pages rewritten or zeroed after the draft are copied again");
+	make_arena(pool, "dsrc", TEST_HEAP, true, &a);
+	fill_heap(&a, seed, &nonzero, &holes);
+	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "dsnap", &info) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_region *draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap");
+	CHECK(draft, "the draft has no region");
+	uint64_t draft_generation = draft->generation;
+	CHECK(cxlcr_snapshot_open(pool, draft_generation, &s) < 0, "a draft opened as a snapshot");
+	for (uint64_t i = 0; i < a.pages; i++) {
+		if (kind_of(seed, i) != PATTERN || i % 3)
+			continue;
+		if (i % 2)
+			memset(a.heap + i * PAGE, 0, PAGE);
+		else
+			a.heap[i * PAGE + 17] ^= 0x5a;
+		changed++;
+	}
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap", &info) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(info.pages_refreshed, changed);
+	CHECK(cxlcr_snapshot_open(pool, draft_generation, &s) == 0, "%s", cxlcr_last_error());
+	for (uint64_t i = 0; i < a.pages; i++) {
+		CHECK(cxlcr_snapshot_read_page(&s, i, got) == 0, "%s", cxlcr_last_error());
+		CHECK(memcmp(got, a.heap + i * PAGE, PAGE) == 0, "page %llu differs from the heap at the finish",
+		      (unsigned long long)i);
+	}
+	cxlcr_snapshot_close(&s);
+	SAY("%llu changed pages copied again; the snapshot is the heap at the finish", (unsigned long long)changed);
+
+	SAY("a page that was zero in the draft and holds data at the finish: a fresh snapshot is needed");
+	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "dsnap2", &info) == 0, "%s", cxlcr_last_error());
+	uint64_t hole = 0;
+	while (kind_of(seed, hole) != HOLE)
+		hole++;
+	a.heap[hole * PAGE] = 1;
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap2", &info) == 1, "finish did not refuse");
+	draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap2");
+	CHECK(draft, "the refused draft is gone");
+	CHECK(cxlcr_region_free(pool, draft->generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_free(pool, draft_generation) == 0, "%s", cxlcr_last_error());
+	drop_arena(pool, &a);
+}
+
 static void test_refusals(struct cxlcr_pool *pool)
 {
 	struct arena_map a, bare;
@@ -970,6 +1022,7 @@ int main(int argc, char **argv)
 	CHECK(cxlcr_pool_format(path, POOL_SIZE, false, &pool) == 0, "%s", cxlcr_last_error());
 
 	test_snapshot_contents(&pool);
+	test_draft_and_finish(&pool);
 	test_refusals(&pool);
 
 	struct arena_map a;
