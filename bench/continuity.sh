@@ -53,13 +53,12 @@ KV_TIMEOUT=3600
 
 say() { printf 'continuity: %s\n' "$*"; }
 die() { printf 'continuity: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=bench/lib/pod.sh
+. "$ROOT/bench/lib/pod.sh"
 
-for c in redis-server memcached python3 ip iptables nsenter criu timeout gcc; do
-	command -v "$c" >/dev/null 2>&1 || die "$c is not installed (make deps)"
-done
+bench_needs redis-server memcached python3 ip iptables nsenter criu timeout gcc
 if [ ! -x "$CXLCR" ] || [ ! -f "$ROOT/build/libcxlcr-preload.so" ]; then die "build first (make)"; fi
 [ -f "$ROOT/build/criu/cxlcr_criu.so" ] || die "the CRIU plugin is not built (make)"
-[ "$(id -u)" -eq 0 ] || die "run as root (CRIU and the pod need it)"
 command -v gnuplot >/dev/null 2>&1 || say "gnuplot is missing (make deps): no timelines"
 
 # The load client, built here when the Makefile has not built it.
@@ -98,22 +97,9 @@ if [[ " ${PHASES[*]} " == *" get-rto "* ]] && [ -z "$RTO_MIN_US" ]; then
 fi
 RATE_WINDOW=$(awk -v p="$PAUSE" 'BEGIN { printf "%.2f", p * 0.75 }')
 
-# Arena (MiB) for SIZE bytes of values (as bench/cr.sh): Redis's
-# used_memory is ~1.3x the values, Memcached's ~1.2x plus its hash table.
-arena_mb() { # SERVER BYTES
-	case $1 in
-	redis) echo $(((($2 * 16 / 10) >> 20) + 512)) ;;
-	memcached) echo $(((($2 * 15 / 10) >> 20) + 512)) ;;
-	esac
-}
-mc_limit_mb() { echo $(((($1 * 13 / 10) >> 20) + 64)); } # memcached -m
-max_arena=0
-for s in "${SIZES[@]}"; do
-	a=$(arena_mb redis "$s")
-	[ "$a" -le "$max_arena" ] || max_arena=$a
-done
-POOL_GB=$(((max_arena >> 10) + 4))
-[ "$POOL_GB" -ge 8 ] || POOL_GB=8
+POOL_GB=$(pool_gb 8 "${SIZES[@]}")
+# need_memory waits this long (s) for memory: the machine may be shared.
+MEM_WAIT=${CONT_MEM_WAIT:-900}
 
 mkdir -p "$OUT"
 rm -f "$OUT"/continuity.csv "$OUT"/continuity.txt "$OUT"/continuity.summary.csv "$OUT"/continuity-*
@@ -123,51 +109,12 @@ unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 SERVICES=()
 LC_PID=
 POD=0
-cleanup() {
-	local rc=$? n
-	trap - EXIT
-	set +e
-	[ -n "$LC_PID" ] && kill -KILL "$LC_PID" 2>/dev/null
-	for n in "${SERVICES[@]}"; do timeout 60 "$CXLCR" stop "$n" >/dev/null 2>&1; done
-	[ $POD = 1 ] && timeout 120 "$CXLCR" pod down >/dev/null 2>&1
-	if [ $rc -ne 0 ]; then
-		for n in "$WORK"/*.log "$WORK"/*.err; do
-			[ -s "$n" ] && { echo "--- last lines of $(basename "$n"):" >&2; tail -n 8 "$n" >&2; }
-		done
-	fi
-	rm -rf "$WORK"
-	exit $rc
-}
-trap cleanup EXIT
+trap 'pod_cleanup log err' EXIT
 trap 'exit 130' INT TERM
 
 field() { python3 "$HELP" field "$1" "$2"; }
-status_field() { # NAME KEY
-	"$CXLCR" status "$1" --json >"$WORK/status.json" && field "$WORK/status.json" "$2"
-}
-# need_memory BYTES WHAT: waits (up to $CONT_MEM_WAIT s, default 900) until
-# that much memory is available: the machine may be shared with other runs.
-need_memory() {
-	local avail waited=0 limit=${CONT_MEM_WAIT:-900}
-	while :; do
-		# kB, in the shell's arithmetic: mawk's printf %d stops at 2^31 - 1.
-		avail=$(($(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) * 1024))
-		[ "$avail" -lt "$1" ] || return 0
-		[ "$waited" -lt "$limit" ] ||
-			die "$2 needs about $(($1 >> 20)) MiB of memory, $((avail >> 20)) MiB available"
-		[ "$waited" -gt 0 ] || say "   $2 needs about $(($1 >> 20)) MiB of memory, $((avail >> 20)) MiB available: waiting (up to $limit s)"
-		sleep 10
-		waited=$((waited + 10))
-	done
-}
 size_tag() { # BYTES -> 1G, 64M
 	if [ $(($1 % (1 << 30))) -eq 0 ]; then echo "$(($1 >> 30))G"; else echo "$(($1 >> 20))M"; fi
-}
-server_cmd() { # SERVER BYTES PORT: the server's command line in CMD
-	case $1 in
-	redis) CMD=(redis-server --port "$3" --protected-mode no --save '' --appendonly no --dir "$WORK") ;;
-	memcached) CMD=(memcached -U 0 -p "$3" -m "$(mc_limit_mb "$2")" -t 4 -u root) ;;
-	esac
 }
 
 # run_phase SERVER SIZE NAME PHASE ADDR PORT COUNT: one load client run
@@ -234,21 +181,15 @@ print("%d keys, %d lost, %d bad" % (j["keys"], j["lost"], j["bad"]))' "$WORK/$ta
 }
 
 bench_one() { # SERVER BYTES INDEX
-	local server=$1 size=$2 name=cont-$1-$3 count port arena addr pid t0 t1 phase
+	local server=$1 size=$2 name=cont-$1-$3 count port arena addr t0 t1 phase
 	count=$(((size + VALUE - 1) / VALUE))
-	arena=$(arena_mb "$server" "$size")
+	arena=$(server_arena_mb "$server" "$size")
 	case $server in redis) port=6379 ;; memcached) port=11211 ;; esac
 	need_memory $(((size * 14 / 10) + (512 << 20))) "$server with $((size >> 20)) MiB of values"
 	say "$server, $count keys x $VALUE B: cxlcr run --host h0 --arena ${arena}M"
-	SERVICES+=("$name")
-	server_cmd "$server" "$size" $port
-	"$CXLCR" run --host h0 --name "$name" --arena "${arena}M" --log "$WORK/$name.log" -- "${CMD[@]}" \
-		>/dev/null 2>"$WORK/$name.run.err" || { cat "$WORK/$name.run.err" >&2; die "cxlcr run $name failed"; }
+	pod_serve "$server" "$size" "$name" "$arena" $port
 	HOST=h0
-	addr=$(status_field "$name" address)
-	pid=$(status_field "$name" pid)
-	python3 "$KV" wait --proto "$server" --host "$addr" --port $port --pid "$pid" ||
-		die "$name does not answer at $addr:$port"
+	addr=$ADDR
 	t0=$(date +%s.%N)
 	timeout $KV_TIMEOUT python3 "$KV" fill --proto "$server" --host "$addr" --port $port --count "$count" \
 		--size $VALUE --seed $SEED --jobs 2 --quiet || die "fill of $name failed"
@@ -274,9 +215,7 @@ bench_one() { # SERVER BYTES INDEX
 }
 
 python3 "$HELP" header >"$OUT/continuity.csv"
-"$CXLCR" pool format --size "${POOL_GB}G" >/dev/null || die "cxlcr pool format failed"
-POD=1
-"$CXLCR" pod up --hosts 2 >/dev/null || die "cxlcr pod up failed"
+pod_up "$POOL_GB"
 say "sizes: ${SIZE_ARGS[*]}; servers: ${SERVERS[*]}; phases: ${PHASES[*]}; pool ${POOL_GB}G at $CXLCR_POOL"
 
 i=0

@@ -62,14 +62,13 @@ die() { printf 'cr: error: %s\n' "$*" >&2; exit 1; }
 . "$ROOT/bench/lib/criu_plain.sh"
 # shellcheck source=bench/lib/build_copy.sh
 . "$ROOT/bench/lib/build_copy.sh"
+# shellcheck source=bench/lib/pod.sh
+. "$ROOT/bench/lib/pod.sh"
 
-for c in redis-server memcached python3 unshare ip iptables nsenter timeout du "$CRIU"; do
-	command -v "$c" >/dev/null 2>&1 || die "$c is not installed (make deps)"
-done
+bench_needs redis-server memcached python3 unshare ip iptables nsenter timeout du "$CRIU"
 for f in cxlcr cxlcrd libcxlcr-preload.so criu/cxlcr_criu.so; do
 	[ -f "$BUILD/$f" ] || die "$BUILD/$f is missing: build first (make)"
 done
-[ "$(id -u)" -eq 0 ] || die "run as root (CRIU and the pod need it)"
 command -v gnuplot >/dev/null 2>&1 || say "gnuplot is missing (make deps): no cr.png"
 
 if [ -z "${BENCH_SIZES:-}" ]; then
@@ -88,22 +87,7 @@ REPEAT=${BENCH_REPEAT:-3}
 VERIFY=${BENCH_VERIFY:-all}
 case $VERIFY in all | sample) ;; *) die "BENCH_VERIFY: all or sample" ;; esac
 
-# Arena (MiB) for SIZE bytes of values: Redis's used_memory is ~1.3x the
-# values, Memcached's items ~1.2x (1184-byte slab chunks) plus its hash table.
-arena_mb() { # SERVER BYTES
-	case $1 in
-	redis) echo $(((($2 * 16 / 10) >> 20) + 512)) ;;
-	memcached) echo $(((($2 * 15 / 10) >> 20) + 512)) ;;
-	esac
-}
-mc_limit_mb() { echo $(((($1 * 13 / 10) >> 20) + 64)); } # memcached -m
-max_arena=0
-for s in "${SIZES[@]}"; do
-	a=$(arena_mb redis "$s")
-	[ "$a" -le "$max_arena" ] || max_arena=$a
-done
-POOL_GB=$(((max_arena >> 10) + 4))
-[ "$POOL_GB" -ge 16 ] || POOL_GB=16
+POOL_GB=$(pool_gb 16 "${SIZES[@]}")
 
 mkdir -p "$OUT"
 rm -f "$OUT"/cr.csv "$OUT"/cr.jsonl "$OUT"/cr.txt "$OUT"/cr.png "$OUT"/cr.summary.json "$OUT"/cr-fail-*.log
@@ -117,25 +101,8 @@ CXLCR=$IMAGES/bin/cxlcr
 unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 SERVICES=()   # cxlcr services not yet stopped
 PLAIN=()      # pids of plain servers
-CMD=()        # set by server_cmd
 POD=0
-
-cleanup() {
-	local rc=$? n p
-	trap - EXIT
-	set +e
-	for n in "${SERVICES[@]}"; do timeout 60 "$CXLCR" stop "$n" >/dev/null 2>&1; done
-	for p in "${PLAIN[@]}"; do plain_stop "$p"; done
-	[ $POD = 1 ] && timeout 120 "$CXLCR" pod down >/dev/null 2>&1
-	if [ $rc -ne 0 ]; then
-		for n in "$WORK"/*.log; do
-			[ -s "$n" ] && { echo "--- last lines of $(basename "$n"):" >&2; tail -n 8 "$n" >&2; }
-		done
-	fi
-	rm -rf "$WORK" "$IMAGES"
-	exit $rc
-}
-trap cleanup EXIT
+trap pod_cleanup EXIT
 trap 'exit 130' INT TERM
 
 free_port() {
@@ -144,15 +111,6 @@ free_port() {
 now() { date +%s.%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'; }
 field() { python3 "$HELP" field "$1" "$2"; }
-status_field() { # NAME KEY
-	"$CXLCR" status "$1" --json >"$WORK/status.json" && field "$WORK/status.json" "$2"
-}
-need_memory() { # BYTES WHAT
-	local avail
-	avail=$(awk '/^MemAvailable:/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
-	[ "$avail" -ge "$1" ] ||
-		die "$2 needs about $(($1 >> 20)) MiB of memory, $((avail >> 20)) MiB available"
-}
 csv_row() { # SERVER SIZE METHOD CHECKPOINT RESTORE TOTAL IMAGE_BYTES
 	printf '%s,%s,%s,%s,%s,%s,%s\n' "$@" >>"$OUT/cr.csv"
 }
@@ -189,20 +147,6 @@ check() {
 			die "$server: values differ after $what (keys $start..$((start + n - 1)))"
 	done
 	say "   3 x $n sampled values intact after $what"
-}
-server_cmd() { # SERVER BYTES PORT [BIND]: the server's command line in CMD
-	local bind=()
-	case $1 in
-	redis)
-		[ -z "${4:-}" ] || bind=(--bind "$4")
-		CMD=(redis-server --port "$3" "${bind[@]}" --protected-mode no --save '' --appendonly no
-			--dir "$WORK")
-		;;
-	memcached)
-		[ -z "${4:-}" ] || bind=(-l "$4")
-		CMD=(memcached -U 0 -p "$3" "${bind[@]}" -m "$(mc_limit_mb "$2")" -t 4 -u root)
-		;;
-	esac
 }
 used_memory() { # SERVER HOST PORT: redis used_memory, or memcached's bytes
 	python3 - "$@" <<'EOF' || echo 0
@@ -254,27 +198,16 @@ verb() { # STEP SERVER SIZE NAME ARGS...
 
 # --- cxlcr: run on h0, checkpoint, restore on h1, migrate to h0 -------------------------
 bench_cxlcr() { # SERVER BYTES INDEX
-	local server=$1 size=$2 name=cr-$1-$3 count port arena addr pid used
+	local server=$1 size=$2 name=cr-$1-$3 count port arena addr used
 	count=$(((size + VALUE - 1) / VALUE))
-	arena=$(arena_mb "$server" "$size")
+	arena=$(server_arena_mb "$server" "$size")
 	case $server in redis) port=6379 ;; memcached) port=11211 ;; esac
 	need_memory $(((arena << 20) + (256 << 20))) "$server with $((size >> 20)) MiB of values under cxlcr"
 	say "$server, $count keys x $VALUE B: cxlcr run --host h0 --arena ${arena}M"
-	SERVICES+=("$name")
-	server_cmd "$server" "$size" $port
 	local t0 t1
 	t0=$(now)
-	"$CXLCR" run --host h0 --name "$name" --arena "${arena}M" --log "$WORK/$name.log" -- "${CMD[@]}" \
-		>/dev/null 2>"$WORK/$name.run.err" || { cat "$WORK/$name.run.err" >&2; die "cxlcr run $name failed"; }
-	addr=$(status_field "$name" address)
-	pid=$(status_field "$name" pid)
-	# The previous configuration's service had this address with another
-	# MAC; an ARP entry for it still marked REACHABLE here would send our
-	# first connections nowhere for up to ~45 s (cxlcr run announces no new
-	# MAC). Only the start-up is concerned, not what is measured.
-	ip neigh flush to "$addr" >/dev/null 2>&1 || true
-	python3 "$KV" wait --proto "$server" --host "$addr" --port $port --pid "$pid" ||
-		die "$name does not answer at $addr:$port"
+	pod_serve "$server" "$size" "$name" "$arena" $port
+	addr=$ADDR
 	t1=$(now)
 	say "   started and answering at $addr:$port in $(ms "$t0" "$t1") ms"
 	t0=$(now)
@@ -378,9 +311,7 @@ bench_criu() { # SERVER BYTES INDEX
 # --- the run ----------------------------------------------------------------------------------------
 echo "server,size_bytes,method,checkpoint_ms,restore_ms,total_ms,image_bytes" >"$OUT/cr.csv"
 : >"$OUT/cr.jsonl"
-"$CXLCR" pool format --size "${POOL_GB}G" >/dev/null || die "cxlcr pool format failed"
-POD=1
-"$CXLCR" pod up --hosts 2 >/dev/null || die "cxlcr pod up failed" # a pod of this pool's own
+pod_up "$POOL_GB"
 say "sizes: ${SIZE_ARGS[*]}; servers: ${SERVERS[*]}; pool ${POOL_GB}G at $CXLCR_POOL; images in $IMAGES"
 say "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $(awk '/^MemAvailable:/ {printf "%d MiB", $2 / 1024}' /proc/meminfo) available"
 say "$($CRIU --version | awk '/^Version/ {print "CRIU " $2}'); $(redis-server --version | awk '{print $1, $2, $3}'); $(memcached -V)"

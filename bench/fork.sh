@@ -56,12 +56,11 @@ die() { printf 'fork: error: %s\n' "$*" >&2; exit 1; }
 . "$ROOT/bench/lib/criu_plain.sh"
 # shellcheck source=bench/lib/build_copy.sh
 . "$ROOT/bench/lib/build_copy.sh"
+# shellcheck source=bench/lib/pod.sh
+. "$ROOT/bench/lib/pod.sh"
 
-for c in redis-server python3 gcc unshare ip iptables nsenter timeout du "$CRIU"; do
-	command -v "$c" >/dev/null 2>&1 || die "$c is not installed (make deps)"
-done
+bench_needs redis-server python3 gcc unshare ip iptables nsenter timeout du "$CRIU"
 [ -f "$BUILD/libcxlcr.a" ] || die "$BUILD/libcxlcr.a is missing: build first (make)"
-[ "$(id -u)" -eq 0 ] || die "run as root (CRIU and the pod need it)"
 command -v gnuplot >/dev/null 2>&1 || say "gnuplot is missing (make deps): no fork.png"
 
 if [ "${BENCH_QUICK:-0}" != 0 ]; then
@@ -104,23 +103,7 @@ unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 SERVICES=()  # cxlcr services (parents and children) not yet stopped
 PLAIN=()     # pids of plain servers
 POD=0
-
-cleanup() {
-	local rc=$? n p
-	trap - EXIT
-	set +e
-	for n in "${SERVICES[@]}"; do timeout 60 "$CXLCR" stop "$n" >/dev/null 2>&1; done
-	for p in "${PLAIN[@]}"; do plain_stop "$p"; done
-	[ $POD = 1 ] && timeout 120 "$CXLCR" pod down >/dev/null 2>&1
-	if [ $rc -ne 0 ]; then
-		for n in "$WORK"/*.log; do
-			[ -s "$n" ] && { echo "--- last lines of $(basename "$n"):" >&2; tail -n 8 "$n" >&2; }
-		done
-	fi
-	rm -rf "$WORK" "$IMAGES"
-	exit $rc
-}
-trap cleanup EXIT
+trap pod_cleanup EXIT
 trap 'exit 130' INT TERM
 
 field() { python3 "$HELP" field "$@"; }
@@ -167,9 +150,7 @@ for c in json.load(open(sys.argv[1]))["children"]:
 }
 
 # --- the pod --------------------------------------------------------------------------------
-"$CXLCR" pool format --size "${POOL_GB}G" >/dev/null || die "cxlcr pool format failed"
-POD=1
-"$CXLCR" pod up --hosts 2 >/dev/null || die "cxlcr pod up failed" # a pod of this pool's own
+pod_up "$POOL_GB"
 POD_DIR=
 for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CXLCR_POOL")" ] && POD_DIR=$d; done
 [ -n "$POD_DIR" ] || die "no pod directory for $CXLCR_POOL under /run/cxlcr"

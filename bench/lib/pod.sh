@@ -1,0 +1,143 @@
+# shellcheck shell=bash
+# The emulated pod the benchmarks run their servers on (sourced by
+# bench/cr.sh, bench/fork.sh and bench/continuity.sh, not run): what they
+# check first, the pool and its hosts, Redis and Memcached under cxlcr, the
+# memory they need, and the clean-up on exit. One copy, so that the
+# benchmarks set up and size their servers the same way.
+#
+# The caller sets CXLCR (the cxlcr binary), KV (tests/lib/kvclient.py),
+# WORK (the run's scratch directory), SERVICES=() (cxlcr services to stop
+# on exit), POD=0, and defines say, die and field (FILE KEY: a field of a
+# JSON file). The clean-up also stops the pids in PLAIN (with plain_stop of
+# criu_plain.sh), kills LC_PID and removes IMAGES, where the caller has them.
+#
+#   bench_needs CMD...        dies unless every CMD is installed and this runs as root
+#   server_arena_mb SERVER BYTES  arena (MiB) for BYTES of 1000-byte values
+#   mc_limit_mb BYTES         memcached -m for BYTES of values
+#   pool_gb MIN BYTES...      pool size (GiB, at least MIN) for the largest
+#                             Redis of BYTES... (the largest server's arena)
+#   pod_up GIB                formats the pool and starts hosts h0 and h1
+#   server_cmd SERVER BYTES PORT [BIND]  the server's command line, in CMD
+#   status_field NAME KEY     a field of `cxlcr status NAME --json`
+#   pod_serve SERVER BYTES NAME ARENA_MB PORT
+#                             runs SERVER under cxlcr on h0, waits until it
+#                             answers; its address in ADDR
+#   need_memory BYTES WHAT    dies unless BYTES of memory are available,
+#                             after waiting up to MEM_WAIT seconds (default 0)
+#   pod_cleanup [EXT...]      the EXIT trap; on failure shows the end of
+#                             WORK/*.EXT (default log)
+
+# shellcheck disable=SC2034 # CMD and ADDR are set for the caller
+CMD=()
+ADDR=
+
+bench_needs() { # CMD...
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || die "$c is not installed (make deps)"
+	done
+	[ "$(id -u)" -eq 0 ] || die "run as root (CRIU and the pod need it)"
+}
+
+# Redis's used_memory is ~1.3x the values, Memcached's items ~1.2x
+# (1184-byte slab chunks) plus its hash table.
+server_arena_mb() { # SERVER BYTES
+	case $1 in
+	redis) echo $(((($2 * 16 / 10) >> 20) + 512)) ;;
+	memcached) echo $(((($2 * 15 / 10) >> 20) + 512)) ;;
+	esac
+}
+mc_limit_mb() { echo $(((($1 * 13 / 10) >> 20) + 64)); } # memcached -m
+
+# The largest arena (Redis's: the larger of the two) and 4 GiB for the
+# checkpoints' images and the children beside it.
+pool_gb() { # MIN BYTES...
+	local min=$1 s a max=0 gb
+	shift
+	for s in "$@"; do
+		a=$(server_arena_mb redis "$s")
+		[ "$a" -le "$max" ] || max=$a
+	done
+	gb=$(((max >> 10) + 4))
+	[ "$gb" -ge "$min" ] || gb=$min
+	echo "$gb"
+}
+
+pod_up() { # GIB
+	"$CXLCR" pool format --size "$1G" >/dev/null || die "cxlcr pool format failed"
+	POD=1
+	"$CXLCR" pod up --hosts 2 >/dev/null || die "cxlcr pod up failed" # a pod of this pool's own
+}
+
+server_cmd() { # SERVER BYTES PORT [BIND]
+	local bind=()
+	case $1 in
+	redis)
+		[ -z "${4:-}" ] || bind=(--bind "$4")
+		CMD=(redis-server --port "$3" "${bind[@]}" --protected-mode no --save '' --appendonly no
+			--dir "$WORK")
+		;;
+	memcached)
+		[ -z "${4:-}" ] || bind=(-l "$4")
+		CMD=(memcached -U 0 -p "$3" "${bind[@]}" -m "$(mc_limit_mb "$2")" -t 4 -u root)
+		;;
+	esac
+}
+
+status_field() { # NAME KEY
+	"$CXLCR" status "$1" --json >"$WORK/status.json" && field "$WORK/status.json" "$2"
+}
+
+pod_serve() { # SERVER BYTES NAME ARENA_MB PORT
+	local server=$1 name=$3 port=$5 pid
+	SERVICES+=("$name")
+	server_cmd "$server" "$2" "$port"
+	"$CXLCR" run --host h0 --name "$name" --arena "$4M" --log "$WORK/$name.log" -- "${CMD[@]}" \
+		>/dev/null 2>"$WORK/$name.run.err" || { cat "$WORK/$name.run.err" >&2; die "cxlcr run $name failed"; }
+	ADDR=$(status_field "$name" address)
+	pid=$(status_field "$name" pid)
+	# An earlier server of the run had this address with another MAC; an
+	# ARP entry for it still marked REACHABLE here would send the first
+	# connections nowhere for up to ~45 s (cxlcr run announces no new MAC).
+	# Only the start-up is concerned, not what is measured.
+	ip neigh flush to "$ADDR" >/dev/null 2>&1 || true
+	python3 "$KV" wait --proto "$server" --host "$ADDR" --port "$port" --pid "$pid" ||
+		die "$name does not answer at $ADDR:$port"
+}
+
+# The machine may be shared with other runs: with MEM_WAIT, the memory
+# may come free while this waits.
+need_memory() { # BYTES WHAT
+	local avail waited=0 limit=${MEM_WAIT:-0}
+	while :; do
+		# kB, in the shell's arithmetic: mawk's printf %d stops at 2^31 - 1.
+		avail=$(($(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) * 1024))
+		[ "$avail" -lt "$1" ] || return 0
+		[ "$waited" -lt "$limit" ] ||
+			die "$2 needs about $(($1 >> 20)) MiB of memory, $((avail >> 20)) MiB available"
+		[ "$waited" -gt 0 ] || say "   $2 needs about $(($1 >> 20)) MiB of memory, $((avail >> 20)) MiB available: waiting (up to $limit s)"
+		sleep 10
+		waited=$((waited + 10))
+	done
+}
+
+# Everything the run started goes, whatever ended it; the exit status is
+# the run's own.
+pod_cleanup() { # [EXT...]
+	local rc=$? n p e exts=("${@:-log}")
+	trap - EXIT
+	set +e
+	[ -n "${LC_PID:-}" ] && kill -KILL "$LC_PID" 2>/dev/null
+	for n in "${SERVICES[@]}"; do timeout 60 "$CXLCR" stop "$n" >/dev/null 2>&1; done
+	for p in "${PLAIN[@]}"; do plain_stop "$p"; done
+	[ "$POD" = 1 ] && timeout 120 "$CXLCR" pod down >/dev/null 2>&1
+	if [ $rc -ne 0 ]; then
+		for e in "${exts[@]}"; do
+			for n in "$WORK"/*."$e"; do
+				[ -s "$n" ] && { echo "--- last lines of $(basename "$n"):" >&2; tail -n 8 "$n" >&2; }
+			done
+		done
+	fi
+	rm -rf "$WORK" ${IMAGES:+"$IMAGES"}
+	exit $rc
+}
