@@ -68,14 +68,8 @@ if [ ! -x "$LOADCLIENT" ] || [ "$ROOT/bench/loadclient.c" -nt "$LOADCLIENT" ]; t
 		"$ROOT/bench/loadclient.c" || die "cannot build bench/loadclient.c"
 fi
 
-read -r -a SIZE_ARGS <<<"${CONT_SIZES:-1G 4G}"
-SIZES=()
-for s in "${SIZE_ARGS[@]}"; do SIZES+=("$(python3 "$HELP" size "$s")") || die "CONT_SIZES: $s"; done
-[ ${#SIZES[@]} -gt 0 ] || die "CONT_SIZES is empty"
-read -r -a SERVERS <<<"${CONT_SERVERS:-redis memcached}"
-for s in "${SERVERS[@]}"; do
-	case $s in redis | memcached) ;; *) die "CONT_SERVERS: unknown server $s" ;; esac
-done
+bench_sizes CONT_SIZES "${CONT_SIZES:-1G 4G}"
+bench_servers CONT_SERVERS "${CONT_SERVERS:-redis memcached}"
 RATE=${CONT_RATE:-10000}
 MIGRATIONS=${CONT_MIGRATIONS:-3}
 PAUSE=${CONT_PAUSE:-2}

@@ -74,14 +74,8 @@ command -v gnuplot >/dev/null 2>&1 || say "gnuplot is missing (make deps): no cr
 if [ -z "${BENCH_SIZES:-}" ]; then
 	if [ "${BENCH_QUICK:-0}" != 0 ]; then BENCH_SIZES="64M 256M"; else BENCH_SIZES="1G 2G 4G"; fi
 fi
-read -r -a SIZE_ARGS <<<"$BENCH_SIZES"
-SIZES=()
-for s in "${SIZE_ARGS[@]}"; do SIZES+=("$(python3 "$HELP" size "$s")") || die "BENCH_SIZES: $s"; done
-[ ${#SIZES[@]} -gt 0 ] || die "BENCH_SIZES is empty"
-read -r -a SERVERS <<<"${BENCH_SERVERS:-redis memcached}"
-for s in "${SERVERS[@]}"; do
-	case $s in redis | memcached) ;; *) die "BENCH_SERVERS: unknown server $s" ;; esac
-done
+bench_sizes BENCH_SIZES "$BENCH_SIZES"
+bench_servers BENCH_SERVERS "${BENCH_SERVERS:-redis memcached}"
 REPEAT=${BENCH_REPEAT:-3}
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT: a number of rounds, at least 1"
 VERIFY=${BENCH_VERIFY:-all}

@@ -68,10 +68,7 @@ if [ "${BENCH_QUICK:-0}" != 0 ]; then
 else
 	SIZES_ARG=${BENCH_FORK_SIZES:-64M 512M 2G} MID_ARG=${BENCH_FORK_MID:-1G}
 fi
-read -r -a SIZE_ARGS <<<"$SIZES_ARG"
-[ ${#SIZE_ARGS[@]} -gt 0 ] || die "BENCH_FORK_SIZES is empty"
-SIZES=()
-for s in "${SIZE_ARGS[@]}"; do SIZES+=("$(python3 "$HELP" size "$s")") || die "BENCH_FORK_SIZES: $s"; done
+bench_sizes BENCH_FORK_SIZES "$SIZES_ARG"
 MID=$(python3 "$HELP" size "$MID_ARG") || die "BENCH_FORK_MID: $MID_ARG"
 # Every parent to start, smallest first: the sizes of (a) and the mid one.
 mapfile -t PARENTS < <(printf '%s\n' "${SIZES[@]}" "$MID" | sort -n -u)

@@ -8,10 +8,13 @@
 # The caller sets CXLCR (the cxlcr binary), KV (tests/lib/kvclient.py),
 # WORK (the run's scratch directory), SERVICES=() (cxlcr services to stop
 # on exit), POD=0, and defines say, die and field (FILE KEY: a field of a
-# JSON file). The clean-up also stops the pids in PLAIN (with plain_stop of
+# JSON file), and HELP (its bench/*.py, for `size`). The clean-up also stops the pids in PLAIN (with plain_stop of
 # criu_plain.sh), kills LC_PID and removes IMAGES, where the caller has them.
 #
 #   bench_needs CMD...        dies unless every CMD is installed and this runs as root
+#   bench_sizes KNOB LIST     SIZE_ARGS (as given) and SIZES (bytes) from LIST
+#                             ("64M 1G"); dies naming KNOB if one is not a size
+#   bench_servers KNOB LIST   SERVERS from LIST (redis, memcached)
 #   server_arena_mb SERVER BYTES  arena (MiB) for BYTES of 1000-byte values
 #   mc_limit_mb BYTES         memcached -m for BYTES of values
 #   pool_gb MIN BYTES...      pool size (GiB, at least MIN) for the largest
@@ -27,9 +30,8 @@
 #   pod_cleanup [EXT...]      the EXIT trap; on failure shows the end of
 #                             WORK/*.EXT (default log)
 
-# shellcheck disable=SC2034 # CMD and ADDR are set for the caller
-CMD=()
-ADDR=
+# shellcheck disable=SC2034 # set for the caller
+CMD=() ADDR='' SIZE_ARGS=() SIZES=() SERVERS=()
 
 bench_needs() { # CMD...
 	local c
@@ -37,6 +39,22 @@ bench_needs() { # CMD...
 		command -v "$c" >/dev/null 2>&1 || die "$c is not installed (make deps)"
 	done
 	[ "$(id -u)" -eq 0 ] || die "run as root (CRIU and the pod need it)"
+}
+
+bench_sizes() { # KNOB LIST
+	local s
+	read -r -a SIZE_ARGS <<<"$2"
+	SIZES=()
+	for s in "${SIZE_ARGS[@]}"; do SIZES+=("$(python3 "$HELP" size "$s")") || die "$1: $s"; done
+	[ ${#SIZES[@]} -gt 0 ] || die "$1 is empty"
+}
+
+bench_servers() { # KNOB LIST
+	local s
+	read -r -a SERVERS <<<"$2"
+	for s in "${SERVERS[@]}"; do
+		case $s in redis | memcached) ;; *) die "$1: unknown server $s" ;; esac
+	done
 }
 
 # Redis's used_memory is ~1.3x the values, Memcached's items ~1.2x
