@@ -367,6 +367,21 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 	return 0;
 }
 
+/* What a snapshot holds, for cxlcr_snapshot_info (timings aside). */
+static void describe(struct cxlcr_snapshot_info *out, const struct cxlcr_region *snap_region,
+		     const struct source *src, const struct page_map *m)
+{
+	memset(out, 0, sizeof(*out));
+	out->region_generation = snap_region->generation;
+	out->region_offset = snap_region->offset;
+	out->region_size = snap_region->size;
+	out->heap_address = src->heap_address;
+	out->heap_size = src->heap_size;
+	out->pages_total = m->pages;
+	out->pages_cxl = m->nonzero;
+	out->pages_zero = m->pages - m->nonzero;
+}
+
 /* A snapshot (publish), or a draft of one (see snapshot.h). */
 static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name, bool publish,
 			 struct cxlcr_snapshot_info *out)
@@ -388,15 +403,7 @@ static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, con
 		goto out;
 	uint64_t done = cxlcr_mono_ns();
 	if (out) {
-		memset(out, 0, sizeof(*out));
-		out->region_generation = snap_region.generation;
-		out->region_offset = snap_region.offset;
-		out->region_size = snap_region.size;
-		out->heap_address = src.heap_address;
-		out->heap_size = src.heap_size;
-		out->pages_total = m.pages;
-		out->pages_cxl = m.nonzero;
-		out->pages_zero = m.pages - m.nonzero;
+		describe(out, &snap_region, &src, &m);
 		out->holes_skipped = m.holes_skipped;
 		out->scan_ns = scanned - start;
 		out->copy_ns = done - scanned;
@@ -696,15 +703,7 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 	}
 	publish_snapshot(pool, &src, &snap_region, snap, &l, &m, table);
 	if (out) {
-		memset(out, 0, sizeof(*out));
-		out->region_generation = snap_region.generation;
-		out->region_offset = snap_region.offset;
-		out->region_size = snap_region.size;
-		out->heap_address = src.heap_address;
-		out->heap_size = src.heap_size;
-		out->pages_total = m.pages;
-		out->pages_cxl = m.nonzero;
-		out->pages_zero = m.pages - m.nonzero;
+		describe(out, &snap_region, &src, &m);
 		out->pages_refreshed = refreshed;
 		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
 	}
