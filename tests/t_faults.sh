@@ -36,7 +36,7 @@ pod_redis "$NAME" h0 512M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 11 --quiet
 
 mappers() {
-	grep -l -F "$POOL_DIR/" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' || true
+	grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' || true
 }
 
 # intact HOST WHAT: the service runs on HOST, alone, and has every value.

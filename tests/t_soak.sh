@@ -59,7 +59,7 @@ python3 "$SERVED" --host "$addr" --port $PORT --more 500 || die "the load did no
 
 fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 mappers() {
-	grep -l -F "$POOL_DIR/" /proc/[0-9]*/maps 2>/dev/null | wc -l || true
+	grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null | wc -l || true
 }
 workdirs() {
 	find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l || true
