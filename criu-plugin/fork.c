@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -141,19 +142,6 @@ int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena
 	return 0;
 }
 
-/* Copies [addr, addr+len) of the task onto itself: each page becomes the
- * task's own (copy-on-write) with the same contents. */
-static int touch_for_write(pid_t pid, uint64_t addr, size_t len, void *buf)
-{
-	struct iovec local = { .iov_base = buf, .iov_len = len };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
-	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)len ||
-	    process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)len)
-		return cxlcr_error("pid %d: cannot prefetch %zu bytes at 0x%" PRIx64 ": %s", (int)pid, len,
-				   addr, strerror(errno));
-	return 0;
-}
-
 /* The changed-pages list of the dump (CXLCR_CHANGED_PAGES_FILE), checked. */
 static int read_changed_pages(int dirfd, struct cxlcr_changed_pages *h, uint64_t **pages)
 {
@@ -188,39 +176,102 @@ out:
 	return rc;
 }
 
+/* The snapshot a fork child's records name, mapped read-only. */
+static int map_child_snapshot(int dirfd, pid_t pid, const char *pool_path, struct cxlcr_pool *pool,
+			      struct cxlcr_region *r, const uint8_t **map)
+{
+	pid_t nspid;
+	char name[64];
+	struct cxlcr_arena_record *recs;
+	if (proc_innermost_nspid(pid, &nspid) < 0)
+		return -1;
+	ssize_t n = cxlcr_arena_records_read(dirfd, cxlcr_arena_record_name(name, sizeof(name), nspid), &recs);
+	if (n <= 0)
+		return n < 0 ? -1 : cxlcr_error("pid %d has no fork record", (int)pid);
+	uint64_t generation = 0;
+	for (ssize_t i = 0; i < n && !generation; i++)
+		if (recs[i].flags & CXLCR_RECORD_F_FORK)
+			generation = recs[i].region_generation;
+	free(recs);
+	if (!generation)
+		return cxlcr_error("pid %d has no fork record", (int)pid);
+	if (cxlcr_pool_open(pool, pool_path) < 0)
+		return -1;
+	if (cxlcr_region_get(pool, generation, r) < 0 ||
+	    !(*map = cxlcr_pool_map(pool, r->offset, r->size, 0, 0))) {
+		cxlcr_pool_close(pool);
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * The pages the parent wrote between its last two snapshots are likely to
  * be written by a child too (CXLfork): each is made the child's own now,
- * in runs, rather than by one copy-on-write fault at a time later. This
- * runs before the child's tasks resume, so nothing the child writes can be
- * overwritten by the copy. What it did goes into CXLCR_PREFETCH_INFO_FILE.
+ * rather than by one copy-on-write fault at a time later. This runs before
+ * the child's tasks resume, so nothing the child writes can be overwritten.
+ * The pages are written from the snapshot (what the child holds), runs of
+ * them at a time, so that each costs one copy-on-write fault and no read.
+ * What it did goes into CXLCR_PREFETCH_INFO_FILE.
  */
-int fork_prefetch(int dirfd, pid_t pid)
+int fork_prefetch(int dirfd, pid_t pid, const char *pool_path)
 {
 	struct cxlcr_changed_pages h;
 	uint64_t *pages;
 	int rc = read_changed_pages(dirfd, &h, &pages);
 	if (rc <= 0)
 		return rc;
-	enum { RUN_MAX = 256 };
-	static uint8_t buf[RUN_MAX * CXLCR_SNAPSHOT_PAGE_SIZE];
 	uint64_t t0 = cxlcr_mono_ns();
-	rc = 0;
-	for (uint64_t i = 0; i < h.count && rc == 0;) {
-		uint64_t first = pages[i], n = 1;
-		while (i + n < h.count && n < RUN_MAX && pages[i + n] == first + n)
-			n++;
-		rc = touch_for_write(pid, h.heap_address + first * CXLCR_SNAPSHOT_PAGE_SIZE,
-				     n * CXLCR_SNAPSHOT_PAGE_SIZE, buf);
-		i += n;
+	struct cxlcr_pool pool;
+	struct cxlcr_region r;
+	const uint8_t *snap = NULL;
+	if (map_child_snapshot(dirfd, pid, pool_path, &pool, &r, &snap) < 0) {
+		free(pages);
+		return -1;
 	}
+	const uint64_t *leaves = (const void *)(snap + CXLCR_SNAPSHOT_TABLE_OFFSET);
+	uint64_t page_count = (r.size - CXLCR_SNAPSHOT_TABLE_OFFSET) / sizeof(uint64_t), done = 0;
+	enum { IOV = 512 };
+	struct iovec local[IOV], remote[IOV];
+	int n = 0;
+	rc = 0;
+	for (uint64_t i = 0; i <= h.count && rc == 0; i++) {
+		bool flush = i == h.count || n == IOV;
+		if (flush && n) {
+			size_t len = 0;
+			for (int k = 0; k < n; k++)
+				len += local[k].iov_len;
+			if (process_vm_writev(pid, local, (unsigned long)n, remote, (unsigned long)n, 0) != (ssize_t)len)
+				rc = cxlcr_error("pid %d: cannot prefetch %zu bytes: %s", (int)pid, len, strerror(errno));
+			n = 0;
+		}
+		if (i == h.count || rc)
+			break;
+		uint64_t leaf = pages[i] < page_count ? leaves[pages[i]] : 0;
+		if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
+			continue;  /* zero in the snapshot: nothing to copy */
+		const uint8_t *from = snap + (CXLCR_LEAF_OFFSET(leaf) - r.offset);
+		uint64_t to = h.heap_address + pages[i] * CXLCR_SNAPSHOT_PAGE_SIZE;
+		if (n && (const uint8_t *)local[n - 1].iov_base + local[n - 1].iov_len == from &&
+		    (uint64_t)(uintptr_t)remote[n - 1].iov_base + remote[n - 1].iov_len == to) {
+			local[n - 1].iov_len += CXLCR_SNAPSHOT_PAGE_SIZE;
+			remote[n - 1].iov_len += CXLCR_SNAPSHOT_PAGE_SIZE;
+		} else {
+			local[n] = (struct iovec){ (void *)(uintptr_t)from, CXLCR_SNAPSHOT_PAGE_SIZE };
+			remote[n] = (struct iovec){ (void *)(uintptr_t)to, CXLCR_SNAPSHOT_PAGE_SIZE };
+			n++;
+		}
+		done++;
+	}
+	munmap((void *)(uintptr_t)snap, r.size);
+	cxlcr_pool_close(&pool);
 	free(pages);
 	if (rc < 0)
 		return -1;
 	int fd = openat(dirfd, CXLCR_PREFETCH_INFO_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd >= 0) {
-		dprintf(fd, "pages %" PRIu64 "\nns %" PRIu64 "\n", h.count, cxlcr_mono_ns() - t0);
+		dprintf(fd, "pages %" PRIu64 "\nns %" PRIu64 "\n", done, cxlcr_mono_ns() - t0);
 		close(fd);
 	}
-	return (int)(h.count > INT32_MAX ? INT32_MAX : h.count);
+	return (int)(done > INT32_MAX ? INT32_MAX : done);
 }
