@@ -52,11 +52,14 @@ static void print_result(const char *name, const char *to, const struct cxlcr_fo
 		       r->child[i].name, r->child[i].host, r->child[i].address, r->child[i].pid,
 		       r->child[i].restore_ms, r->child[i].prefetched_pages);
 	char images[32], pages[32];
-	printf("%s forked %u times onto %s in %.1f ms (frozen %.1f ms: snapshot %.1f; restore %.1f), "
-	       "%s of images, %s of heap in the snapshot\n",
-	       name, r->count, to, r->total_ms, r->freeze_ms, r->snapshot_ms, r->restore_ms,
-	       cxlcr_format_size(r->image_bytes, images, sizeof(images)),
-	       cxlcr_format_size(r->snapshot_bytes, pages, sizeof(pages)));
+	printf("%s forked %u times onto %s in %.1f ms (restore %.1f ms), %s of images", name, r->count, to,
+	       r->total_ms, r->restore_ms, cxlcr_format_size(r->image_bytes, images, sizeof(images)));
+	/* A fork from the newest snapshot froze nothing; a first one took it. */
+	if (r->freeze_ms > 0)
+		printf("; a new snapshot: %s of heap, %s frozen %.1f ms\n",
+		       cxlcr_format_size(r->snapshot_bytes, pages, sizeof(pages)), name, r->freeze_ms);
+	else
+		printf("; from %s's newest snapshot (cxlcr snapshot %s takes a new one)\n", name, name);
 }
 
 int cmd_fork(int argc, char **argv)

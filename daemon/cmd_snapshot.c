@@ -203,9 +203,10 @@ int cmd_snapshot(int argc, char **argv)
 		json_end(&j);
 	} else {
 		char b[32], c[32];
-		printf("%s snapshotted on %s as %s: frozen %.1f ms (copy %.1f ms), %s of heap pages stored "
+		printf("%s snapshotted on %s as %s: heap copied in %.1f ms while it ran, then frozen %.1f ms "
+		       "(%.1f ms of it bringing %" PRIu64 " changed pages up to date); %s of heap pages stored "
 		       "(%" PRIu64 " zero pages not), %s of images\n",
-		       a.name, this_host(), r.name, r.freeze_ms, r.snapshot_ms,
+		       a.name, this_host(), r.name, r.draft_ms, r.freeze_ms, r.snapshot_ms, r.pages_refreshed,
 		       cxlcr_format_size(r.snapshot_bytes, b, sizeof(b)), r.pages_zero,
 		       cxlcr_format_size(r.image_bytes, c, sizeof(c)));
 	}

@@ -46,9 +46,13 @@ int cmd_ps(int argc, char **argv)
 			continue;
 		}
 		char size[32], used[32];
+		/* A fork child has no arena of its own: its heap is its parent's
+		 * snapshot, copy-on-write. */
+		bool child = r.kind == CXLCR_KIND_CHILD;
 		printf("%-20s %-8s %8d %-12.12s %10s %10s %9llu  %.*s\n", r.name, s.state, r.owner_pid,
-		       r.owner_host, cxlcr_format_size(s.heap_size ? s.heap_size : r.size, size, sizeof(size)),
-		       cxlcr_format_size((uint64_t)s.used, used, sizeof(used)),
+		       r.owner_host,
+		       child ? "-" : cxlcr_format_size(s.heap_size ? s.heap_size : r.size, size, sizeof(size)),
+		       child ? "-" : cxlcr_format_size((uint64_t)s.used, used, sizeof(used)),
 		       (unsigned long long)s.fallback_allocs, 60, s.command);
 	}
 	if (json) {
@@ -86,6 +90,14 @@ int cmd_status(int argc, char **argv)
 			printf("address   %s (link %s)\n", ip_string(ntohl(s.region.service_ip), ip), s.region.veth);
 		}
 		printf("command   %s\n", s.command);
+		if (s.region.kind == CXLCR_KIND_CHILD) {
+			printf("heap      its parent's snapshot, copy-on-write (RssAnon: what it owns)\n");
+			if (s.rss_anon_kb >= 0)
+				printf("memory    RssAnon %lld kB, RssFile %lld kB\n", (long long)s.rss_anon_kb,
+				       (long long)s.rss_file_kb);
+			cxlcr_pool_close(&pool);
+			return EXIT_OK;
+		}
 		printf("arena     %s at 0x%llx, pool offset %llu, epoch %llu\n",
 		       cxlcr_format_size(s.heap_size, sz, sizeof(sz)), (unsigned long long)s.heap_address,
 		       (unsigned long long)s.region.offset, (unsigned long long)s.region.owner_epoch);
@@ -163,8 +175,9 @@ int cmd_stop(int argc, char **argv)
 		json_double(&j, "total_ms", ms);
 		json_end(&j);
 	} else {
-		printf("%s stopped%s, arena freed (%.0f ms)\n", name,
-		       !s.running ? " (was not running)" : killed ? " with SIGKILL" : "", ms);
+		printf("%s stopped%s, %s (%.0f ms)\n", name,
+		       !s.running ? " (was not running)" : killed ? " with SIGKILL" : "",
+		       s.region.kind == CXLCR_KIND_CHILD ? "its snapshot returned" : "arena freed", ms);
 	}
 	return EXIT_OK;
 }
