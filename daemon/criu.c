@@ -125,34 +125,24 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
 			  int pool_fd, int netns_fd, bool tcp_close, pid_t *pid)
 {
-	char pair[64], pidfile[PATH_MAX], inherit[PATH_MAX + 16], netns[64];
-	/* The service's network: a namespace made beforehand (fd 4), or one
-	 * that CRIU rebuilds from the images with a new link on the bridge. */
-	if (netns_fd >= 0)
-		snprintf(netns, sizeof(netns), "fd[4]:%s", CRIU_NETNS_KEY);
-	else
-		snprintf(pair, sizeof(pair), "%s=%s@%s", SERVICE_IFNAME, link, bridge);
+	char pidfile[PATH_MAX], inherit[PATH_MAX + 16], netns[64];
+	/* The service's network namespace, made beforehand: CRIU's fd 4. */
+	snprintf(netns, sizeof(netns), "fd[4]:%s", CRIU_NETNS_KEY);
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
 	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
-			 netns_fd >= 0 ? "--inherit-fd" : "--veth-pair", netns_fd >= 0 ? netns : pair,
-			 tcp_close ? "--tcp-close" : "--tcp-established",
+			 "--inherit-fd", netns, tcp_close ? "--tcp-close" : "--tcp-established",
 			 "--network-lock", "skip", "--pidfile", pidfile,
 			 "--lib", (char *)plugin_dir(), NULL, NULL, NULL, NULL, NULL };
 	size_t n = sizeof(argv) / sizeof(argv[0]) - 5;
-	/* Into a namespace made beforehand, the link joins the bridge at
-	 * CRIU's network-unlock, before the tasks resume: a service that found
-	 * its link without carrier would wait a whole ARP retry (1 s) before
-	 * it could answer anyone. Tests can also stop CRIU at a chosen step
-	 * with the script (CXLCR_TEST_CRIU_HOOK); otherwise a restore runs no
-	 * script, as every action costs a shell on the critical path. */
-	if (netns_fd >= 0 || getenv("CXLCR_TEST_CRIU_HOOK")) {
-		argv[n++] = "--action-script";
-		argv[n++] = (char *)network_lock_script();
-	}
-	if (netns_fd >= 0) {
-		setenv("CXLCR_NETLOCK_LINK", link, 1);
-		setenv("CXLCR_NETLOCK_BRIDGE", bridge, 1);
-	}
+	/* The link joins the bridge at CRIU's network-unlock, before the
+	 * tasks resume: a service that found its link without carrier would
+	 * wait a whole ARP retry (1 s) before it could answer anyone. (Tests
+	 * can also stop CRIU at a chosen step with the script, see
+	 * CXLCR_TEST_CRIU_HOOK in it.) */
+	argv[n++] = "--action-script";
+	argv[n++] = (char *)network_lock_script();
+	setenv("CXLCR_NETLOCK_LINK", link, 1);
+	setenv("CXLCR_NETLOCK_BRIDGE", bridge, 1);
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
 	 * slash): the pool as this host names it. */
@@ -162,7 +152,7 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 		argv[n + 1] = inherit;
 	}
 	int fds[2] = { pool_fd, netns_fd };
-	int rc = exec_argv_fds(argv, CRIU_TIMEOUT_S, fds, netns_fd >= 0 ? 2 : source_pool ? 1 : 0);
+	int rc = exec_argv_fds(argv, CRIU_TIMEOUT_S, fds, 2);
 	unsetenv("CXLCR_NETLOCK_LINK");
 	unsetenv("CXLCR_NETLOCK_BRIDGE");
 	if (rc != 0)
