@@ -166,13 +166,6 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 	return pid;
 }
 
-int container_link_detach(const char *link)
-{
-	/* Off the bridge, but up: a link that is down marks the service's
-	 * routes "linkdown", and CRIU cannot restore such routes. */
-	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "nomaster", NULL) ? -1 : 0;
-}
-
 int container_link_attach(const struct pod *pod, const char *link)
 {
 	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ? -1 : 0;

@@ -50,8 +50,9 @@ int container_netns_prepare(const char *link, uint32_t ip);
 int container_netns_open(const char *link);
 void container_netns_release(const char *link, bool discard);
 
-/* Takes a service's link off the pod's bridge, or puts it back. */
-int container_link_detach(const char *link);
+/* Puts a service's link back on the pod's bridge (a failed checkpoint or
+ * migrate; CRIU's action script, criu-network-lock.sh, takes it off and
+ * puts it on otherwise). */
 int container_link_attach(const struct pod *pod, const char *link);
 
 /* Sends sig to every task of the PID namespace whose init is `init`. */

@@ -26,7 +26,8 @@ fi
 case "$CRTOOLS_SCRIPT_ACTION" in
 network-lock)
 	[ -n "$CXLCR_NETLOCK_LINK" ] || { echo "cxlcr: CXLCR_NETLOCK_LINK is not set" >&2; exit 1; }
-	# Off the bridge, but up (see container_link_detach()).
+	# Off the bridge, but up: a link that is down marks the service's routes
+	# "linkdown".
 	exec ip link set "$CXLCR_NETLOCK_LINK" nomaster
 	;;
 network-unlock)

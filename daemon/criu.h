@@ -16,8 +16,9 @@
  * bridge (one `ip link` call), not by CRIU's iptables lock: that one costs
  * ~70 ms to lift with the nftables backend, on the critical path of every
  * restore. A service's only way in or out is its link, so nothing reaches
- * its sockets while CRIU dumps them; after the restore, the new link joins
- * the bridge.
+ * its sockets while CRIU dumps them; on restore, the new link joins the
+ * bridge at CRIU's network-unlock, just before the tasks resume (the same
+ * action script).
  * The service's network namespace is external to CRIU (--external net):
  * the destination makes it beforehand, with eth0, the address and the MAC
  * (container_netns_prepare), and the restore joins it. Dumping and
