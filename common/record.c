@@ -101,6 +101,13 @@ int cxlcr_file_record_check(const struct cxlcr_file_record *r)
 	return 0;
 }
 
+bool cxlcr_is_arena_record_file(const char *name)
+{
+	int pid;
+	char tail[8];
+	return sscanf(name, "cxlcr-arena-%d%7s", &pid, tail) == 2 && !strcmp(tail, ".img");
+}
+
 const char *cxlcr_arena_record_name(char *buf, size_t len, pid_t nspid)
 {
 	snprintf(buf, len, CXLCR_ARENA_RECORD_FILE, (int)nspid);

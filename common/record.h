@@ -8,6 +8,7 @@
 #ifndef CXLCR_RECORD_H
 #define CXLCR_RECORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -24,6 +25,8 @@ int cxlcr_file_record_check(const struct cxlcr_file_record *r);
 
 /* "cxlcr-arena-<nspid>.img" and "cxlcr-file-<id>.img" into buf. */
 const char *cxlcr_arena_record_name(char *buf, size_t len, pid_t nspid);
+/* Is this file name one of cxlcr_arena_record_name()'s? */
+bool cxlcr_is_arena_record_file(const char *name);
 const char *cxlcr_file_record_name(char *buf, size_t len, uint32_t id);
 
 /* Writes n sealed records as file name of directory dirfd (replacing it). */

@@ -79,13 +79,6 @@ int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_recor
 	return 0;
 }
 
-static bool is_arena_record_file(const char *name)
-{
-	int pid;
-	char tail[8];
-	return sscanf(name, "cxlcr-arena-%d%7s", &pid, tail) == 2 && !strcmp(tail, ".img");
-}
-
 /* Every arena record of the image directory, against the pool at
  * pool_path: refuses a doomed restore before CRIU creates anything. The
  * pool is opened only if there are records: a checkpoint without arenas
@@ -106,7 +99,7 @@ int restore_precheck(int dirfd, const char *pool_path, int *records)
 	int rc = 0;
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {
-		if (!is_arena_record_file(e->d_name))
+		if (!cxlcr_is_arena_record_file(e->d_name))
 			continue;
 		struct cxlcr_arena_record *recs;
 		ssize_t n = cxlcr_arena_records_read(dirfd, e->d_name, &recs);

@@ -356,9 +356,7 @@ static int reseal_records(const char *dir, uint64_t arena_generation, uint64_t e
 	int rc = 0;
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {
-		int nspid;
-		char tail[8];
-		if (sscanf(e->d_name, "cxlcr-arena-%d%7s", &nspid, tail) != 2 || strcmp(tail, ".img"))
+		if (!cxlcr_is_arena_record_file(e->d_name))
 			continue;
 		struct cxlcr_arena_record *recs;
 		ssize_t n = cxlcr_arena_records_read(dirfd, e->d_name, &recs);
