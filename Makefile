@@ -20,7 +20,7 @@ PRELOAD_SRC := preload/glue.c preload/attach.c preload/stats.c preload/malloc.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
-               daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c
+               daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/prefetch.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
 VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c

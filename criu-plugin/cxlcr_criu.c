@@ -171,11 +171,6 @@ static int cxlcr_resume_devices_late(int pid)
 	int rc = restore_take_over(criu_get_image_dir(), pid, cxlcr_pool_path());
 	if (rc > 0)
 		pr_info("pid %d now owns its %d arena mapping(s)\n", pid, rc);
-	int pages = rc > 0 ? fork_prefetch(criu_get_image_dir(), pid, cxlcr_pool_path()) : 0;
-	if (pages > 0)
-		pr_info("pid %d: %d changed page(s) of its parent prefetched\n", pid, pages);
-	else if (pages < 0)
-		pr_warn("pid %d: no prefetch: %s\n", pid, cxlcr_last_error()); /* only slower */
 	if (rc >= 0)
 		return -ENOTSUP;
 	pr_err("refusing to restore pid %d: %s\n", pid, cxlcr_last_error());

@@ -94,9 +94,7 @@ int fork_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *
 /* The restored child pid borrows the record's snapshot for its lifetime
  * (its snapshot checked by fork_check_record() before). */
 int fork_borrow_for(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_record *rec);
-/* Makes the pages the parent changed between its last two snapshots the
- * child's own before it runs. Returns how many (0: no list), -1 on error. */
-int fork_prefetch(int dirfd, pid_t pid, const char *pool_path);
+
 
 /* devdax.c: each returns -ENOTSUP for what is not the pool's, so that
  * CRIU goes on as without the plugin. */

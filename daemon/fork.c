@@ -50,7 +50,7 @@ struct child_job {
 	pid_t worker;                 /* the process running its criu restore */
 	pid_t pid;                    /* the restored child */
 	double restore_ms;
-	uint64_t prefetched;          /* pages the plugin made the child's own before it ran */
+	uint64_t prefetched;          /* pages made the child's own once it ran (prefetch.c) */
 	double prefetch_ms;
 	bool ok;
 };
@@ -82,11 +82,31 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 	return cxlcr_error("%s has %d children already", parent, CHILD_NUMBER_MAX);
 }
 
+/* In a restore worker, once child pid runs: when it ran (the worker goes
+ * on), then its prefetch (prefetch.c), all noted for collect(). A failed
+ * prefetch costs the child speed only; it is noted and the child stays. */
+static void note_restored(const struct child_job *job, pid_t pid, uint64_t t0, struct cxlcr_pool *pool,
+			  const struct cxlcr_snapshot *snap)
+{
+	double restored = (double)(cxlcr_mono_ns() - t0) / 1e6, ms = 0;
+	uint64_t pages = 0;
+	int rc = prefetch_child(job->dir, pid, pool, snap, &pages, &ms);
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_PREFETCH_INFO_FILE);
+	FILE *f = fopen(path, "we");
+	if (!f)
+		return;
+	fprintf(f, "restored_ms %.3f\npages %" PRIu64 "\nprefetch_ms %.3f\n", restored, pages, ms);
+	if (rc < 0)
+		fprintf(f, "error %s\n", cxlcr_last_error());
+	fclose(f);
+}
+
 /* Runs every child's criu restore at once, each in a process of its own;
  * returns when all are done. A worker leaves its error line in its
  * directory. */
 static void restore_all(struct child_job *jobs, unsigned n, const struct pod *pod, const char *renamed,
-			int pool_fd)
+			struct cxlcr_pool *pool, const struct cxlcr_snapshot *snap)
 {
 	uint64_t t0 = cxlcr_mono_ns();
 	for (unsigned i = 0; i < n; i++) {
@@ -99,9 +119,11 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 			if (rc == 0 && (netns = container_netns_open(jobs[i].link)) < 0)
 				rc = cxlcr_error("cannot open the network namespace of %s", jobs[i].name);
 			if (rc == 0)
-				rc = criu_restore_child(jobs[i].dir, pod->bridge, jobs[i].link, renamed, pool_fd,
+				rc = criu_restore_child(jobs[i].dir, pod->bridge, jobs[i].link, renamed, pool->fd,
 							netns, &pid);
 			container_netns_release(jobs[i].link, rc < 0);
+			if (rc == 0)
+				note_restored(&jobs[i], pid, t0, pool, snap);
 			if (rc < 0) {
 				char path[PATH_MAX + 8];
 				snprintf(path, sizeof(path), "%s/error", jobs[i].dir);
@@ -148,11 +170,13 @@ static int collect(struct child_job *job, char *why, size_t len)
 		fclose(f);
 		job->pid = p;
 		snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_PREFETCH_INFO_FILE);
-		unsigned long long pages = 0, ns = 0;
+		unsigned long long pages = 0;
+		double restored, ms;
 		if ((f = fopen(path, "re"))) {
-			if (fscanf(f, "pages %llu ns %llu", &pages, &ns) == 2) {
+			if (fscanf(f, "restored_ms %lf pages %llu prefetch_ms %lf", &restored, &pages, &ms) == 3) {
+				job->restore_ms = restored;
 				job->prefetched = pages;
-				job->prefetch_ms = (double)ns / 1e6;
+				job->prefetch_ms = ms;
 			}
 			fclose(f);
 		}
@@ -227,7 +251,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 			goto undo;
 		}
 	}
-	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool->fd);
+	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, &snap);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
 		char one[CXLCR_ERROR_MAX];

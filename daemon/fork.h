@@ -64,6 +64,15 @@ struct fork_reply {
  */
 int fork_service(const struct fork_request *req, struct fork_reply *rep);
 
+/* prefetch.c: after child pid (restored from the image set in dir, of
+ * snapshot) resumes, makes the pages its parent changed between its last
+ * two snapshots its own, stopping it for one short batch at a time.
+ * Returns 1 (done: how many pages, how long), 0 if there was no list, -1. */
+struct cxlcr_pool;
+struct cxlcr_snapshot;
+int prefetch_child(const char *dir, pid_t pid, struct cxlcr_pool *pool, const struct cxlcr_snapshot *snapshot,
+		   uint64_t *pages_done, double *ms);
+
 /* cmd_snapshot.c: the parent's side. */
 struct snapshot_result {
 	char name[CXLCR_NAME_MAX];    /* the snapshot region: SERVICE.sNNN */
@@ -79,7 +88,6 @@ struct snapshot_result {
 	uint64_t pages_refreshed;     /* copied again in the freeze: changed after the draft */
 };
 struct service;
-struct cxlcr_pool;
 /* Snapshots service s, which runs on this host, and publishes the snapshot
  * in the catalog under the service's name. */
 int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out);

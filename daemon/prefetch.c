@@ -1,0 +1,217 @@
+/*
+ * The prefetch of a fork child, after it resumes (fork.h).
+ *
+ * The pages its parent changed between its last two snapshots are likely
+ * to be written by the child too (the CXLfork observation): each is made
+ * the child's own up front, rather than by one copy-on-write fault at a
+ * time while it serves. The child runs meanwhile: its threads are stopped
+ * under ptrace for one short batch of pages at a time (PTRACE_INTERRUPT,
+ * which, unlike SIGSTOP, neither the service nor its system calls notice),
+ * so that no write of its own can land between our read of a page and our
+ * write of it. The pages are written from the snapshot, which holds what the
+ * child holds until it writes: one copy-on-write fault per page, no read.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/pool.h"
+#include "../common/snapshot.h"
+#include "../common/util.h"
+#include "fork.h"
+
+#define TRACEES_MAX 1024
+#define BATCH_PAGES 256   /* ~1 ms of copy-on-write faults: the child's longest stop */
+#define IOV_MAX_RUNS 256
+
+/* The threads of the child, seized. */
+struct tracees {
+	pid_t pid;
+	pid_t tid[TRACEES_MAX];
+	int n;
+};
+
+static bool traced(const struct tracees *t, pid_t tid)
+{
+	for (int i = 0; i < t->n; i++)
+		if (t->tid[i] == tid)
+			return true;
+	return false;
+}
+
+/* Waits for tid's PTRACE_INTERRUPT trap, passing on the signals it gets
+ * meanwhile. false: the thread is gone. */
+static bool wait_trap(pid_t tid)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		int st;
+		if (waitpid(tid, &st, __WALL) < 0)
+			return errno == EINTR;
+		if (!WIFSTOPPED(st))
+			return false;
+		if (st >> 16 == PTRACE_EVENT_STOP)
+			return true;
+		/* A signal for the child: it gets it, then the trap is reported. */
+		ptrace(PTRACE_CONT, tid, 0, (void *)(long)WSTOPSIG(st));
+	}
+	return false;
+}
+
+/* Stops every thread of the child: those seized already, and any the list
+ * of its tasks shows besides (none can appear once all are stopped). */
+static int stop_all(struct tracees *t)
+{
+	for (int i = 0; i < t->n; i++)
+		ptrace(PTRACE_INTERRUPT, t->tid[i], 0, 0);
+	for (int i = 0; i < t->n; i++)
+		if (!wait_trap(t->tid[i]))
+			t->tid[i--] = t->tid[--t->n];
+	for (bool more = true; more;) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
+		DIR *d = opendir(path);
+		if (!d)
+			return cxlcr_error("pid %d is gone", (int)t->pid);
+		more = false;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			pid_t tid = (pid_t)atoi(e->d_name);
+			if (tid <= 0 || traced(t, tid))
+				continue;
+			if (t->n == TRACEES_MAX) {
+				closedir(d);
+				return cxlcr_error("pid %d has more than %d threads", (int)t->pid, TRACEES_MAX);
+			}
+			if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0 || ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0 ||
+			    !wait_trap(tid))
+				continue;
+			t->tid[t->n++] = tid;
+			more = true;
+		}
+		closedir(d);
+	}
+	return t->n ? 0 : cxlcr_error("pid %d has no threads left", (int)t->pid);
+}
+
+static void cont_all(const struct tracees *t)
+{
+	for (int i = 0; i < t->n; i++)
+		ptrace(PTRACE_CONT, t->tid[i], 0, 0);
+}
+
+/* Writes pages [from, to) of the list from the snapshot into the child. */
+static int write_batch(pid_t pid, const struct cxlcr_changed_pages *h, const uint64_t *pages, uint64_t from,
+		       uint64_t to, const uint8_t *snap, const struct cxlcr_region *r, uint64_t *done)
+{
+	const uint64_t *leaves = (const void *)(snap + CXLCR_SNAPSHOT_TABLE_OFFSET);
+	uint64_t page_count = (r->size - CXLCR_SNAPSHOT_TABLE_OFFSET) / sizeof(uint64_t);
+	struct iovec local[IOV_MAX_RUNS], remote[IOV_MAX_RUNS];
+	size_t n = 0, len = 0;
+	for (uint64_t i = from; i < to; i++) {
+		uint64_t leaf = pages[i] < page_count ? leaves[pages[i]] : 0;
+		if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
+			continue; /* zero in the snapshot: nothing to copy */
+		const uint8_t *src = snap + (CXLCR_LEAF_OFFSET(leaf) - r->offset);
+		uint64_t dst = h->heap_address + pages[i] * CXLCR_SNAPSHOT_PAGE_SIZE;
+		if (n && (const uint8_t *)local[n - 1].iov_base + local[n - 1].iov_len == src &&
+		    (uint64_t)(uintptr_t)remote[n - 1].iov_base + remote[n - 1].iov_len == dst) {
+			local[n - 1].iov_len += CXLCR_SNAPSHOT_PAGE_SIZE;
+			remote[n - 1].iov_len += CXLCR_SNAPSHOT_PAGE_SIZE;
+		} else if (n < IOV_MAX_RUNS) {
+			local[n] = (struct iovec){ (void *)(uintptr_t)src, CXLCR_SNAPSHOT_PAGE_SIZE };
+			remote[n] = (struct iovec){ (void *)(uintptr_t)dst, CXLCR_SNAPSHOT_PAGE_SIZE };
+			n++;
+		} else {
+			break; /* BATCH_PAGES <= IOV_MAX_RUNS: cannot happen */
+		}
+		len += CXLCR_SNAPSHOT_PAGE_SIZE;
+		(*done)++;
+	}
+	if (n && process_vm_writev(pid, local, n, remote, n, 0) != (ssize_t)len)
+		return cxlcr_error("pid %d: cannot prefetch %zu bytes: %s", (int)pid, len, strerror(errno));
+	return 0;
+}
+
+/* The changed-pages list of a fork dump, checked (0: there is none). */
+static int read_changed_pages(const char *dir, struct cxlcr_changed_pages *h, uint64_t **pages)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_CHANGED_PAGES_FILE);
+	*pages = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : cxlcr_error("%s: %s", path, strerror(errno));
+	struct stat st;
+	int rc = -1;
+	if (fstat(fd, &st) < 0 || read(fd, h, sizeof(*h)) != (ssize_t)sizeof(*h) ||
+	    h->magic != CXLCR_CHANGED_PAGES_MAGIC || h->version != 1 ||
+	    h->page_size != CXLCR_SNAPSHOT_PAGE_SIZE || h->count > (1ull << 36) ||
+	    (uint64_t)st.st_size != sizeof(*h) + h->count * sizeof(uint64_t)) {
+		cxlcr_error("%s is not a changed-pages list (or is truncated)", path);
+		goto out;
+	}
+	size_t want = h->count * sizeof(uint64_t);
+	*pages = malloc(want ? want : 1);
+	if (!*pages || read(fd, *pages, want) != (ssize_t)want) {
+		free(*pages);
+		*pages = NULL;
+		cxlcr_error("%s: cannot read its %" PRIu64 " pages", path, h->count);
+		goto out;
+	}
+	rc = 1;
+out:
+	close(fd);
+	return rc;
+}
+
+int prefetch_child(const char *dir, pid_t pid, struct cxlcr_pool *pool, const struct cxlcr_snapshot *snapshot,
+		   uint64_t *pages_done, double *ms)
+{
+	struct cxlcr_changed_pages h;
+	uint64_t *pages;
+	*pages_done = 0;
+	*ms = 0;
+	int rc = read_changed_pages(dir, &h, &pages);
+	if (rc <= 0)
+		return rc;
+	if (h.heap_address != snapshot->header.heap_address) {
+		free(pages);
+		return cxlcr_error("the changed-pages list is of another heap");
+	}
+	uint64_t t0 = cxlcr_mono_ns();
+	const uint8_t *snap = cxlcr_pool_map(pool, snapshot->region.offset, snapshot->region.size, 0, 0);
+	if (!snap) {
+		free(pages);
+		return -1;
+	}
+	static struct tracees t;
+	t.pid = pid;
+	t.n = 0;
+	rc = 0;
+	for (uint64_t at = 0; at < h.count && rc == 0; at += BATCH_PAGES) {
+		uint64_t to = at + BATCH_PAGES < h.count ? at + BATCH_PAGES : h.count;
+		rc = stop_all(&t);
+		if (rc == 0)
+			rc = write_batch(pid, &h, pages, at, to, snap, &snapshot->region, pages_done);
+		cont_all(&t);
+	}
+	if (t.n && stop_all(&t) == 0)
+		for (int i = 0; i < t.n; i++)
+			ptrace(PTRACE_DETACH, t.tid[i], 0, 0);
+	munmap((void *)(uintptr_t)snap, snapshot->region.size);
+	free(pages);
+	*ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	return rc < 0 ? -1 : 1;
+}
