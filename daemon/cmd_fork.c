@@ -48,7 +48,7 @@ static void print_result(const char *name, const char *to, const struct cxlcr_fo
 		return;
 	}
 	for (unsigned i = 0; i < r->count; i++)
-		printf("%s on %s at %s, pid %d (restored in %.1f ms, %llu changed pages prefetched)\n",
+		printf("%s on %s at %s, pid %d (restored in %.1f ms, %llu changed pages being prefetched)\n",
 		       r->child[i].name, r->child[i].host, r->child[i].address, r->child[i].pid,
 		       r->child[i].restore_ms, r->child[i].prefetched_pages);
 	char images[32], pages[32];

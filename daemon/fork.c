@@ -21,7 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +41,7 @@
 #include "rpc.h"
 
 #define CHILD_NUMBER_MAX 9999
+#define PREFETCH_LOG_DIR "/var/log/cxlcr"
 #define KILL_WAIT_MS 10000
 
 /* One child being made on this host. */
@@ -50,8 +54,7 @@ struct child_job {
 	pid_t worker;                 /* the process running its criu restore */
 	pid_t pid;                    /* the restored child */
 	double restore_ms;
-	uint64_t prefetched;          /* pages made the child's own once it ran (prefetch.c) */
-	double prefetch_ms;
+	uint64_t prefetched;          /* pages being made the child's own now it runs (prefetch.c) */
 	bool ok;
 };
 
@@ -82,24 +85,59 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 	return cxlcr_error("%s has %d children already", parent, CHILD_NUMBER_MAX);
 }
 
-/* In a restore worker, once child pid runs: when it ran (the worker goes
- * on), then its prefetch (prefetch.c), all noted for collect(). A failed
- * prefetch costs the child speed only; it is noted and the child stays. */
+/* Logs a background prefetch's outcome where the operator looks. */
+static void log_prefetch(const struct child_job *job, pid_t pid, uint64_t pages, double ms, int rc)
+{
+	mkdir(PREFETCH_LOG_DIR, 0755);
+	FILE *f = fopen(PREFETCH_LOG_DIR "/prefetch.log", "ae");
+	if (!f)
+		return;
+	char when[32];
+	time_t now = time(NULL);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime(&now));
+	if (rc < 0)
+		fprintf(f, "%s %s (pid %d on %s): prefetch stopped after %" PRIu64 " pages: %s\n", when, job->name,
+			(int)pid, this_host(), pages, cxlcr_last_error());
+	else
+		fprintf(f, "%s %s (pid %d on %s): %" PRIu64 " changed pages prefetched in %.1f ms\n", when,
+			job->name, (int)pid, this_host(), pages, ms);
+	fclose(f);
+}
+
+/*
+ * In a restore worker, once child pid runs: when it ran, for collect(),
+ * then its prefetch (prefetch.c) in a process of its own, so that the fork
+ * request is answered as soon as every child runs; the child answers
+ * meanwhile. A failed prefetch costs the child speed only: it is logged.
+ */
 static void note_restored(const struct child_job *job, pid_t pid, uint64_t t0, struct cxlcr_pool *pool,
 			  const struct cxlcr_snapshot *snap)
 {
-	double restored = (double)(cxlcr_mono_ns() - t0) / 1e6, ms = 0;
-	uint64_t pages = 0;
-	int rc = prefetch_child(job->dir, pid, pool, snap, &pages, &ms);
+	double restored = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	struct prefetch_list list;
+	int have = prefetch_load(job->dir, snap, &list);
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_PREFETCH_INFO_FILE);
 	FILE *f = fopen(path, "we");
-	if (!f)
+	if (f) {
+		fprintf(f, "restored_ms %.3f\npages %" PRIu64 "\n", restored, have > 0 ? list.header.count : 0);
+		fclose(f);
+	}
+	if (have <= 0 || fork() != 0)
 		return;
-	fprintf(f, "restored_ms %.3f\npages %" PRIu64 "\nprefetch_ms %.3f\n", restored, pages, ms);
-	if (rc < 0)
-		fprintf(f, "error %s\n", cxlcr_last_error());
-	fclose(f);
+	/* The prefetcher: nothing of the request's (its socket, the client's
+	 * output) stays open here, only the pool. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3; fd++)
+		dup2(null, fd);
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != pool->fd)
+			close(fd);
+	uint64_t pages = 0;
+	double ms = 0;
+	int rc = prefetch_child(&list, pid, pool, snap, &pages, &ms);
+	log_prefetch(job, pid, pages, ms, rc);
+	_exit(0);
 }
 
 /* Runs every child's criu restore at once, each in a process of its own;
@@ -171,12 +209,11 @@ static int collect(struct child_job *job, char *why, size_t len)
 		job->pid = p;
 		snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_PREFETCH_INFO_FILE);
 		unsigned long long pages = 0;
-		double restored, ms;
+		double restored;
 		if ((f = fopen(path, "re"))) {
-			if (fscanf(f, "restored_ms %lf pages %llu prefetch_ms %lf", &restored, &pages, &ms) == 3) {
+			if (fscanf(f, "restored_ms %lf pages %llu", &restored, &pages) == 2) {
 				job->restore_ms = restored;
 				job->prefetched = pages;
-				job->prefetch_ms = ms;
 			}
 			fclose(f);
 		}
@@ -269,13 +306,13 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 		char ip[16];
 		ip_string(jobs[i].ip, ip);
 		if (porcelain)
-			printf("child %s %s %s %d %.3f %" PRIu64 " %.3f\n", jobs[i].name, this_host(), ip,
-			       (int)jobs[i].pid, jobs[i].restore_ms, jobs[i].prefetched, jobs[i].prefetch_ms);
+			printf("child %s %s %s %d %.3f %" PRIu64 "\n", jobs[i].name, this_host(), ip,
+			       (int)jobs[i].pid, jobs[i].restore_ms, jobs[i].prefetched);
 		else
 			printf("%s on %s: %s, pid %d, restored in %.1f ms (%" PRIu64
-			       " changed pages prefetched in %.1f ms)\n",
+			       " changed pages being prefetched)\n",
 			       jobs[i].name, this_host(), ip, (int)jobs[i].pid, jobs[i].restore_ms,
-			       jobs[i].prefetched, jobs[i].prefetch_ms);
+			       jobs[i].prefetched);
 		image_work_dir_remove(jobs[i].dir);
 	}
 	if (porcelain)
@@ -400,8 +437,8 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep)
 		char ip[16];
 		int pid;
 		if (rep->count < FORK_MAX_CHILDREN &&
-		    sscanf(line, "child %63s %63s %15s %d %lf %" SCNu64 " %lf", ch->name, ch->host, ip, &pid,
-			   &ch->restore_ms, &ch->prefetched_pages, &ch->prefetch_ms) == 7) {
+		    sscanf(line, "child %63s %63s %15s %d %lf %" SCNu64, ch->name, ch->host, ip, &pid,
+			   &ch->restore_ms, &ch->prefetched_pages) == 6) {
 			inet_pton(AF_INET, ip, &ch->ip);
 			ch->pid = pid;
 			rep->count++;

@@ -36,8 +36,7 @@ struct fork_child {
 	uint32_t ip;                  /* network order */
 	pid_t pid;                    /* as the child's host sees it */
 	double restore_ms;            /* this child's restore, request to running */
-	uint64_t prefetched_pages;    /* its parent's changed pages made its own before it ran */
-	double prefetch_ms;
+	uint64_t prefetched_pages;    /* its parent's changed pages, made its own once it runs */
 };
 
 struct fork_reply {
@@ -64,14 +63,20 @@ struct fork_reply {
  */
 int fork_service(const struct fork_request *req, struct fork_reply *rep);
 
-/* prefetch.c: after child pid (restored from the image set in dir, of
- * snapshot) resumes, makes the pages its parent changed between its last
- * two snapshots its own, stopping it for one short batch at a time.
- * Returns 1 (done: how many pages, how long), 0 if there was no list, -1. */
+/* prefetch.c: the pages a child's parent changed between its last two
+ * snapshots (CXLCR_CHANGED_PAGES_FILE of the image set in dir): load
+ * returns 1 with the list, 0 if there is none, -1; prefetch_child() then
+ * makes them the running child's own, stopping it for one short batch at
+ * a time (0, or -1). */
 struct cxlcr_pool;
 struct cxlcr_snapshot;
-int prefetch_child(const char *dir, pid_t pid, struct cxlcr_pool *pool, const struct cxlcr_snapshot *snapshot,
-		   uint64_t *pages_done, double *ms);
+struct prefetch_list {
+	struct cxlcr_changed_pages header;
+	uint64_t *pages;
+};
+int prefetch_load(const char *dir, const struct cxlcr_snapshot *snapshot, struct prefetch_list *list);
+int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_pool *pool,
+		   const struct cxlcr_snapshot *snapshot, uint64_t *pages_done, double *ms);
 
 /* cmd_snapshot.c: the parent's side. */
 struct snapshot_result {

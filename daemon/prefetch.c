@@ -176,26 +176,32 @@ out:
 	return rc;
 }
 
-int prefetch_child(const char *dir, pid_t pid, struct cxlcr_pool *pool, const struct cxlcr_snapshot *snapshot,
-		   uint64_t *pages_done, double *ms)
+int prefetch_load(const char *dir, const struct cxlcr_snapshot *snapshot, struct prefetch_list *list)
 {
-	struct cxlcr_changed_pages h;
-	uint64_t *pages;
-	*pages_done = 0;
-	*ms = 0;
-	int rc = read_changed_pages(dir, &h, &pages);
+	memset(list, 0, sizeof(*list));
+	int rc = read_changed_pages(dir, &list->header, &list->pages);
 	if (rc <= 0)
 		return rc;
-	if (h.heap_address != snapshot->header.heap_address) {
-		free(pages);
+	if (list->header.heap_address != snapshot->header.heap_address) {
+		free(list->pages);
+		list->pages = NULL;
 		return cxlcr_error("the changed-pages list is of another heap");
 	}
+	return 1;
+}
+
+int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_pool *pool,
+		   const struct cxlcr_snapshot *snapshot, uint64_t *pages_done, double *ms)
+{
+	const struct cxlcr_changed_pages h = list->header;
+	const uint64_t *pages = list->pages;
+	*pages_done = 0;
+	*ms = 0;
+	int rc;
 	uint64_t t0 = cxlcr_mono_ns();
 	const uint8_t *snap = cxlcr_pool_map(pool, snapshot->region.offset, snapshot->region.size, 0, 0);
-	if (!snap) {
-		free(pages);
+	if (!snap)
 		return -1;
-	}
 	static struct tracees t;
 	t.pid = pid;
 	t.n = 0;
@@ -211,7 +217,6 @@ int prefetch_child(const char *dir, pid_t pid, struct cxlcr_pool *pool, const st
 		for (int i = 0; i < t.n; i++)
 			ptrace(PTRACE_DETACH, t.tid[i], 0, 0);
 	munmap((void *)(uintptr_t)snap, snapshot->region.size);
-	free(pages);
 	*ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
-	return rc < 0 ? -1 : 1;
+	return rc < 0 ? -1 : 0;
 }

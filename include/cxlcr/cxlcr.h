@@ -74,7 +74,7 @@ struct cxlcr_fork_child {
 	int pid;                       /* as the child's host sees it */
 	double restore_ms;             /* this child's restore */
 	unsigned long long prefetched_pages; /* its parent's pages changed since the previous
-					      * snapshot, made its own before it ran */
+					      * snapshot, being made its own now it runs */
 };
 
 struct cxlcr_fork_result {
