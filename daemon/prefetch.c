@@ -7,9 +7,10 @@
  * time while it serves. The child runs meanwhile: its threads are stopped
  * under ptrace for one short batch of pages at a time (PTRACE_INTERRUPT,
  * which, unlike SIGSTOP, neither the service nor its system calls notice),
- * so that no write of its own can land between our read of a page and our
- * write of it. The pages are written from the snapshot, which holds what the
- * child holds until it writes: one copy-on-write fault per page, no read.
+ * and a page it has written since it resumed (an anonymous page now, as
+ * /proc/PID/pagemap says) is left alone: the others still hold what the
+ * snapshot holds, and are written from it, one copy-on-write fault per
+ * page; no write of the child's can land between that check and the write.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -111,9 +112,22 @@ static void cont_all(const struct tracees *t)
 		ptrace(PTRACE_CONT, t->tid[i], 0, 0);
 }
 
-/* Writes pages [from, to) of the list from the snapshot into the child. */
-static int write_batch(pid_t pid, const struct cxlcr_changed_pages *h, const uint64_t *pages, uint64_t from,
-		       uint64_t to, const uint8_t *snap, const struct cxlcr_region *r, uint64_t *done)
+/* Has the child made the page at addr its own already (a write since it
+ * resumed)? Then its page is anonymous: present, and not a file page
+ * (/proc/PID/pagemap bits 63 and 61). Overwriting it from the snapshot
+ * would undo the child's write. */
+static bool owned_already(int pagemap, uint64_t addr)
+{
+	uint64_t e;
+	if (pread(pagemap, &e, sizeof(e), (off_t)(addr / CXLCR_SNAPSHOT_PAGE_SIZE * sizeof(e))) != sizeof(e))
+		return true; /* cannot tell: leave it */
+	return (e >> 63 & 1) && !(e >> 61 & 1);
+}
+
+/* Writes pages [from, to) of the list from the snapshot into the stopped
+ * child, but those it has written itself since it resumed. */
+static int write_batch(pid_t pid, int pagemap, const struct cxlcr_changed_pages *h, const uint64_t *pages,
+		       uint64_t from, uint64_t to, const uint8_t *snap, const struct cxlcr_region *r, uint64_t *done)
 {
 	const uint64_t *leaves = (const void *)(snap + CXLCR_SNAPSHOT_TABLE_OFFSET);
 	uint64_t page_count = (r->size - CXLCR_SNAPSHOT_TABLE_OFFSET) / sizeof(uint64_t);
@@ -125,6 +139,8 @@ static int write_batch(pid_t pid, const struct cxlcr_changed_pages *h, const uin
 			continue; /* zero in the snapshot: nothing to copy */
 		const uint8_t *src = snap + (CXLCR_LEAF_OFFSET(leaf) - r->offset);
 		uint64_t dst = h->heap_address + pages[i] * CXLCR_SNAPSHOT_PAGE_SIZE;
+		if (owned_already(pagemap, dst))
+			continue;
 		if (n && (const uint8_t *)local[n - 1].iov_base + local[n - 1].iov_len == src &&
 		    (uint64_t)(uintptr_t)remote[n - 1].iov_base + remote[n - 1].iov_len == dst) {
 			local[n - 1].iov_len += CXLCR_SNAPSHOT_PAGE_SIZE;
@@ -202,6 +218,13 @@ int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_poo
 	const uint8_t *snap = cxlcr_pool_map(pool, snapshot->region.offset, snapshot->region.size, 0, 0);
 	if (!snap)
 		return -1;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
+	int pagemap = open(path, O_RDONLY | O_CLOEXEC);
+	if (pagemap < 0) {
+		munmap((void *)(uintptr_t)snap, snapshot->region.size);
+		return cxlcr_error("%s: %s", path, strerror(errno));
+	}
 	static struct tracees t;
 	t.pid = pid;
 	t.n = 0;
@@ -210,12 +233,13 @@ int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_poo
 		uint64_t to = at + BATCH_PAGES < h.count ? at + BATCH_PAGES : h.count;
 		rc = stop_all(&t);
 		if (rc == 0)
-			rc = write_batch(pid, &h, pages, at, to, snap, &snapshot->region, pages_done);
+			rc = write_batch(pid, pagemap, &h, pages, at, to, snap, &snapshot->region, pages_done);
 		cont_all(&t);
 	}
 	if (t.n && stop_all(&t) == 0)
 		for (int i = 0; i < t.n; i++)
 			ptrace(PTRACE_DETACH, t.tid[i], 0, 0);
+	close(pagemap);
 	munmap((void *)(uintptr_t)snap, snapshot->region.size);
 	*ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	return rc < 0 ? -1 : 0;
