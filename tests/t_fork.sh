@@ -140,6 +140,26 @@ print(c["address"], c["prefetched_pages"])')
 python3 "$KV" verify --host "$addr3" --port $PORT --count 2000 --size $SIZE --types $TYPES --seed 6 --quiet ||
 	die "the child of the second snapshot does not hold the rewritten values"
 ok "$changed changed pages prefetched into the child, which holds the rewritten values"
+
+# The prefetch runs while the child already serves: what the child writes
+# meanwhile must stay (the prefetch leaves pages the child owns alone).
+out=$("$CXLCR" fork redis --to h1 --json) || die "fork for the write-during-prefetch check failed"
+read -r addr4 pid4 name4 < <(echo "$out" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["children"][0]
+print(c["address"], c["pid"], c["name"])')
+python3 "$KV" fill --host "$addr4" --port $PORT --count 2000 --size $SIZE --types $TYPES --seed 8 >/dev/null ||
+	die "writes to $name4 failed"
+for _ in $(seq 600); do
+	grep -q "(pid $pid4 on h1)" /var/log/cxlcr/prefetch.log 2>/dev/null && break
+	python3 -c 'import time; time.sleep(0.05)'  # polling a log line, bounded
+done
+grep "(pid $pid4 on h1)" /var/log/cxlcr/prefetch.log | grep -q "changed pages prefetched" ||
+	die "the prefetch of $name4 did not finish"
+python3 "$KV" verify --host "$addr4" --port $PORT --count 2000 --size $SIZE --types $TYPES --seed 8 --quiet ||
+	die "$name4 lost writes it made while its prefetch ran"
+ok "writes a child made while its prefetch ran are all kept"
+"$CXLCR" stop "$name4" >/dev/null
 "$CXLCR" stop redis.1 >/dev/null
 
 # --- a corrupt snapshot is refused, and leaves no child
