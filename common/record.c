@@ -5,6 +5,7 @@
  * program's file, another format version, a flipped bit, a cut-off copy)
  * must be refused, never half-followed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -267,4 +268,35 @@ const char *cxlcr_uuid_str(const uint8_t u[16], char *buf)
 		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
 		 u[13], u[14], u[15]);
 	return buf;
+}
+
+int cxlcr_arena_records_each(int dirfd,
+			     int (*fn)(int dirfd, const char *file, struct cxlcr_arena_record *recs, size_t n,
+				       void *arg),
+			     void *arg)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return cxlcr_error("cannot read the image directory: %s", strerror(errno));
+	}
+	rewinddir(d);
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(d))) {
+		if (!cxlcr_is_arena_record_file(e->d_name))
+			continue;
+		struct cxlcr_arena_record *recs;
+		ssize_t n = cxlcr_arena_records_read(dirfd, e->d_name, &recs);
+		if (n <= 0) {
+			rc = n < 0 ? -1 : 0;
+			continue;
+		}
+		rc = fn(dirfd, e->d_name, recs, (size_t)n, arg) < 0 ? -1 : 0;
+		free(recs);
+	}
+	closedir(d);
+	return rc;
 }

@@ -38,6 +38,13 @@ int cxlcr_file_record_write(int dirfd, const char *name, const struct cxlcr_file
  * the caller frees it). Returns how many, 0 if there is no such file, -1
  * if it is unreadable, empty, truncated or holds a bad record. */
 ssize_t cxlcr_arena_records_read(int dirfd, const char *name, struct cxlcr_arena_record **out);
+/* Calls fn for every arena record file of dirfd with its records (read and
+ * checked; fn may change them, they are freed afterwards). Stops at the
+ * first fn or read that fails; returns 0 or -1. */
+int cxlcr_arena_records_each(int dirfd,
+			     int (*fn)(int dirfd, const char *file, struct cxlcr_arena_record *recs, size_t n,
+				       void *arg),
+			     void *arg);
 /* 1 if read and good, 0 if there is no such file, -1 if it is bad. */
 int cxlcr_file_record_read(int dirfd, const char *name, struct cxlcr_file_record *out);
 

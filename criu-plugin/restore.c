@@ -79,52 +79,38 @@ int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_recor
 	return 0;
 }
 
-/* Every arena record of the image directory, against the pool at
- * pool_path: refuses a doomed restore before CRIU creates anything. The
- * pool is opened only if there are records: a checkpoint without arenas
- * needs none. */
+/* restore_precheck()'s pass over the record files. The pool is opened only
+ * if there are records: a checkpoint without arenas needs none. */
+struct precheck {
+	const char *pool_path;
+	struct cxlcr_pool pool;
+	bool opened;
+	int records;
+};
+
+static int precheck_file(int dirfd, const char *file, struct cxlcr_arena_record *recs, size_t n, void *arg)
+{
+	struct precheck *p = arg;
+	if (!p->opened) {
+		if (cxlcr_pool_open(&p->pool, p->pool_path) < 0)
+			return -1;
+		p->opened = true;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((recs[i].flags & CXLCR_RECORD_F_FORK ? fork_check_record(&p->pool, &recs[i])
+							 : restore_check_record(&p->pool, &recs[i])) < 0)
+			return -1;
+	p->records += (int)n;
+	return 0;
+}
+
 int restore_precheck(int dirfd, const char *pool_path, int *records)
 {
-	*records = 0;
-	int fd = dup(dirfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return cxlcr_error("cannot read the image directory: %s", strerror(errno));
-	}
-	rewinddir(d);
-	struct cxlcr_pool pool = { .fd = -1 };
-	bool opened = false;
-	int rc = 0;
-	struct dirent *e;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!cxlcr_is_arena_record_file(e->d_name))
-			continue;
-		struct cxlcr_arena_record *recs;
-		ssize_t n = cxlcr_arena_records_read(dirfd, e->d_name, &recs);
-		if (n < 0) {
-			rc = -1;
-			break;
-		}
-		if (!opened && n > 0) {
-			if (cxlcr_pool_open(&pool, pool_path) < 0) {
-				free(recs);
-				rc = -1;
-				break;
-			}
-			opened = true;
-		}
-		for (ssize_t i = 0; i < n && rc == 0; i++)
-			rc = recs[i].flags & CXLCR_RECORD_F_FORK ? fork_check_record(&pool, &recs[i])
-								 : restore_check_record(&pool, &recs[i]);
-		*records += (int)(n > 0 ? n : 0);
-		if (n > 0)
-			free(recs);
-	}
-	closedir(d);
-	if (opened)
-		cxlcr_pool_close(&pool);
+	struct precheck p = { .pool_path = pool_path, .pool = { .fd = -1 } };
+	int rc = cxlcr_arena_records_each(dirfd, precheck_file, &p);
+	if (p.opened)
+		cxlcr_pool_close(&p.pool);
+	*records = p.records;
 	return rc;
 }
 

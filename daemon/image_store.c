@@ -342,40 +342,30 @@ void image_set_describe(const struct cxlcr_pool *pool, const struct cxlcr_region
 		cxlcr_copy_field(meta->source_pool, sizeof(meta->source_pool), pool->path);
 }
 
-/* The plugin's records of the arena in dir now say epoch (and that
- * nobody runs in it, as after a checkpoint). */
+struct reseal {
+	uint64_t arena_generation, epoch;
+};
+
+static int reseal_file(int dirfd, const char *file, struct cxlcr_arena_record *recs, size_t n, void *arg)
+{
+	const struct reseal *r = arg;
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].region_generation != r->arena_generation)
+			continue;
+		recs[i].owner_epoch = r->epoch;
+		cxlcr_arena_record_seal(&recs[i]);
+	}
+	return cxlcr_arena_records_write(dirfd, file, recs, n);
+}
+
+/* The plugin's records of the arena in dir now say epoch. */
 static int reseal_records(const char *dir, uint64_t arena_generation, uint64_t epoch)
 {
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dirfd >= 0 ? fdopendir(dup(dirfd)) : NULL;
-	if (!d) {
-		if (dirfd >= 0)
-			close(dirfd);
+	if (dirfd < 0)
 		return cxlcr_error("%s: %s", dir, strerror(errno));
-	}
-	int rc = 0;
-	struct dirent *e;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!cxlcr_is_arena_record_file(e->d_name))
-			continue;
-		struct cxlcr_arena_record *recs;
-		ssize_t n = cxlcr_arena_records_read(dirfd, e->d_name, &recs);
-		if (n < 0) {
-			rc = -1;
-			break;
-		}
-		for (ssize_t i = 0; i < n; i++) {
-			if (recs[i].region_generation != arena_generation)
-				continue;
-			recs[i].owner_epoch = epoch;
-			cxlcr_arena_record_seal(&recs[i]);
-		}
-		if (n > 0 && cxlcr_arena_records_write(dirfd, e->d_name, recs, (size_t)n) < 0)
-			rc = -1;
-		if (n > 0)
-			free(recs);
-	}
-	closedir(d);
+	struct reseal r = { arena_generation, epoch };
+	int rc = cxlcr_arena_records_each(dirfd, reseal_file, &r);
 	close(dirfd);
 	return rc;
 }
