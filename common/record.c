@@ -270,19 +270,28 @@ const char *cxlcr_uuid_str(const uint8_t u[16], char *buf)
 	return buf;
 }
 
-int cxlcr_arena_records_each(int dirfd,
-			     int (*fn)(int dirfd, const char *file, struct cxlcr_arena_record *recs, size_t n,
-				       void *arg),
-			     void *arg)
+DIR *cxlcr_image_dir_open(int dirfd)
 {
 	int fd = dup(dirfd);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
-		return cxlcr_error("cannot read the image directory: %s", strerror(errno));
+		cxlcr_error("cannot read the image directory: %s", strerror(errno));
+		return NULL;
 	}
 	rewinddir(d);
+	return d;
+}
+
+int cxlcr_arena_records_each(int dirfd,
+			     int (*fn)(int dirfd, const char *file, struct cxlcr_arena_record *recs, size_t n,
+				       void *arg),
+			     void *arg)
+{
+	DIR *d = cxlcr_image_dir_open(dirfd);
+	if (!d)
+		return -1;
 	int rc = 0;
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {

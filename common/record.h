@@ -8,6 +8,7 @@
 #ifndef CXLCR_RECORD_H
 #define CXLCR_RECORD_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,8 @@ int cxlcr_file_record_write(int dirfd, const char *name, const struct cxlcr_file
  * the caller frees it). Returns how many, 0 if there is no such file, -1
  * if it is unreadable, empty, truncated or holds a bad record. */
 ssize_t cxlcr_arena_records_read(int dirfd, const char *name, struct cxlcr_arena_record **out);
+/* A listing of image directory dirfd from its start (dirfd stays open). */
+DIR *cxlcr_image_dir_open(int dirfd);
 /* Calls fn for every arena record file of dirfd with its records (read and
  * checked; fn may change them, they are freed afterwards). Stops at the
  * first fn or read that fails; returns 0 or -1. */

@@ -136,14 +136,9 @@ out:
  * before dumping. */
 int dump_remove_old_records(int dirfd)
 {
-	int fd = dup(dirfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return cxlcr_error("cannot read the image directory: %s", strerror(errno));
-	}
-	rewinddir(d);
+	DIR *d = cxlcr_image_dir_open(dirfd);
+	if (!d)
+		return -1;
 	int rc = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
