@@ -51,6 +51,20 @@ for svc in redis-server memcached; do
 	fi
 done
 
+# An emulated pool is a file on /dev/shm. A devdax device maps the pool with
+# 2 MiB pages; tmpfs does the same only when mounted with huge pages. With
+# 4 KiB pages, a service's page tables over a 4 GiB arena have a million
+# entries, which CRIU walks (/proc/PID/smaps) while the service is frozen:
+# ~30 ms at 4 GiB, and growing with the heap. within_size gives 2 MiB pages
+# only to files that fill them (a pool does), so small shm files stay as
+# they were.
+# (/dev/shm may be mounted twice; the last mount is the one in use.)
+shm=$(findmnt -no FSTYPE,OPTIONS /dev/shm 2>/dev/null | tail -n1)
+if [ "${shm%% *}" = tmpfs ] && [[ $shm != *huge=* ]]; then
+	say "remounting /dev/shm with huge=within_size (2 MiB pages for emulated pools, as devdax maps them)"
+	mount -o remount,huge=within_size /dev/shm
+fi
+
 criu_version() {
 	local bin=$1
 	[ -x "$bin" ] || return 1
