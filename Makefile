@@ -15,7 +15,7 @@ O       ?= build
 # take only this), and the rest of it.
 POOL_SRC    := common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
 COMMON_SRC  := $(POOL_SRC) \
-               common/snapshot.c common/catalog.c
+               common/snapshot.c common/catalog.c common/rtnl.c
 PRELOAD_SRC := preload/glue.c preload/attach.c preload/stats.c preload/malloc.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
@@ -92,9 +92,9 @@ clean:
 # `make install` copies the plugin into CRIU's default plugin directory
 # (/usr/lib/criu for the CRIU that `make deps` builds).
 PLUGIN_HELPERS  := criu-plugin/pool_id.c criu-plugin/proc.c criu-plugin/dump.c \
-                   criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c
+                   criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c criu-plugin/netlock.c
 PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
-                   $(O)/common/snapshot.o $(O)/common/catalog.o
+                   $(O)/common/snapshot.o $(O)/common/catalog.o $(O)/common/rtnl.o
 CRIU_PLUGIN_DIR ?= /usr/lib/criu
 
 all: plugin
@@ -119,12 +119,6 @@ install-criu-plugin: $(O)/cxlcr_criu.so
 	install -D -m 0644 $< $(DESTDIR)$(CRIU_PLUGIN_DIR)/cxlcr_criu.so
 
 .PHONY: plugin install install-criu-plugin
-
-# The CRIU action script that is a pod service's network lock (daemon/criu.h),
-# next to the binaries, where daemon/criu.c looks for it.
-all: $(O)/criu-network-lock.sh
-$(O)/criu-network-lock.sh: daemon/criu-network-lock.sh
-	install -D -m 0755 $< $@
 
 # rebase/: a checkpoint plus an arena snapshot -> a fork child's image set.
 # CRIU's image definitions (installed by `make deps`) are compiled with

@@ -7,10 +7,12 @@
  * restore that would give an arena a second live owner:
  *
  *   CHECKPOINT_DEVICES   (dump, each task) records the task's arenas, and
- *                        snapshots the arena for a fork (fork.c)
+ *                        snapshots the arena for a fork (fork.c); first
+ *                        takes a pod service's network lock (netlock.c)
  *   RESUME_DEVICES_LATE  (restore, each task, before it runs) checks the
  *                        records and takes the arenas over, or kills the
- *                        task so that the restore fails
+ *                        task so that the restore fails; then releases
+ *                        the network lock
  *   init(RESTORE)        checks every record before CRIU creates anything
  *   HANDLE_DEVICE_VMA, DUMP_EXT_FILE, RESTORE_EXT_FILE, UPDATE_VMA_MAP
  *                        a pool on a devdax device (see devdax.c)
@@ -45,6 +47,7 @@ static bool in_inventory;        /* this dump named us in its inventory */
 static bool refused;             /* this restore refused a task */
 static const char *snapshot_name; /* a fork dump: snapshot the arena under this name */
 static bool snapshot_taken;
+static bool netlock_done;         /* taken (dump) or released (restore) */
 
 static const char plugin_name[] = "cxlcr";
 
@@ -91,6 +94,7 @@ static int cxlcr_init(int stage)
 {
 	in_inventory = false;
 	refused = false;
+	netlock_done = false;
 	memset(&pool, 0, sizeof(pool));
 	switch (stage) {
 	case CR_PLUGIN_STAGE__DUMP:
@@ -129,6 +133,13 @@ static void note_in_inventory(void)
 static int cxlcr_checkpoint_devices(int pid)
 {
 	char other[PATH_MAX];
+	if (!netlock_done) {
+		if (netlock_take() < 0) {
+			pr_err("cannot take the network lock: %s\n", cxlcr_last_error());
+			return -EIO;
+		}
+		netlock_done = true;
+	}
 	int rc = proc_other_pool(pid, &pool, other, sizeof(other));
 	if (rc > 0) {
 		pr_err("pid %d maps the cxlcr pool %s, but this CRIU's pool is %s (set CXLCR_POOL)\n",
@@ -171,6 +182,14 @@ static int cxlcr_resume_devices_late(int pid)
 	int rc = restore_take_over(criu_get_image_dir(), pid, cxlcr_pool_path());
 	if (rc > 0)
 		pr_info("pid %d now owns its %d arena mapping(s)\n", pid, rc);
+	if (rc >= 0 && !netlock_done) {
+		/* The root task comes first: the service is reachable once it
+		 * owns its arena, before any task runs. */
+		rc = netlock_release();
+		if (rc > 0)
+			pr_info("network lock released\n");
+		netlock_done = true;
+	}
 	if (rc >= 0)
 		return -ENOTSUP;
 	pr_err("refusing to restore pid %d: %s\n", pid, cxlcr_last_error());

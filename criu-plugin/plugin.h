@@ -12,6 +12,7 @@
  *   restore.c      checking those records and taking the arenas over (restore)
  *   devdax.c       device VMAs, open device fds and device paths (devdax pools)
  *   fork.c         remote fork: the snapshot of a dump, fork records on restore
+ *   netlock.c      a pod service's network lock (its link on the pod bridge)
  */
 #ifndef CXLCR_CRIU_PLUGIN_H
 #define CXLCR_CRIU_PLUGIN_H
@@ -71,6 +72,12 @@ int proc_other_pool(pid_t pid, const struct pool_id *id, char *where, size_t len
 int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id);
 /* Removes the records an earlier dump left in dirfd. */
 int dump_remove_old_records(int dirfd);
+
+/* netlock.c: take the service's link off the pod bridge (dump), put it
+ * back on (restore). 1 when done, 0 when there is no lock to take (CRIU
+ * not run by a cxlcr daemon), -1 on error. */
+int netlock_take(void);
+int netlock_release(void);
 
 /* restore.c */
 int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec);

@@ -38,7 +38,7 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 
 /*
  * A restored service joins a network namespace made for it beforehand
- * (CRIU is told it is external), with eth0 already carrying its address and
+ * (CRIU runs in it, see criu.h), with eth0 already carrying its address and
  * MAC, and its peer `link` not yet on the bridge: CRIU then neither dumps
  * nor rebuilds the namespace's links, addresses, routes and firewall
  * tables, which took most of a migrate's freeze. prepare (re)makes it as a
@@ -51,8 +51,8 @@ int container_netns_open(const char *link);
 void container_netns_release(const char *link, bool discard);
 
 /* Puts a service's link back on the pod's bridge (a failed checkpoint or
- * migrate; CRIU's action script, criu-network-lock.sh, takes it off and
- * puts it on otherwise). */
+ * migrate; the CRIU plugin takes it off and puts it on otherwise, see
+ * daemon/criu.h). */
 int container_link_attach(const struct pod *pod, const char *link);
 
 /* Sends sig to every task of the PID namespace whose init is `init`. */

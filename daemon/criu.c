@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/rtnl.h"
 #include "container.h"
 #include "cli.h"
 #include "criu.h"
@@ -70,51 +72,86 @@ static const char *verbosity(void)
 	return v;
 }
 
-/* The action script that is the service's network lock (criu.h), next to
- * our binary in the build tree, or installed. */
-static const char *network_lock_script(void)
+/* Tests stop CRIU at a step of their choice (tests/t_faults.sh): with
+ * $CXLCR_TEST_CRIU_HOOK=DIR in the daemons' environment, DIR/action-script
+ * is CRIU's action script. Never otherwise: CRIU runs an action script
+ * through two shells at each of its ten steps (~15 ms of a migrate). */
+static const char *test_action_script(void)
 {
 	static char path[PATH_MAX];
-	const char *env = getenv("CXLCR_CRIU_NETLOCK_SCRIPT");
-	if (env && *env)
-		return env;
-	if (path_near_exe("criu-network-lock.sh", path, sizeof(path)))
-		return path;
-	return "/usr/local/lib/cxlcr/criu-network-lock.sh";
+	const char *dir = getenv("CXLCR_TEST_CRIU_HOOK");
+	if (!dir || !*dir)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/action-script", dir);
+	return access(path, X_OK) == 0 ? path : NULL;
 }
 
-/* The service's network namespace is external to CRIU: a restore joins
- * one made beforehand (container.h). "net[INODE]:KEY" for --external. */
-static int external_netns(pid_t pid, char *arg, size_t len)
+/* Appends "--action-script PATH" when a test asks for it. */
+static void add_test_hook(char **argv, size_t *n)
+{
+	const char *script = test_action_script();
+	if (script) {
+		argv[(*n)++] = "--action-script";
+		argv[(*n)++] = (char *)script;
+	}
+}
+
+/* The service's network namespace: CRIU runs inside it (criu.h). */
+static int service_netns(pid_t pid)
 {
 	char ns[64];
-	struct stat st;
 	snprintf(ns, sizeof(ns), "/proc/%d/ns/net", pid);
-	if (stat(ns, &st) < 0)
+	int fd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return cxlcr_error("service pid %d: %s: %s", pid, ns, strerror(errno));
-	snprintf(arg, len, "net[%llu]:%s", (unsigned long long)st.st_ino, CRIU_NETNS_KEY);
-	return 0;
+	return fd;
+}
+
+/* The network lock's environment (common/rtnl.h): the plugin finds the
+ * lent socket at fd, the link, and the bridge. */
+static void netlock_env(int fd, const char *link, const char *bridge)
+{
+	char n[16];
+	snprintf(n, sizeof(n), "%d", fd);
+	setenv(CXLCR_NETLOCK_FD_ENV, n, 1);
+	setenv(CXLCR_NETLOCK_LINK_ENV, link, 1);
+	if (bridge)
+		setenv(CXLCR_NETLOCK_BRIDGE_ENV, bridge, 1);
+}
+
+static void netlock_env_clear(void)
+{
+	unsetenv(CXLCR_NETLOCK_FD_ENV);
+	unsetenv(CXLCR_NETLOCK_LINK_ENV);
+	unsetenv(CXLCR_NETLOCK_BRIDGE_ENV);
 }
 
 int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 {
-	char pid_s[16], ext[64];
+	char pid_s[16];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
-	if (external_netns(pid, ext, sizeof(ext)) < 0)
+	int netns = service_netns(pid);
+	if (netns < 0)
 		return -1;
-	/* The script learns the link (and the bridge, to put it back if the
-	 * dump fails) from the environment CRIU passes on to it. */
-	const struct pod *pod = pod_current(false);
-	setenv("CXLCR_NETLOCK_LINK", link, 1);
-	if (pod)
-		setenv("CXLCR_NETLOCK_BRIDGE", pod->bridge, 1);
-	char *argv[] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
-			 (char *)verbosity(), "--external", ext, "--tcp-established", "--network-lock", "skip",
-			 "--action-script", (char *)network_lock_script(), "--lib", (char *)plugin_dir(),
-			 leave_stopped ? "--leave-stopped" : NULL, NULL };
-	int rc = exec_argv(argv, CRIU_TIMEOUT_S);
-	unsetenv("CXLCR_NETLOCK_LINK");
-	unsetenv("CXLCR_NETLOCK_BRIDGE");
+	int rtnl = cxlcr_rtnl_open();
+	if (rtnl < 0) {
+		close(netns);
+		return -1;
+	}
+	char *argv[24] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
+			   (char *)verbosity(), "--tcp-established", "--network-lock", "skip",
+			   "--lib", (char *)plugin_dir() };
+	size_t n = 14;
+	if (leave_stopped)
+		argv[n++] = "--leave-stopped";
+	add_test_hook(argv, &n);
+	/* The plugin takes the link off the bridge once the tasks are frozen
+	 * through our socket (CRIU's fd 3). */
+	netlock_env(3, link, NULL);
+	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, &rtnl, 1, netns);
+	netlock_env_clear();
+	close(rtnl);
+	close(netns);
 	if (rc != 0)
 		return criu_failed(dir, "dump.log", "dump");
 	return 0;
@@ -125,36 +162,31 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
 			  int pool_fd, int netns_fd, bool tcp_close, pid_t *pid)
 {
-	char pidfile[PATH_MAX], inherit[PATH_MAX + 16], netns[64];
-	/* The service's network namespace, made beforehand: CRIU's fd 4. */
-	snprintf(netns, sizeof(netns), "fd[4]:%s", CRIU_NETNS_KEY);
+	char pidfile[PATH_MAX], inherit[PATH_MAX + 16];
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
-	char *argv[] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
-			 "--inherit-fd", netns, tcp_close ? "--tcp-close" : "--tcp-established",
-			 "--network-lock", "skip", "--pidfile", pidfile,
-			 "--lib", (char *)plugin_dir(), NULL, NULL, NULL, NULL, NULL };
-	size_t n = sizeof(argv) / sizeof(argv[0]) - 5;
-	/* The link joins the bridge at CRIU's network-unlock, before the
-	 * tasks resume: a service that found its link without carrier would
-	 * wait a whole ARP retry (1 s) before it could answer anyone. (Tests
-	 * can also stop CRIU at a chosen step with the script, see
-	 * CXLCR_TEST_CRIU_HOOK in it.) */
-	argv[n++] = "--action-script";
-	argv[n++] = (char *)network_lock_script();
-	setenv("CXLCR_NETLOCK_LINK", link, 1);
-	setenv("CXLCR_NETLOCK_BRIDGE", bridge, 1);
+	char *argv[24] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
+			   tcp_close ? "--tcp-close" : "--tcp-established", "--network-lock", "skip",
+			   "--pidfile", pidfile, "--lib", (char *)plugin_dir() };
+	size_t n = 15;
+	add_test_hook(argv, &n);
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
 	 * slash): the pool as this host names it. */
 	if (source_pool && pool_fd >= 0) {
 		snprintf(inherit, sizeof(inherit), "fd[3]:%s", source_pool + (source_pool[0] == '/'));
-		argv[n] = "--inherit-fd";
-		argv[n + 1] = inherit;
+		argv[n++] = "--inherit-fd";
+		argv[n++] = inherit;
 	}
-	int fds[2] = { pool_fd, netns_fd };
-	int rc = exec_argv_fds(argv, CRIU_TIMEOUT_S, fds, 2);
-	unsetenv("CXLCR_NETLOCK_LINK");
-	unsetenv("CXLCR_NETLOCK_BRIDGE");
+	int rtnl = cxlcr_rtnl_open();
+	if (rtnl < 0)
+		return -1;
+	/* The plugin puts the link on the bridge just before the tasks resume,
+	 * through our socket (CRIU's fd 4). */
+	netlock_env(4, link, bridge);
+	int fds[2] = { pool_fd, rtnl };
+	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, fds, 2, netns_fd);
+	netlock_env_clear();
+	close(rtnl);
 	if (rc != 0)
 		return criu_failed(dir, "restore.log", "restore");
 	FILE *f = fopen(pidfile, "r");
@@ -177,17 +209,21 @@ int criu_restore(const char *dir, const char *bridge, const char *link, const ch
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
 {
-	char pid_s[16], ext[64];
+	char pid_s[16];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
-	if (external_netns(pid, ext, sizeof(ext)) < 0)
+	int netns = service_netns(pid);
+	if (netns < 0)
 		return -1;
 	/* No network lock: the parent keeps its sockets and goes on. */
-	char *argv[] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
-			 (char *)verbosity(), "--external", ext, "--tcp-established", "--network-lock", "skip",
-			 "--leave-running", "--lib", (char *)plugin_dir(), NULL };
+	char *argv[24] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
+			   (char *)verbosity(), "--tcp-established", "--network-lock", "skip",
+			   "--leave-running", "--lib", (char *)plugin_dir() };
+	size_t n = 15;
+	add_test_hook(argv, &n);
 	setenv("CXLCR_SNAPSHOT_NAME", snapshot_name, 1);
-	int rc = exec_argv(argv, CRIU_TIMEOUT_S);
+	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, NULL, 0, netns);
 	unsetenv("CXLCR_SNAPSHOT_NAME");
+	close(netns);
 	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
 }
 

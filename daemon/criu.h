@@ -12,33 +12,30 @@
 #define CRIU_TIMEOUT_S 120
 
 /*
+ * CRIU runs inside the service's network namespace (setns before exec).
+ * The namespace is then not one CRIU has to dump or rebuild: the
+ * destination makes it beforehand, with eth0, the address and the MAC
+ * (container_netns_prepare), and the restore runs in it. Dumping and
+ * rebuilding it (links, addresses, routes, rules, iptables and nftables
+ * through their tools) took ~40 ms of every dump and ~60 ms of every
+ * restore, inside the freeze; even as an --external namespace CRIU still
+ * dumped the host's whole conntrack table for it twice (~8 ms).
+ *
  * The network of a service is locked by taking its link off the pod's
- * bridge (one `ip link` call), not by CRIU's iptables lock: that one costs
- * ~70 ms to lift with the nftables backend, on the critical path of every
- * restore. A service's only way in or out is its link, so nothing reaches
- * its sockets while CRIU dumps them; on restore, the new link joins the
- * bridge at CRIU's network-unlock, just before the tasks resume (the same
- * action script).
- * The service's network namespace is external to CRIU (--external net):
- * the destination makes it beforehand, with eth0, the address and the MAC
- * (container_netns_prepare), and the restore joins it. Dumping and
- * rebuilding the namespace (links, addresses, routes, rules, and the
- * iptables/ip6tables/nftables tables through their tools) took ~40 ms of
- * every dump and ~60 ms of every restore, inside the freeze.
- * The link leaves the bridge only once CRIU has frozen the tasks: CRIU runs
- * its "network-lock" action script then (criu-network-lock.sh, even with
- * --network-lock skip). Taken off earlier, the still running service would
- * send replies into the void, and the restored copy would only resend them
- * after a fresh retransmission timeout (~1 s).
+ * bridge, not by CRIU's iptables lock (~70 ms to lift with the nftables
+ * backend). A service's only way in or out is its link, so nothing reaches
+ * its sockets while CRIU dumps them. The plugin does it, through a netlink
+ * socket of the host the daemon lends CRIU (criu-plugin/netlock.c): only
+ * once the tasks are frozen (taken off earlier, the still running service
+ * would send replies into the void, resent only after a retransmission
+ * timeout), and on restore it puts the new link on the bridge just before
+ * the tasks resume.
  */
 
 /* Dumps the service whose PID-namespace init is pid into dir. With
  * leave_stopped the tasks stay frozen for a migrate to either end or
  * resume them; otherwise CRIU kills them. */
 int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped);
-
-/* CRIU's key for the service's (external) network namespace. */
-#define CRIU_NETNS_KEY "cxlcr-service-net"
 
 /* Restores the image set in dir (of criu_dump()) into the network namespace
  * netns_fd (container_netns_prepare()), whose link joins bridge just before

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,6 +43,11 @@ int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd)
 
 int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
 {
+	return exec_argv_in(argv, timeout_s, fds, nfds, -1);
+}
+
+int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd)
+{
 	int err[2];
 	if (pipe2(err, O_CLOEXEC) < 0)
 		return cxlcr_error("%s: pipe: %s", argv[0], strerror(errno));
@@ -56,6 +62,10 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(err[1], 2);
+		if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0) {
+			dprintf(2, "cannot join the network namespace for %s: %s\n", argv[0], strerror(errno));
+			_exit(127);
+		}
 		/* fds[i] becomes 3 + i: first out of the way (an fds[i] may be
 		 * one of 3, 4, ...), then into place; dup2 clears close-on-exec. */
 		int high[8];

@@ -15,6 +15,9 @@ int exec_argv(char *const argv[], int timeout_s);
 int exec_argv_fd(char *const argv[], int timeout_s, int pass_fd);
 /* exec_argv(), with fds[i] handed to the tool as its fd 3 + i (nfds <= 8). */
 int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds);
+/* exec_argv_fds(), the tool running in the network namespace netns_fd
+ * (-1: ours). */
+int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd);
 
 /* exec_argv() on a NULL-terminated list of arguments. */
 int exec_run(int timeout_s, const char *arg0, ...) __attribute__((sentinel));

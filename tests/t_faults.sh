@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # CRIU killed in the middle of a checkpoint, a migrate or a restore (issue
 # 3's faults), with real Redis on an emulated pod. The daemons run with
-# CXLCR_TEST_CRIU_HOOK: CRIU's action script (daemon/criu-network-lock.sh)
+# CXLCR_TEST_CRIU_HOOK: CRIU's action script (tests/lib/criu-kill-hook.sh)
 # then stops CRIU at the step the test names and hands the test its pid,
 # which the test kills (SIGKILL). Each case must end in one clear error
 # line, with the service running somewhere, answering at its address with
 # every value intact, one process mapping the pool, and nothing left
 # behind that would make the next migrate fail (which then runs).
-#   dump:    network-lock (tasks frozen, link just off the bridge) and
-#            post-dump (images written, tasks still frozen), in a migrate
-#            and in a checkpoint;
+#   dump:    post-dump (tasks frozen, link off the bridge, images
+#            written), in a migrate and in a checkpoint;
 #   restore: post-setup-namespaces (the new namespaces and link exist) and
 #            post-restore (the tasks are rebuilt, not yet running), in a
 #            migrate and in a restore after a checkpoint.
@@ -27,6 +26,7 @@ new_pool 8G
 NAME=flt-${POOL_DIR##*-} # unique: its CRIU work directories are recognisable
 HOOK=$POOL_DIR/hook
 mkdir "$HOOK"
+cp "$(dirname "$0")/lib/criu-kill-hook.sh" "$HOOK/action-script"
 # shellcheck disable=SC2016 # expanded when the hook runs
 on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
@@ -78,7 +78,7 @@ killed() {
 	ok "$what: ${err% (log *}"
 }
 
-for action in network-lock post-dump; do
+for action in post-dump; do
 	killed $action "migrate, criu dump killed at $action" "$CXLCR" migrate "$NAME" --to h1
 	intact h0 "migrate, criu dump killed at $action"
 	killed $action "checkpoint, criu dump killed at $action" "$CXLCR" checkpoint "$NAME"
