@@ -8,16 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/checksum.h"
 #include "../common/error.h"
+#include "../common/rtnl.h"
 #include "container.h"
 #include "exec.h"
 
-#define NET_TIMEOUT_S 10
 
 const char *ip_string(uint32_t ip, char buf[16])
 {
@@ -45,25 +46,30 @@ void container_mac_of(uint32_t ip, uint8_t mac[6])
 	mac[5] = (uint8_t)ip;
 }
 
-/* eth0 inside the service's network namespace (ns: a pid, or the name of
- * a named one), its peer `link` outside; with pod, on the pod's bridge.
- * eth0's MAC is derived from the address (container_mac_of). */
-static int plumb(const struct pod *pod, const char *ns, const char *ns_path, const char *link, uint32_t ip)
+/* eth0 inside the service's network namespace (netns_fd), its peer
+ * `link` outside; with pod, on the pod's bridge. eth0's MAC is derived
+ * from the address (container_mac_of). */
+static int plumb(const struct pod *pod, int netns_fd, const char *link, uint32_t ip)
 {
-	char addr[32], ip_s[16], mac[24], net[PATH_MAX];
-	snprintf(addr, sizeof(addr), "%s/%d", ip_string(ip, ip_s), POD_PREFIX_LEN);
-	snprintf(net, sizeof(net), "--net=%s", ns_path);
-	uint8_t m[6];
-	container_mac_of(ip, m);
-	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name",
-		     SERVICE_IFNAME, "address", mac, "netns", ns, NULL) ||
-	    (pod && exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL)) ||
-	    exec_run(NET_TIMEOUT_S, "nsenter", net, "ip", "addr", "add", addr, "dev", SERVICE_IFNAME, NULL) ||
-	    exec_run(NET_TIMEOUT_S, "nsenter", net, "ip", "link", "set", SERVICE_IFNAME, "up", NULL) ||
-	    exec_run(NET_TIMEOUT_S, "nsenter", net, "ip", "link", "set", "lo", "up", NULL))
+	uint8_t mac[6];
+	container_mac_of(ip, mac);
+	int here = cxlcr_rtnl_open();
+	if (here < 0)
 		return -1;
-	return 0;
+	int there = -1, rc = -1, bridge = 0;
+	if (cxlcr_rtnl_veth_add(here, link, SERVICE_IFNAME, mac, netns_fd) < 0 ||
+	    (pod && ((bridge = cxlcr_rtnl_link_index(here, pod->bridge)) < 0 ||
+		     cxlcr_rtnl_link_set(here, link, bridge, true) < 0)) ||
+	    (there = cxlcr_rtnl_open_in(netns_fd)) < 0 ||
+	    cxlcr_rtnl_addr_add(there, SERVICE_IFNAME, ip, POD_PREFIX_LEN) < 0 ||
+	    cxlcr_rtnl_link_set(there, SERVICE_IFNAME, -1, true) < 0 || cxlcr_rtnl_link_set(there, "lo", -1, true) < 0)
+		goto out;
+	rc = 0;
+out:
+	close(here);
+	if (there >= 0)
+		close(there);
+	return rc;
 }
 
 /* The named network namespace made for the restore that gives `link`. */
@@ -77,10 +83,17 @@ void container_netns_release(const char *link, bool discard)
 {
 	char name[32], path[64];
 	netns_of(link, name, path);
-	if (discard && if_nametoindex(link))
-		exec_run(NET_TIMEOUT_S, "ip", "link", "del", link, NULL); /* it may be going already */
-	if (access(path, F_OK) == 0)
-		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", name, NULL);
+	if (discard && if_nametoindex(link)) {
+		int sk = cxlcr_rtnl_open();
+		if (sk >= 0) {
+			cxlcr_rtnl_link_del(sk, link); /* it may be going already */
+			close(sk);
+		}
+	}
+	/* As `ip netns del`: the name goes, the namespace lives on as long as
+	 * a task or an fd holds it. */
+	if (umount2(path, MNT_DETACH) == 0 || errno == EINVAL)
+		unlink(path);
 }
 
 int container_netns_prepare(const char *link, uint32_t ip)
@@ -88,12 +101,16 @@ int container_netns_prepare(const char *link, uint32_t ip)
 	char name[32], path[64];
 	netns_of(link, name, path);
 	container_netns_release(link, true); /* what a failed attempt left */
-	if (exec_run(NET_TIMEOUT_S, "ip", "netns", "add", name, NULL) || plumb(NULL, name, path, link, ip) < 0) {
+	int netns = cxlcr_netns_create(name);
+	if (netns < 0 || plumb(NULL, netns, link, ip) < 0) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		if (netns >= 0)
+			close(netns);
 		container_netns_release(link, true);
 		return cxlcr_error("cannot prepare the network of %s: %s", link, why);
 	}
+	close(netns);
 	return 0;
 }
 
@@ -148,16 +165,21 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 		close(go[1]);
 		return cxlcr_error("cannot create the service's namespaces: %s", strerror(-pid));
 	}
-	char pid_s[16], ns_path[64];
-	snprintf(pid_s, sizeof(pid_s), "%d", pid);
+	char ns_path[64];
 	snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/net", pid);
-	if (plumb(pod, pid_s, ns_path, link, ip) < 0) {
+	int netns = open(ns_path, O_RDONLY | O_CLOEXEC);
+	if (netns < 0 || plumb(pod, netns, link, ip) < 0) {
+		if (netns < 0)
+			cxlcr_error("%s: %s", ns_path, strerror(errno));
+		else
+			close(netns);
 		char why[512];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		kill(pid, SIGKILL);
 		close(go[1]);
 		return cxlcr_error("cannot set up the service's network: %s", why);
 	}
+	close(netns);
 	if (write(go[1], "g", 1) != 1) {
 		close(go[1]);
 		return cxlcr_error("the service died while its network was set up");
@@ -168,7 +190,13 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 
 int container_link_attach(const struct pod *pod, const char *link)
 {
-	return exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ? -1 : 0;
+	int sk = cxlcr_rtnl_open();
+	if (sk < 0)
+		return -1;
+	int bridge = cxlcr_rtnl_link_index(sk, pod->bridge);
+	int rc = bridge < 0 ? -1 : cxlcr_rtnl_link_set(sk, link, bridge, true);
+	close(sk);
+	return rc;
 }
 
 /* Does task pid live in the PID namespace of init? */
