@@ -2,15 +2,15 @@
 # A private copy of the build for a long benchmark (sourced by bench/cr.sh
 # and bench/fork.sh): build/ may be rebuilt by `make` while the benchmark
 # runs, and binaries replaced under running daemons break them. cxlcr
-# finds cxlcrd, the preload, the CRIU plugin (criu/) and CRIU's network-lock
-# action script next to itself, so the copy holds all of them.
+# finds cxlcrd, the preload and the CRIU plugin (criu/) next to itself, so
+# the copy holds all of them.
 #
 #   copy_build BUILD DEST     copies them from BUILD into DEST (made)
 
 copy_build() { # BUILD DEST
 	local f
 	mkdir -p "$2/criu"
-	for f in cxlcr cxlcrd libcxlcr-preload.so criu-network-lock.sh; do
+	for f in cxlcr cxlcrd libcxlcr-preload.so; do
 		[ -f "$1/$f" ] || die "$1/$f is missing: build first (make)"
 		cp "$1/$f" "$2/"
 	done
