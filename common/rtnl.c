@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
+#include <linux/neighbour.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -242,6 +243,65 @@ int cxlcr_rtnl_link_del(int sk, const char *name)
 	char what[64];
 	snprintf(what, sizeof(what), "delete link %s", name);
 	return rtnl_talk(sk, &r, what, NULL);
+}
+
+/* Deletes one neighbour entry: the family message and NDA_DST of a dump. */
+static int neigh_del(int sk, const struct ndmsg *n, const void *dst, size_t dst_len)
+{
+	struct rtnl_req r;
+	struct ndmsg *m = req_init(&r, RTM_DELNEIGH, 0, sizeof(*m));
+	*m = *n;
+	attr_add(&r, NDA_DST, dst, dst_len);
+	return rtnl_talk(sk, &r, "delete neighbour", NULL);
+}
+
+int cxlcr_rtnl_neigh_flush_unresolved(int sk)
+{
+	struct {
+		struct nlmsghdr h;
+		struct ndmsg n;
+	} req = { .h = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETNEIGH,
+			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 0x6e656967 },
+		  .n = { .ndm_family = AF_INET } };
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	if (sendto(sk, &req, sizeof(req), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+		return cxlcr_error("neighbours: netlink: %s", strerror(errno));
+	/* Collect first, delete after the dump: the socket answers in order. */
+	struct {
+		struct ndmsg n;
+		uint32_t dst;
+	} doomed[64];
+	int count = 0;
+	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
+	for (bool done = false; !done;) {
+		ssize_t len = recv(sk, buf, sizeof(buf), 0);
+		if (len < 0 && errno == EINTR)
+			continue;
+		if (len < 0)
+			return cxlcr_error("neighbours: netlink: %s", strerror(errno));
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+				done = true;
+				break;
+			}
+			const struct ndmsg *n = NLMSG_DATA(h);
+			if (h->nlmsg_type != RTM_NEWNEIGH || !(n->ndm_state & (NUD_INCOMPLETE | NUD_FAILED)) ||
+			    count == (int)(sizeof(doomed) / sizeof(doomed[0])))
+				continue;
+			int alen = (int)RTM_PAYLOAD(h);
+			for (struct rtattr *a = (struct rtattr *)((char *)n + NLMSG_ALIGN(sizeof(*n))); RTA_OK(a, alen);
+			     a = RTA_NEXT(a, alen)) {
+				if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == 4) {
+					doomed[count].n = *n;
+					memcpy(&doomed[count].dst, RTA_DATA(a), 4);
+					count++;
+				}
+			}
+		}
+	}
+	for (int i = 0; i < count; i++)
+		neigh_del(sk, &doomed[i].n, &doomed[i].dst, 4);
+	return count;
 }
 
 int cxlcr_rtnl_addr_add(int sk, const char *name, uint32_t ip, int prefix)

@@ -40,6 +40,12 @@ int cxlcr_rtnl_link_del(int sk, const char *name);
 /* Adds ip/prefix (host order) to link `name`. */
 int cxlcr_rtnl_addr_add(int sk, const char *name, uint32_t ip, int prefix);
 
+/* Deletes the IPv4 neighbour entries of the socket's namespace that wait
+ * for an answer (incomplete or failed), with the packets queued on them;
+ * returns how many. An entry that asked while the namespace had no way out
+ * would otherwise ask again only after retrans_time (1 s). */
+int cxlcr_rtnl_neigh_flush_unresolved(int sk);
+
 /* A new network namespace named `name` as `ip netns` names them
  * (/run/netns/NAME, a bind mount of it); returns an fd of it. */
 int cxlcr_netns_create(const char *name);

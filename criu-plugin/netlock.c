@@ -17,8 +17,12 @@
  * leaves the link off; the daemon puts it back when it resumes the source.
  *
  * Restore: the new link joins the bridge, up, once the restored tasks own
- * their arena and have their sockets back, just before they run: a service
- * that found its link without carrier would wait a whole ARP retry (1 s).
+ * their arena and have their sockets back, just before they run. CRIU's
+ * plugin hooks come only after the sockets left TCP repair mode, and
+ * leaving it makes them send: the neighbour lookups this started in the
+ * service's namespace (CRIU's own, now) found no way out and would ask
+ * again only after a whole ARP retry (1 s). They are flushed once the link
+ * is on, so that the service's first packets ask afresh.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -59,5 +63,10 @@ int netlock_release(void)
 		return cxlcr_error("%s is not set", CXLCR_NETLOCK_BRIDGE_ENV);
 	if ((bridge = cxlcr_rtnl_link_index(sk, name)) < 0 || cxlcr_rtnl_link_set(sk, link, bridge, true) < 0)
 		return -1;
-	return 1;
+	int here = cxlcr_rtnl_open();
+	if (here < 0)
+		return -1;
+	int flushed = cxlcr_rtnl_neigh_flush_unresolved(here);
+	close(here);
+	return flushed < 0 ? -1 : 1;
 }
