@@ -152,7 +152,12 @@ struct cxlcr_arena_header {
 	uint64_t fallback_allocs;   /* arena full: served by glibc instead */
 	uint64_t fallback_bytes;
 	uint64_t early_allocs;   /* before the arena was ready, or in a fork child */
-	uint8_t  pad1[CXLCR_CACHELINE - 32];
+	/* Page-table shedding (preload/shed.c), futex words of the host that
+	 * runs the service: the daemon bumps shed_request, the service drops
+	 * its page tables over the heap and stores the request in shed_done. */
+	uint32_t shed_request;
+	uint32_t shed_done;
+	uint8_t  pad1[CXLCR_CACHELINE - 40];
 
 	struct cxlcr_arena_slot slots[CXLCR_ARENA_STAT_SLOTS];
 

@@ -111,6 +111,9 @@ int service_find(struct cxlcr_pool *pool, const char *name, struct service *s);
 void service_print_json(struct json *j, const struct service *s);
 /* Sends sig to a local service; 0 or -1 with errno. */
 int service_signal(const struct service *s, int sig);
+/* Asks the service to drop its page tables over its heap (preload/shed.c)
+ * and waits for it, at most timeout_ms: CRIU walks them in the freeze. */
+void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms);
 /* Fails, saying why, unless the service runs on this daemon's host, in a
  * pod (the verbs that dump a service run where it runs). */
 int service_require_here(const struct service *s);

@@ -5,6 +5,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -85,6 +88,28 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->heap_size = h->heap_size;
 		memcpy(s->command, h->command, sizeof(s->command));
 		s->command[sizeof(s->command) - 1] = 0;
+	}
+	munmap(h, len);
+}
+
+void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
+{
+	size_t len = sizeof(struct cxlcr_arena_header);
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, s->region.offset, len, 0, 0);
+	if (!h)
+		return;
+	if (h->magic == CXLCR_ARENA_MAGIC && h->region_generation == s->region.generation) {
+		uint32_t want = __atomic_add_fetch(&h->shed_request, 1, __ATOMIC_ACQ_REL);
+		syscall(SYS_futex, &h->shed_request, FUTEX_WAKE, 1, NULL, NULL, 0);
+		uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+		for (;;) {
+			uint32_t done = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
+			uint64_t now = cxlcr_mono_ns();
+			if (done == want || now >= deadline)
+				break;
+			struct timespec left = { 0, (long)(deadline - now) };
+			syscall(SYS_futex, &h->shed_done, FUTEX_WAIT, done, &left, NULL, 0);
+		}
 	}
 	munmap(h, len);
 }

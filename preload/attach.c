@@ -247,6 +247,9 @@ __attribute__((constructor(101))) static void preload_init(void)
 	setenv("CXLCR_ARENA_OWNER", pid, 1);
 	report_ready(NULL);
 	__atomic_store_n(&cx.ready, true, __ATOMIC_RELEASE);
+	/* Only speed is lost without it (shed.c). */
+	if (preload_shed_start() < 0)
+		fprintf(stderr, "cxlcr-preload: no page-table shedding thread\n");
 	return;
 fail:
 	fprintf(stderr, "cxlcr-preload: %s\n", cxlcr_last_error());

@@ -6,6 +6,7 @@
  *   attach.c   maps the arena and hands it to mimalloc (process start)
  *   stats.c    per-thread "bytes used" counters kept in the arena header
  *   malloc.c   the malloc family, routed by address
+ *   shed.c     drops the heap's page tables when a checkpoint is coming
  */
 #ifndef CXLCR_PRELOAD_H
 #define CXLCR_PRELOAD_H
@@ -78,6 +79,8 @@ HIDDEN int  preload_load_mimalloc(void);
 HIDDEN int  preload_attach_arena(void);
 HIDDEN mi_heap_t *preload_thread_heap_slow(void);
 HIDDEN void preload_enter_fork_child(void);
+/* shed.c: starts the thread that drops the heap's page tables on request. */
+HIDDEN int  preload_shed_start(void);
 
 /* stats.c */
 extern TLS struct cxlcr_arena_slot *tls_slot HIDDEN;

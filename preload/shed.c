@@ -1,0 +1,85 @@
+/*
+ * Page-table shedding: just before a checkpoint or a migrate freezes this
+ * process, the daemon asks it to drop its page tables over the heap. The
+ * pages stay where they are, in the pool.
+ *
+ * Why: CRIU reads /proc/PID/smaps while the service is frozen, and the
+ * kernel accounts there every 4 KiB page a mapping maps, even one under a
+ * 2 MiB page: ~2.7 ms per GiB of heap the service has touched, so the
+ * freeze grew with the heap. Dropping the tables takes one step per 2 MiB
+ * page, while the service still runs; the few pages it touches before the
+ * freeze come back with a fault each.
+ *
+ * A thread of our own waits on a futex in the arena header (the daemon's
+ * mapping of the same page wakes it), sheds, and answers in shed_done. Its
+ * signals are blocked: the service's signals stay the service's. A heap
+ * that is not a shared mapping any more (a fork child's is a copy-on-write
+ * view of a snapshot, and the thread is restored with it) is never shed:
+ * MADV_DONTNEED would throw its private pages away.
+ */
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+/* Is the heap still a shared mapping (of the pool)? */
+static bool heap_is_shared(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	char line[512];
+	bool shared = false;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[5];
+		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && cx.heap_lo >= lo && cx.heap_lo < hi) {
+			shared = perms[3] == 's';
+			break;
+		}
+	}
+	fclose(f);
+	return shared;
+}
+
+static void *shed_thread(void *unused)
+{
+	(void)unused;
+	prctl(PR_SET_NAME, "cxlcr-shed");
+	struct cxlcr_arena_header *h = cx.header;
+	uint32_t seen = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint32_t want = __atomic_load_n(&h->shed_request, __ATOMIC_ACQUIRE);
+		if (want == seen) {
+			syscall(SYS_futex, &h->shed_request, FUTEX_WAIT, seen, NULL, NULL, 0);
+			continue;
+		}
+		if (heap_is_shared())
+			madvise((void *)cx.heap_lo, cx.heap_size, MADV_DONTNEED);
+		seen = want;
+		__atomic_store_n(&h->shed_done, want, __ATOMIC_RELEASE);
+		syscall(SYS_futex, &h->shed_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+int preload_shed_start(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t t;
+	int e = pthread_create(&t, NULL, shed_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e)
+		return -1;
+	pthread_detach(t);
+	return 0;
+}
