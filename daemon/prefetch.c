@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -231,10 +232,20 @@ int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_poo
 	rc = 0;
 	for (uint64_t at = 0; at < h.count && rc == 0; at += BATCH_PAGES) {
 		uint64_t to = at + BATCH_PAGES < h.count ? at + BATCH_PAGES : h.count;
+		uint64_t stopped = cxlcr_mono_ns();
 		rc = stop_all(&t);
 		if (rc == 0)
 			rc = write_batch(pid, pagemap, &h, pages, at, to, snap, &snapshot->region, pages_done);
 		cont_all(&t);
+		/* The child runs at least as long as it was stopped before the
+		 * next batch: stopped back to back, it would be stopped for the
+		 * whole prefetch (~60 ms for 10,000 pages), and a request that
+		 * reaches it meanwhile would wait for all of it. */
+		uint64_t took = cxlcr_mono_ns() - stopped;
+		if (to < h.count) {
+			struct timespec pause = { (time_t)(took / 1000000000u), (long)(took % 1000000000u) };
+			nanosleep(&pause, NULL);
+		}
 	}
 	if (t.n && stop_all(&t) == 0)
 		for (int i = 0; i < t.n; i++)
