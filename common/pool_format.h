@@ -237,6 +237,9 @@ _Static_assert(sizeof(struct cxlcr_image_file) == 128, "image file entry layout"
 #define CXLCR_ARENA_RECORD_FILE    "cxlcr-arena-%d.img"
 #define CXLCR_FILE_RECORD_FILE     "cxlcr-file-%x.img"
 #define CXLCR_RECORD_FILE_PREFIX   "cxlcr-"
+/* The environment of a fork child's criu restore: the generation of the
+ * snapshot region the daemon checked for it (criu-plugin/fork.c). */
+#define CXLCR_SNAPSHOT_CHECKED_ENV "CXLCR_SNAPSHOT_CHECKED"
 #define CXLCR_SNAPSHOT_INFO_FILE   "cxlcr-snapshot.txt" /* a fork dump: the snapshot taken, in text */
 #define CXLCR_CHANGED_PAGES_FILE   "cxlcr-changed-pages.img" /* a fork dump: struct cxlcr_changed_pages */
 #define CXLCR_PREFETCH_INFO_FILE   "cxlcr-prefetch.txt" /* a child's restore: what was prefetched */

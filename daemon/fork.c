@@ -288,7 +288,12 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 			goto undo;
 		}
 	}
+	/* Checked on open: the plugin in each child's criu need not again. */
+	char checked[24];
+	snprintf(checked, sizeof(checked), "%llu", (unsigned long long)borrow.snapshot_generation);
+	setenv(CXLCR_SNAPSHOT_CHECKED_ENV, checked, 1);
 	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, &snap);
+	unsetenv(CXLCR_SNAPSHOT_CHECKED_ENV);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
 		char one[CXLCR_ERROR_MAX];
