@@ -206,6 +206,12 @@ int cxlcr_rtnl_link_set(int sk, const char *name, int master, bool up)
 	return rtnl_talk(sk, &r, what, NULL);
 }
 
+int cxlcr_rtnl_link_attach(int sk, const char *name, const char *bridge)
+{
+	int index = cxlcr_rtnl_link_index(sk, bridge);
+	return index < 0 ? -1 : cxlcr_rtnl_link_set(sk, name, index, true);
+}
+
 int cxlcr_rtnl_veth_add(int sk, const char *name, const char *peer, const uint8_t peer_mac[6],
 			int peer_netns_fd)
 {

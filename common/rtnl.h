@@ -29,6 +29,9 @@ int cxlcr_rtnl_link_index(int sk, const char *name);
  * <0 leaves that alone; up sets IFF_UP (false leaves the flags alone). */
 int cxlcr_rtnl_link_set(int sk, const char *name, int master, bool up);
 
+/* Link `name` on bridge `bridge`, up. */
+int cxlcr_rtnl_link_attach(int sk, const char *name, const char *bridge);
+
 /* A veth pair: `name` here, `peer` (with the given MAC) moved into the
  * namespace of peer_netns_fd. */
 int cxlcr_rtnl_veth_add(int sk, const char *name, const char *peer, const uint8_t peer_mac[6],

@@ -55,13 +55,13 @@ int netlock_take(void)
 
 int netlock_release(void)
 {
-	int sk, bridge;
-	const char *link, *name = getenv(CXLCR_NETLOCK_BRIDGE_ENV);
+	int sk;
+	const char *link, *bridge = getenv(CXLCR_NETLOCK_BRIDGE_ENV);
 	if (!lent(&sk, &link))
 		return 0;
-	if (!name || !*name)
+	if (!bridge || !*bridge)
 		return cxlcr_error("%s is not set", CXLCR_NETLOCK_BRIDGE_ENV);
-	if ((bridge = cxlcr_rtnl_link_index(sk, name)) < 0 || cxlcr_rtnl_link_set(sk, link, bridge, true) < 0)
+	if (cxlcr_rtnl_link_attach(sk, link, bridge) < 0)
 		return -1;
 	int here = cxlcr_rtnl_open();
 	if (here < 0)

@@ -17,7 +17,6 @@
 #include "../common/error.h"
 #include "../common/rtnl.h"
 #include "container.h"
-#include "exec.h"
 
 
 const char *ip_string(uint32_t ip, char buf[16])
@@ -56,10 +55,9 @@ static int plumb(const struct pod *pod, int netns_fd, const char *link, uint32_t
 	int here = cxlcr_rtnl_open();
 	if (here < 0)
 		return -1;
-	int there = -1, rc = -1, bridge = 0;
+	int there = -1, rc = -1;
 	if (cxlcr_rtnl_veth_add(here, link, SERVICE_IFNAME, mac, netns_fd) < 0 ||
-	    (pod && ((bridge = cxlcr_rtnl_link_index(here, pod->bridge)) < 0 ||
-		     cxlcr_rtnl_link_set(here, link, bridge, true) < 0)) ||
+	    (pod && cxlcr_rtnl_link_attach(here, link, pod->bridge) < 0) ||
 	    (there = cxlcr_rtnl_open_in(netns_fd)) < 0 ||
 	    cxlcr_rtnl_addr_add(there, SERVICE_IFNAME, ip, POD_PREFIX_LEN) < 0 ||
 	    cxlcr_rtnl_link_set(there, SERVICE_IFNAME, -1, true) < 0 || cxlcr_rtnl_link_set(there, "lo", -1, true) < 0)
@@ -193,8 +191,7 @@ int container_link_attach(const struct pod *pod, const char *link)
 	int sk = cxlcr_rtnl_open();
 	if (sk < 0)
 		return -1;
-	int bridge = cxlcr_rtnl_link_index(sk, pod->bridge);
-	int rc = bridge < 0 ? -1 : cxlcr_rtnl_link_set(sk, link, bridge, true);
+	int rc = cxlcr_rtnl_link_attach(sk, link, pod->bridge);
 	close(sk);
 	return rc;
 }

@@ -9,7 +9,6 @@
 
 #include "../common/error.h"
 #include "../common/rtnl.h"
-#include "container.h"
 #include "cli.h"
 #include "criu.h"
 #include "exec.h"
