@@ -230,8 +230,8 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 		return -1; /* the directory stays, with CRIU's log */
 	}
 	close(netns);
-	/* CRIU's network-unlock put the link on the bridge; the namespace
-	 * lives on with the service, without the name. */
+	/* The plugin put the link on the bridge (criu-plugin/netlock.c); the
+	 * namespace lives on with the service, without the name. */
 	container_netns_release(link, false);
 	/* The plugin took the arena over (owner, epoch); the checkpoint is
 	 * spent now, as a second restore of it would be refused anyway. */

@@ -125,35 +125,40 @@ static void netlock_env_clear(void)
 	unsetenv(CXLCR_NETLOCK_BRIDGE_ENV);
 }
 
-int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
+/* One criu dump of the service whose PID-namespace init is pid, run in
+ * its network namespace, with `leave` (--leave-stopped, --leave-running
+ * or NULL) and the fds handed to it from 3 on. */
+static int dump_service(pid_t pid, const char *dir, const char *leave, const int *fds, int nfds)
 {
 	char pid_s[16];
 	snprintf(pid_s, sizeof(pid_s), "%d", pid);
 	int netns = service_netns(pid);
 	if (netns < 0)
 		return -1;
-	int rtnl = cxlcr_rtnl_open();
-	if (rtnl < 0) {
-		close(netns);
-		return -1;
-	}
 	char *argv[24] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
 			   (char *)verbosity(), "--tcp-established", "--network-lock", "skip",
 			   "--lib", (char *)plugin_dir() };
 	size_t n = 14;
-	if (leave_stopped)
-		argv[n++] = "--leave-stopped";
+	if (leave)
+		argv[n++] = (char *)leave;
 	add_test_hook(argv, &n);
+	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, fds, nfds, netns);
+	close(netns);
+	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
+}
+
+int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
+{
+	int rtnl = cxlcr_rtnl_open();
+	if (rtnl < 0)
+		return -1;
 	/* The plugin takes the link off the bridge once the tasks are frozen
 	 * through our socket (CRIU's fd 3). */
 	netlock_env(3, link, NULL);
-	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, &rtnl, 1, netns);
+	int rc = dump_service(pid, dir, leave_stopped ? "--leave-stopped" : NULL, &rtnl, 1);
 	netlock_env_clear();
 	close(rtnl);
-	close(netns);
-	if (rc != 0)
-		return criu_failed(dir, "dump.log", "dump");
-	return 0;
+	return rc;
 }
 
 /* A migrated service takes its established connections along; a fork
@@ -208,22 +213,11 @@ int criu_restore(const char *dir, const char *bridge, const char *link, const ch
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
 {
-	char pid_s[16];
-	snprintf(pid_s, sizeof(pid_s), "%d", pid);
-	int netns = service_netns(pid);
-	if (netns < 0)
-		return -1;
 	/* No network lock: the parent keeps its sockets and goes on. */
-	char *argv[24] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
-			   (char *)verbosity(), "--tcp-established", "--network-lock", "skip",
-			   "--leave-running", "--lib", (char *)plugin_dir() };
-	size_t n = 15;
-	add_test_hook(argv, &n);
 	setenv("CXLCR_SNAPSHOT_NAME", snapshot_name, 1);
-	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, NULL, 0, netns);
+	int rc = dump_service(pid, dir, "--leave-running", NULL, 0);
 	unsetenv("CXLCR_SNAPSHOT_NAME");
-	close(netns);
-	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
+	return rc;
 }
 
 int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,

@@ -244,7 +244,7 @@ static int rebase_memory(struct job *j)
 }
 
 /* The child's own MAC and address on its link. A checkpoint whose network
- * namespace was external to CRIU (--external net) holds no network images:
+ * namespace CRIU did not dump (CRIU ran inside it) holds no network images:
  * the daemon then makes the child's namespace itself, with its identity. */
 static int rebase_network(struct job *j)
 {
