@@ -461,14 +461,32 @@ static int check_header(const struct cxlcr_pool *pool, const struct cxlcr_snapsh
 /* Every leaf: a known tier, reserved bits clear, and a CXL copy inside the
  * data area. Copies are in heap order, so offsets must rise, which also
  * rules out two pages sharing one copy. The tier counts must match. */
-/* Checks leaves [from, to): returns the index of the first bad one, or
- * to. Counters in locals, not an array indexed by tier: a store and a load
- * of the same counter per leaf would chain every iteration. */
-static uint64_t check_leaves(const struct cxlcr_snapshot *s, uint64_t from, uint64_t to, uint64_t *next_copy,
-			     uint64_t counts[3])
+/* A new run starting at page i with leaf `leaf`; false when out of memory. */
+static bool add_run(struct cxlcr_snapshot *s, uint64_t *cap, uint64_t i, uint64_t leaf)
+{
+	if (s->run_count == *cap) {
+		uint64_t more = *cap ? *cap * 2 : 256;
+		struct cxlcr_snapshot_run *r = realloc(s->runs, more * sizeof(*r));
+		if (!r)
+			return false;
+		s->runs = r;
+		*cap = more;
+	}
+	s->runs[s->run_count++] = (struct cxlcr_snapshot_run){ .first_page = i, .pages = 0, .leaf = leaf };
+	return true;
+}
+
+/* Checks leaves [from, to) and extends the runs with them: returns the
+ * index of the first bad one, or to. Counters in locals, not an array
+ * indexed by tier: a store and a load of the same counter per leaf would
+ * chain every iteration. A leaf continues the current run when it is the
+ * one the run predicts: zero after zero, the next copy after a copy. */
+static uint64_t check_leaves(struct cxlcr_snapshot *s, uint64_t from, uint64_t to, uint64_t *next_copy,
+			     uint64_t counts[3], uint64_t *expect, uint64_t *cap, bool *oom)
 {
 	uint64_t data_lo = s->region.offset + s->header.data_offset, data_hi = data_lo + s->header.data_size;
 	uint64_t next = *next_copy > data_lo ? *next_copy : data_lo, zero = 0, cxl = 0, cold = 0, i;
+	uint64_t want = *expect;
 	for (i = from; i < to; i++) {
 		uint64_t leaf = s->leaves[i], offset = CXLCR_LEAF_OFFSET(leaf);
 		uint32_t tier = CXLCR_LEAF_TIER(leaf);
@@ -479,10 +497,20 @@ static uint64_t check_leaves(const struct cxlcr_snapshot *s, uint64_t from, uint
 			break;
 		if (tier == CXLCR_TIER_CXL)
 			next = offset + PAGE;
+		if (!s->run_count || leaf != want) {
+			if (s->run_count)
+				s->runs[s->run_count - 1].pages = i - s->runs[s->run_count - 1].first_page;
+			if (!add_run(s, cap, i, leaf)) {
+				*oom = true;
+				break;
+			}
+		}
+		want = tier == CXLCR_TIER_ZERO ? leaf : leaf + PAGE;
 		zero += tier == CXLCR_TIER_ZERO;
 		cxl += tier == CXLCR_TIER_CXL;
 		cold += tier == CXLCR_TIER_COLD;
 	}
+	*expect = want;
 	*next_copy = next;
 	counts[CXLCR_TIER_ZERO] += zero;
 	counts[CXLCR_TIER_CXL] += cxl;
@@ -496,7 +524,7 @@ static uint64_t check_leaves(const struct cxlcr_snapshot *s, uint64_t from, uint
  * 2 GiB one): its checksum and the check of every leaf read it in one pass,
  * a chunk at a time, so that each chunk comes from memory once.
  */
-static int check_table(const struct cxlcr_snapshot *s)
+static int check_table(struct cxlcr_snapshot *s)
 {
 	const struct cxlcr_snapshot_header *h = &s->header;
 	const char *name = s->region.name;
@@ -505,18 +533,23 @@ static int check_table(const struct cxlcr_snapshot *s)
 	uint64_t leaf_count = h->table_size / sizeof(uint64_t);
 	if (leaf_count < h->page_count)
 		return cxlcr_error("snapshot '%s' is corrupt (leaf table too small)", name);
-	uint64_t counts[3] = { 0, 0, 0 }, next_copy = 0, done = 0, bad = UINT64_MAX;
+	uint64_t counts[3] = { 0, 0, 0 }, next_copy = 0, done = 0, bad = UINT64_MAX, expect = 0, cap = 0;
 	uint32_t crc = 0;
+	bool oom = false;
 	while (done < h->page_count) {
 		uint64_t to = done + CHUNK < h->page_count ? done + CHUNK : h->page_count;
 		crc = cxlcr_crc32c(crc, s->leaves + done, (to - done) * sizeof(uint64_t));
-		uint64_t first_bad = check_leaves(s, done, to, &next_copy, counts);
+		uint64_t first_bad = check_leaves(s, done, to, &next_copy, counts, &expect, &cap, &oom);
 		done = to;
+		if (oom)
+			return cxlcr_error("snapshot '%s': out of memory for its runs", name);
 		if (first_bad < to) {
 			bad = first_bad;
 			break;
 		}
 	}
+	if (s->run_count)
+		s->runs[s->run_count - 1].pages = h->page_count - s->runs[s->run_count - 1].first_page;
 	/* A table that fails its checksum is reported as such, wherever its
 	 * first bad leaf is. */
 	crc = cxlcr_crc32c(crc, s->leaves + done, h->table_size - done * sizeof(uint64_t));
@@ -562,6 +595,9 @@ int cxlcr_snapshot_open(struct cxlcr_pool *pool, uint64_t snapshot_generation, s
 
 void cxlcr_snapshot_close(struct cxlcr_snapshot *s)
 {
+	free(s->runs);
+	s->runs = NULL;
+	s->run_count = 0;
 	if (s->base)
 		munmap((void *)s->base, s->region.size);
 	s->base = NULL;

@@ -67,12 +67,24 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 			  struct cxlcr_snapshot_info *out);
 
 /* An open, validated snapshot: its region mapped read-only. */
+/* A run of heap pages with one tier whose copies, for CXL, follow each
+ * other in the pool: what a fork child maps as one view (rebase/mm.c). */
+struct cxlcr_snapshot_run {
+	uint64_t first_page;   /* heap page index */
+	uint64_t pages;
+	uint64_t leaf;         /* the first page's leaf */
+};
+
 struct cxlcr_snapshot {
 	struct cxlcr_pool *pool;
 	struct cxlcr_region region;               /* copy of its region entry */
 	struct cxlcr_snapshot_header header;      /* copy, as validated */
 	const uint8_t *base;                      /* the mapped region */
 	const uint64_t *leaves;                   /* header.page_count of them */
+	/* The leaves as runs, in heap order, found while they were checked:
+	 * a fork walks a few hundred runs, not a leaf per page. */
+	struct cxlcr_snapshot_run *runs;
+	uint64_t run_count;
 };
 
 /*

@@ -116,24 +116,31 @@ static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct
 		emit_pool_view(o, orig, start, start + (stop - dev), dev);
 		dev = stop;
 	}
-	const uint64_t *leaves = snap->leaves;
 	uint64_t heap_address = snap->header.heap_address;
 	uint64_t page = (dev - heap_dev) / REBASE_PAGE, last = (dev_end - heap_dev) / REBASE_PAGE;
-	while (page < last) {
-		uint32_t tier = CXLCR_LEAF_TIER(leaves[page]);
-		uint64_t first_copy = CXLCR_LEAF_OFFSET(leaves[page]), next = page + 1;
+	/* The runs the snapshot's check found, from the one holding `page`. */
+	const struct cxlcr_snapshot_run *run = snap->runs, *runs_end = snap->runs + snap->run_count;
+	size_t lo = 0, hi = snap->run_count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (run[mid].first_page + run[mid].pages <= page)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (run += lo; page < last; run++) {
+		if (run == runs_end || run->first_page > page)
+			return cxlcr_error("%s: snapshot %s: no leaf for heap page %" PRIu64, img, snap->region.name,
+					   page);
+		uint64_t next = run->first_page + run->pages < last ? run->first_page + run->pages : last;
+		uint32_t tier = CXLCR_LEAF_TIER(run->leaf);
 		switch (tier) {
 		case CXLCR_TIER_CXL:
-			while (next < last && CXLCR_LEAF_TIER(leaves[next]) == CXLCR_TIER_CXL &&
-			       CXLCR_LEAF_OFFSET(leaves[next]) == first_copy + (next - page) * REBASE_PAGE)
-				next++;
-			emit_pool_view(o, orig, heap_address + page * REBASE_PAGE,
-				       heap_address + next * REBASE_PAGE, first_copy);
+			emit_pool_view(o, orig, heap_address + page * REBASE_PAGE, heap_address + next * REBASE_PAGE,
+				       CXLCR_LEAF_OFFSET(run->leaf) + (page - run->first_page) * REBASE_PAGE);
 			stats->runs_cxl++;
 			break;
 		case CXLCR_TIER_ZERO:
-			while (next < last && CXLCR_LEAF_TIER(leaves[next]) == CXLCR_TIER_ZERO)
-				next++;
 			emit_zero(o, orig, heap_address + page * REBASE_PAGE, heap_address + next * REBASE_PAGE);
 			stats->runs_zero++;
 			break;

@@ -67,6 +67,23 @@ struct knobs {
 };
 
 static uint64_t leaves[HEAP_PAGES];
+static struct cxlcr_snapshot_run runs[HEAP_PAGES];
+
+/* The runs cxlcr_snapshot_open() finds while it checks the leaves: a leaf
+ * continues a run when it is zero after zero or the next copy after a
+ * copy (common/snapshot.h). */
+static void index_runs(struct cxlcr_snapshot *s)
+{
+	uint64_t want = 0;
+	s->runs = runs;
+	s->run_count = 0;
+	for (uint64_t i = 0; i < HEAP_PAGES; i++) {
+		if (!s->run_count || leaves[i] != want)
+			runs[s->run_count++] = (struct cxlcr_snapshot_run){ .first_page = i, .leaf = leaves[i] };
+		runs[s->run_count - 1].pages++;
+		want = CXLCR_LEAF_TIER(leaves[i]) == CXLCR_TIER_ZERO ? leaves[i] : leaves[i] + PAGE;
+	}
+}
 
 static void make_snapshot(struct cxlcr_snapshot *s, const struct knobs *k)
 {
@@ -95,6 +112,7 @@ static void make_snapshot(struct cxlcr_snapshot *s, const struct knobs *k)
 	h->page_size = PAGE;
 	h->page_count = HEAP_PAGES;
 	s->leaves = leaves;
+	index_runs(s);
 }
 
 static void write_image(int dir, const char *name, uint32_t magic, ProtobufCMessage **msgs, size_t n)
