@@ -27,6 +27,7 @@
 
 #define PAGE ((uint64_t)CXLCR_SNAPSHOT_PAGE_SIZE)
 #define LEAF_SIZE sizeof(uint64_t)
+#define RUN_SIZE sizeof(struct cxlcr_snapshot_run)
 #ifndef MADV_POPULATE_READ   /* Linux 5.14; older C libraries lack the names */
 #define MADV_POPULATE_READ  22
 #define MADV_POPULATE_WRITE 23
@@ -226,19 +227,69 @@ static int find_nonzero_pages(const struct cxlcr_pool *pool, const struct source
 	return 0;
 }
 
+/* ---- runs ---- */
+
+/* How a run's leaves go on from one page to the next: zero after zero,
+ * the next copy after a copy. */
+static uint64_t leaf_step(uint64_t leaf)
+{
+	return CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_ZERO ? 0 : PAGE;
+}
+
+static uint64_t next_in_run(uint64_t leaf)
+{
+	return leaf + leaf_step(leaf);
+}
+
+/* The leaf the page right after the run would have in the same run. */
+static uint64_t run_end_leaf(const struct cxlcr_snapshot_run *run)
+{
+	return run->leaf + run->pages * leaf_step(run->leaf);
+}
+
+uint64_t cxlcr_snapshot_table_runs(const uint64_t *leaves, uint64_t pages, struct cxlcr_snapshot_run *runs,
+				   uint64_t cap)
+{
+	uint64_t n = 0, want = 0;
+	for (uint64_t i = 0; i < pages; i++) {
+		if (!n || leaves[i] != want) {
+			if (n < cap)
+				runs[n] = (struct cxlcr_snapshot_run){ .first_page = i, .pages = 0, .leaf = leaves[i] };
+			n++;
+		}
+		if (n <= cap)
+			runs[n - 1].pages++;
+		want = next_in_run(leaves[i]);
+	}
+	return n;
+}
+
+/* The runs of a page map (pass 1): a stretch of non-zero pages is one run,
+ * as their copies are packed in heap order. */
+static uint64_t page_map_runs(const struct page_map *m)
+{
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < m->pages; n++)
+		i = next_page_with(m, i, !(m->bits[i / 64] >> (i % 64) & 1));
+	return n;
+}
+
 /* ---- pass 2: the copy ---- */
 
 struct layout {
 	uint64_t table_offset, table_size;
+	uint64_t run_offset, run_count;
 	uint64_t data_offset, data_size;
 	uint64_t region_size;
 };
 
-static void plan_layout(uint64_t pages, uint64_t nonzero, struct layout *l)
+static void plan_layout(uint64_t pages, uint64_t nonzero, uint64_t runs, struct layout *l)
 {
 	l->table_offset = CXLCR_SNAPSHOT_TABLE_OFFSET;
 	l->table_size = pages * LEAF_SIZE;
-	l->data_offset = round_up(l->table_offset + l->table_size, CXLCR_POOL_ALIGN);
+	l->run_offset = l->table_offset + l->table_size;
+	l->run_count = runs;
+	l->data_offset = round_up(l->run_offset + runs * RUN_SIZE, CXLCR_POOL_ALIGN);
 	l->data_size = nonzero * PAGE;
 	l->region_size = round_up(l->data_offset + l->data_size, CXLCR_POOL_ALIGN);
 }
@@ -291,14 +342,20 @@ static uint32_t header_checksum(const struct cxlcr_snapshot_header *h)
 	return cxlcr_crc32c(0, h, offsetof(struct cxlcr_snapshot_header, checksum));
 }
 
-/* Writes the table and the header, each written back before the next
- * step, and the completion marker last: from then on it is a snapshot. */
-static void publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
-			     const struct cxlcr_region *snap_region, uint8_t *snap,
-			     const struct layout *l, const struct page_map *m, const uint64_t *table)
+/* Writes the leaf table, its runs and the header, each written back
+ * before the next step, and the completion marker last: from then on it
+ * is a snapshot. */
+static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
+			    const struct cxlcr_region *snap_region, uint8_t *snap,
+			    const struct layout *l, const struct page_map *m, const uint64_t *table)
 {
-	memcpy(snap + l->table_offset, table, l->table_size);
-	cxlcr_publish(snap + l->table_offset, l->table_size);
+	if (table != (const void *)(snap + l->table_offset))
+		memcpy(snap + l->table_offset, table, l->table_size);
+	struct cxlcr_snapshot_run *runs = (void *)(snap + l->run_offset);
+	if (cxlcr_snapshot_table_runs(table, m->pages, runs, l->run_count) != l->run_count)
+		return cxlcr_error("snapshot '%s': its leaf table has not the %llu runs planned", snap_region->name,
+				   (unsigned long long)l->run_count);
+	cxlcr_publish(snap + l->table_offset, l->table_size + l->run_count * RUN_SIZE);
 
 	struct cxlcr_snapshot_header *h = (void *)snap;
 	memset(h, 0, sizeof(*h));
@@ -320,15 +377,19 @@ static void publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 	h->pages_cold = 0;
 	h->table_offset = l->table_offset;
 	h->table_size = l->table_size;
+	h->run_offset = l->run_offset;
+	h->run_count = l->run_count;
 	h->data_offset = l->data_offset;
 	h->data_size = l->data_size;
 	h->created_ns = cxlcr_now_ns();
 	cxlcr_copy_field(h->source_host, sizeof(h->source_host), cxlcr_host_name());
 	h->table_crc = cxlcr_crc32c(0, table, l->table_size);
+	h->run_crc = cxlcr_crc32c(0, runs, l->run_count * RUN_SIZE);
 	h->checksum = header_checksum(h);
 	cxlcr_publish(h, sizeof(*h));
 	h->complete = CXLCR_SNAPSHOT_COMPLETE;
 	cxlcr_publish(&h->complete, sizeof(h->complete));
+	return 0;
 }
 
 /* Allocates the snapshot region, copies into it and publishes it. */
@@ -340,7 +401,7 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 			  const char *name, bool publish, struct cxlcr_region *snap_region)
 {
 	struct layout l;
-	plan_layout(m->pages, m->nonzero, &l);
+	plan_layout(m->pages, m->nonzero, page_map_runs(m), &l);
 	uint64_t *table = calloc(m->pages, LEAF_SIZE);
 	if (!table)
 		return cxlcr_error("out of memory for a leaf table of %llu pages", (unsigned long long)m->pages);
@@ -356,15 +417,18 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 	}
 	prefault(snap + l.data_offset, l.data_size, MADV_POPULATE_WRITE);
 	copy_pages(src, m, snap, snap_region->offset, &l, table);
+	int rc = 0;
 	if (publish) {
-		publish_snapshot(pool, src, snap_region, snap, &l, m, table);
+		rc = publish_snapshot(pool, src, snap_region, snap, &l, m, table);
 	} else {
 		memcpy(snap + l.table_offset, table, l.table_size);
 		cxlcr_publish(snap + l.table_offset, l.table_size);
 	}
 	munmap(snap, snap_region->size);
 	free(table);
-	return 0;
+	if (rc < 0)
+		cxlcr_region_free(pool, snap_region->generation);
+	return rc;
 }
 
 /* What a snapshot holds, for cxlcr_snapshot_info (timings aside). */
@@ -448,7 +512,9 @@ static int check_header(const struct cxlcr_pool *pool, const struct cxlcr_snapsh
 	    h->pages_cold != h->page_count - h->pages_zero - h->pages_cxl)
 		return cxlcr_error("snapshot '%s' is corrupt (inconsistent page counts)", name);
 	if (h->table_offset != CXLCR_SNAPSHOT_TABLE_OFFSET || h->table_size != h->page_count * LEAF_SIZE ||
-	    h->data_offset % CXLCR_POOL_ALIGN || h->data_offset < h->table_offset + h->table_size ||
+	    h->run_offset != h->table_offset + h->table_size || h->run_count == 0 ||
+	    h->run_count > h->page_count ||
+	    h->data_offset % CXLCR_POOL_ALIGN || h->data_offset < h->run_offset + h->run_count * RUN_SIZE ||
 	    h->data_size != h->pages_cxl * PAGE)
 		return cxlcr_error("snapshot '%s' is corrupt (inconsistent layout)", name);
 	if (h->data_offset > size || h->data_size > size - h->data_offset)
@@ -458,109 +524,83 @@ static int check_header(const struct cxlcr_pool *pool, const struct cxlcr_snapsh
 	return 0;
 }
 
-/* Every leaf: a known tier, reserved bits clear, and a CXL copy inside the
- * data area. Copies are in heap order, so offsets must rise, which also
- * rules out two pages sharing one copy. The tier counts must match. */
-/* A new run starting at page i with leaf `leaf`; false when out of memory. */
-static bool add_run(struct cxlcr_snapshot *s, uint64_t *cap, uint64_t i, uint64_t leaf)
+/*
+ * The run table, copied out of the pool (another host could change the
+ * pool's copy after the check) and checked: its checksum; runs in heap
+ * order that cover the heap without gap or overlap and are maximal; every
+ * leaf of a known tier with its reserved bits clear; zero runs with no
+ * offset; the copies of the CXL runs packed one after the other from the
+ * start of the data area to its end, so no two pages share a copy and none
+ * lies outside the snapshot; and the tier counts of the header. A fork maps
+ * what the runs say, and nothing else.
+ */
+static int check_runs(struct cxlcr_snapshot *s)
 {
-	if (s->run_count == *cap) {
-		uint64_t more = *cap ? *cap * 2 : 256;
-		struct cxlcr_snapshot_run *r = realloc(s->runs, more * sizeof(*r));
-		if (!r)
-			return false;
-		s->runs = r;
-		*cap = more;
-	}
-	s->runs[s->run_count++] = (struct cxlcr_snapshot_run){ .first_page = i, .pages = 0, .leaf = leaf };
-	return true;
-}
-
-/* Checks leaves [from, to) and extends the runs with them: returns the
- * index of the first bad one, or to. Counters in locals, not an array
- * indexed by tier: a store and a load of the same counter per leaf would
- * chain every iteration. A leaf continues the current run when it is the
- * one the run predicts: zero after zero, the next copy after a copy. */
-static uint64_t check_leaves(struct cxlcr_snapshot *s, uint64_t from, uint64_t to, uint64_t *next_copy,
-			     uint64_t counts[3], uint64_t *expect, uint64_t *cap, bool *oom)
-{
-	uint64_t data_lo = s->region.offset + s->header.data_offset, data_hi = data_lo + s->header.data_size;
-	uint64_t next = *next_copy > data_lo ? *next_copy : data_lo, zero = 0, cxl = 0, cold = 0, i;
-	uint64_t want = *expect;
-	for (i = from; i < to; i++) {
-		uint64_t leaf = s->leaves[i], offset = CXLCR_LEAF_OFFSET(leaf);
+	const struct cxlcr_snapshot_header *h = &s->header;
+	const char *name = s->region.name;
+	const void *table = s->base + h->run_offset;
+	size_t len = h->run_count * RUN_SIZE;
+	cxlcr_refresh(table, len);
+	s->runs = malloc(len);
+	if (!s->runs)
+		return cxlcr_error("snapshot '%s': out of memory for its %llu runs", name,
+				   (unsigned long long)h->run_count);
+	memcpy(s->runs, table, len);
+	s->run_count = h->run_count;
+	if (cxlcr_crc32c(0, s->runs, len) != h->run_crc)
+		return cxlcr_error("snapshot '%s' is corrupt (run table checksum mismatch)", name);
+	uint64_t data_lo = s->region.offset + h->data_offset, data_hi = data_lo + h->data_size;
+	uint64_t next_page = 0, next_copy = data_lo, counts[3] = { 0, 0, 0 };
+	for (uint64_t r = 0; r < s->run_count; r++) {
+		const struct cxlcr_snapshot_run *run = &s->runs[r];
+		uint64_t leaf = run->leaf, offset = CXLCR_LEAF_OFFSET(leaf);
 		uint32_t tier = CXLCR_LEAF_TIER(leaf);
-		bool bad = (leaf & CXLCR_LEAF_RESERVED_MASK) || tier > CXLCR_TIER_COLD ||
-			   (tier == CXLCR_TIER_ZERO && offset != 0) ||
-			   (tier == CXLCR_TIER_CXL && (offset < next || offset >= data_hi));
+		bool bad = run->first_page != next_page || run->pages == 0 ||
+			   run->pages > h->page_count - next_page || (leaf & CXLCR_LEAF_RESERVED_MASK) ||
+			   tier > CXLCR_TIER_COLD || (tier == CXLCR_TIER_ZERO && offset != 0) ||
+			   (tier == CXLCR_TIER_CXL && (offset != next_copy || run->pages > (data_hi - offset) / PAGE)) ||
+			   (tier == CXLCR_TIER_COLD && run->pages > (~0ull - offset) / PAGE) ||
+			   (r && leaf == run_end_leaf(&s->runs[r - 1])); /* not maximal */
 		if (bad)
-			break;
+			return cxlcr_error("snapshot '%s' is corrupt (run %llu, pages %llu+%llu at %#llx, is not "
+					   "where the runs before it end)",
+					   name, (unsigned long long)r, (unsigned long long)run->first_page,
+					   (unsigned long long)run->pages, (unsigned long long)leaf);
 		if (tier == CXLCR_TIER_CXL)
-			next = offset + PAGE;
-		if (!s->run_count || leaf != want) {
-			if (s->run_count)
-				s->runs[s->run_count - 1].pages = i - s->runs[s->run_count - 1].first_page;
-			if (!add_run(s, cap, i, leaf)) {
-				*oom = true;
-				break;
-			}
-		}
-		want = tier == CXLCR_TIER_ZERO ? leaf : leaf + PAGE;
-		zero += tier == CXLCR_TIER_ZERO;
-		cxl += tier == CXLCR_TIER_CXL;
-		cold += tier == CXLCR_TIER_COLD;
+			next_copy = offset + run->pages * PAGE;
+		counts[tier] += run->pages;
+		next_page += run->pages;
 	}
-	*expect = want;
-	*next_copy = next;
-	counts[CXLCR_TIER_ZERO] += zero;
-	counts[CXLCR_TIER_CXL] += cxl;
-	counts[CXLCR_TIER_COLD] += cold;
-	return i;
+	if (next_page != h->page_count || next_copy != data_hi || counts[CXLCR_TIER_ZERO] != h->pages_zero ||
+	    counts[CXLCR_TIER_CXL] != h->pages_cxl || counts[CXLCR_TIER_COLD] != h->pages_cold)
+		return cxlcr_error("snapshot '%s' is corrupt (run table does not match the page counts)", name);
+	return 0;
 }
 
 /*
- * The leaf table is checked on every open, which is on the critical path
- * of every fork, and is 8 bytes per 4 KiB page of the heap (~4 MiB for a
- * 2 GiB one): its checksum and the check of every leaf read it in one pass,
- * a chunk at a time, so that each chunk comes from memory once.
+ * The leaf table, in full: its checksum, and every leaf the one its run
+ * says. Only cxlcr_snapshot_validate() reads it (a snapshot is validated
+ * once, when it is published): a fork needs only the runs.
  */
-static int check_table(struct cxlcr_snapshot *s)
+static int check_leaves(const struct cxlcr_snapshot *s)
 {
 	const struct cxlcr_snapshot_header *h = &s->header;
 	const char *name = s->region.name;
 	cxlcr_refresh(s->leaves, h->table_size);
-	enum { CHUNK = 4096 }; /* leaves: 32 KiB, an L1 cache's worth */
-	uint64_t leaf_count = h->table_size / sizeof(uint64_t);
-	if (leaf_count < h->page_count)
-		return cxlcr_error("snapshot '%s' is corrupt (leaf table too small)", name);
-	uint64_t counts[3] = { 0, 0, 0 }, next_copy = 0, done = 0, bad = UINT64_MAX, expect = 0, cap = 0;
-	uint32_t crc = 0;
-	bool oom = false;
-	while (done < h->page_count) {
-		uint64_t to = done + CHUNK < h->page_count ? done + CHUNK : h->page_count;
-		crc = cxlcr_crc32c(crc, s->leaves + done, (to - done) * sizeof(uint64_t));
-		uint64_t first_bad = check_leaves(s, done, to, &next_copy, counts, &expect, &cap, &oom);
-		done = to;
-		if (oom)
-			return cxlcr_error("snapshot '%s': out of memory for its runs", name);
-		if (first_bad < to) {
-			bad = first_bad;
-			break;
+	if (cxlcr_crc32c(0, s->leaves, h->table_size) != h->table_crc)
+		return cxlcr_error("snapshot '%s' is corrupt (leaf table checksum mismatch)", name);
+	for (uint64_t r = 0; r < s->run_count; r++) {
+		const struct cxlcr_snapshot_run *run = &s->runs[r];
+		uint64_t want = run->leaf;
+		for (uint64_t i = run->first_page; i < run->first_page + run->pages; i++) {
+			if (s->leaves[i] != want)
+				return cxlcr_error("snapshot '%s' is corrupt (leaf %llu, %#llx, is not what its run "
+						   "says, %#llx)",
+						   name, (unsigned long long)i, (unsigned long long)s->leaves[i],
+						   (unsigned long long)want);
+			want = next_in_run(want);
 		}
 	}
-	if (s->run_count)
-		s->runs[s->run_count - 1].pages = h->page_count - s->runs[s->run_count - 1].first_page;
-	/* A table that fails its checksum is reported as such, wherever its
-	 * first bad leaf is. */
-	crc = cxlcr_crc32c(crc, s->leaves + done, h->table_size - done * sizeof(uint64_t));
-	if (crc != h->table_crc)
-		return cxlcr_error("snapshot '%s' is corrupt (leaf table checksum mismatch)", name);
-	if (bad != UINT64_MAX)
-		return cxlcr_error("snapshot '%s' is corrupt (leaf %llu, %#llx, points nowhere valid)", name,
-				   (unsigned long long)bad, (unsigned long long)s->leaves[bad]);
-	if (counts[CXLCR_TIER_ZERO] != h->pages_zero || counts[CXLCR_TIER_CXL] != h->pages_cxl ||
-	    counts[CXLCR_TIER_COLD] != h->pages_cold)
-		return cxlcr_error("snapshot '%s' is corrupt (leaf table does not match the page counts)", name);
 	return 0;
 }
 
@@ -586,7 +626,7 @@ int cxlcr_snapshot_open(struct cxlcr_pool *pool, uint64_t snapshot_generation, s
 	cxlcr_refresh(m, sizeof(s->header));
 	memcpy(&s->header, m, sizeof(s->header));
 	s->leaves = (const uint64_t *)(const void *)(m + CXLCR_SNAPSHOT_TABLE_OFFSET);
-	if (check_header(pool, s) < 0 || check_table(s) < 0) {
+	if (check_header(pool, s) < 0 || check_runs(s) < 0) {
 		cxlcr_snapshot_close(s);
 		return -1;
 	}
@@ -609,19 +649,46 @@ int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generatio
 	struct cxlcr_snapshot s;
 	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
 		return -1;
+	int rc = check_leaves(&s);
 	cxlcr_snapshot_close(&s);
-	return 0;
+	return rc;
+}
+
+/* The run holding page i, by binary search from *cursor on when i is not
+ * in it (a caller walking up the heap passes its cursor back in, and most
+ * look-ups are then the run it holds already). */
+static const struct cxlcr_snapshot_run *run_of(const struct cxlcr_snapshot *s, uint64_t i, uint64_t *cursor)
+{
+	const struct cxlcr_snapshot_run *r = &s->runs[*cursor];
+	if (i >= r->first_page && i - r->first_page < r->pages)
+		return r;
+	uint64_t lo = 0, hi = s->run_count;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (s->runs[mid].first_page <= i)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	*cursor = lo;
+	return &s->runs[lo];
+}
+
+uint64_t cxlcr_snapshot_leaf(const struct cxlcr_snapshot *s, uint64_t page_index, uint64_t *cursor)
+{
+	const struct cxlcr_snapshot_run *r = run_of(s, page_index, cursor);
+	return r->leaf + (page_index - r->first_page) * leaf_step(r->leaf);
 }
 
 int cxlcr_snapshot_page_offset(const struct cxlcr_snapshot *s, uint64_t page_index, uint32_t *tier,
 			       uint64_t *offset)
 {
-	if (!s->leaves)
+	if (!s->runs)
 		return cxlcr_error("snapshot is not open");
 	if (page_index >= s->header.page_count)
 		return cxlcr_error("snapshot '%s': page %llu is beyond its heap of %llu pages", s->region.name,
 				   (unsigned long long)page_index, (unsigned long long)s->header.page_count);
-	uint64_t leaf = s->leaves[page_index];
+	uint64_t cursor = 0, leaf = cxlcr_snapshot_leaf(s, page_index, &cursor);
 	*tier = CXLCR_LEAF_TIER(leaf);
 	*offset = CXLCR_LEAF_OFFSET(leaf);
 	return 0;
@@ -648,14 +715,15 @@ int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index
 
 /* Is page i of cur's heap not what it was in prev? A page that was zero,
  * or beyond prev's heap, counts as changed once it holds data. */
-static bool page_changed(const struct cxlcr_snapshot *prev, const struct cxlcr_snapshot *cur, uint64_t i)
+static bool page_changed(const struct cxlcr_snapshot *prev, const struct cxlcr_snapshot *cur, uint64_t i,
+			 uint64_t *cur_run, uint64_t *prev_run)
 {
-	uint64_t leaf = cur->leaves[i];
+	uint64_t leaf = cxlcr_snapshot_leaf(cur, i, cur_run);
 	if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
 		return false;
 	if (i >= prev->header.page_count)
 		return true;
-	uint64_t old = prev->leaves[i];
+	uint64_t old = cxlcr_snapshot_leaf(prev, i, prev_run);
 	if (CXLCR_LEAF_TIER(old) != CXLCR_TIER_CXL)
 		return true;
 	const uint8_t *a = prev->base + (CXLCR_LEAF_OFFSET(old) - prev->region.offset);
@@ -673,9 +741,9 @@ int cxlcr_snapshot_changed_pages(const struct cxlcr_snapshot *prev, const struct
 	if (prev->header.heap_address != cur->header.heap_address)
 		return cxlcr_error("snapshots '%s' and '%s' are of heaps at different addresses",
 				   prev->region.name, cur->region.name);
-	uint64_t cap = 0;
+	uint64_t cap = 0, cur_run = 0, prev_run = 0;
 	for (uint64_t i = 0; i < cur->header.page_count; i++) {
-		if (!page_changed(prev, cur, i))
+		if (!page_changed(prev, cur, i, &cur_run, &prev_run))
 			continue;
 		if (*count == cap) {
 			cap = cap ? cap * 2 : 1024;
@@ -736,7 +804,7 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 	int rc = -1;
 	struct layout l;
 	struct page_map m = { .pages = src.pages };
-	plan_layout(src.pages, 0, &l);
+	plan_layout(src.pages, 0, 0, &l); /* the least the draft can be */
 	uint8_t *snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
 	if (!snap)
 		goto out;
@@ -748,7 +816,7 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 	}
 	const uint64_t *table = (const void *)(snap + l.table_offset);
 	prefault(snap + l.data_offset, snap_region.size - l.data_offset, MADV_POPULATE_READ);
-	uint64_t refreshed = 0;
+	uint64_t refreshed = 0, runs = 0, want = 0;
 	/* Pool-file holes are zero pages: not read. */
 	uint64_t end = src.heap_offset + src.heap_size, at = src.heap_offset, lo, hi;
 	for (bool more = true; more; at = hi) {
@@ -766,15 +834,20 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 			}
 			refreshed += (uint64_t)r;
 			m.nonzero += CXLCR_LEAF_TIER(table[i]) == CXLCR_TIER_CXL;
+			runs += i == 0 || table[i] != want;
+			want = next_in_run(table[i]);
 		}
 	}
 	cxlcr_fence();
-	plan_layout(src.pages, m.nonzero, &l);
+	/* The draft planned its layout with these runs: a page that became
+	 * zero since stays stored, so none has changed. */
+	plan_layout(src.pages, m.nonzero, runs, &l);
 	if (l.region_size > snap_region.size) {
 		rc = cxlcr_error("draft snapshot '%s' does not match its table", name);
 		goto unmap;
 	}
-	publish_snapshot(pool, &src, &snap_region, snap, &l, &m, table);
+	if (publish_snapshot(pool, &src, &snap_region, snap, &l, &m, table) < 0)
+		goto unmap;
 	if (out) {
 		describe(out, &snap_region, &src, &m);
 		out->pages_refreshed = refreshed;

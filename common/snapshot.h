@@ -66,45 +66,51 @@ int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, con
 int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			  struct cxlcr_snapshot_info *out);
 
-/* An open, validated snapshot: its region mapped read-only. */
-/* A run of heap pages with one tier whose copies, for CXL, follow each
- * other in the pool: what a fork child maps as one view (rebase/mm.c). */
-struct cxlcr_snapshot_run {
-	uint64_t first_page;   /* heap page index */
-	uint64_t pages;
-	uint64_t leaf;         /* the first page's leaf */
-};
-
+/* An open snapshot: its region mapped read-only, its header and run table
+ * checked (copies). */
 struct cxlcr_snapshot {
 	struct cxlcr_pool *pool;
 	struct cxlcr_region region;               /* copy of its region entry */
-	struct cxlcr_snapshot_header header;      /* copy, as validated */
+	struct cxlcr_snapshot_header header;      /* copy, as checked */
 	const uint8_t *base;                      /* the mapped region */
-	const uint64_t *leaves;                   /* header.page_count of them */
-	/* The leaves as runs, in heap order, found while they were checked:
-	 * a fork walks a few hundred runs, not a leaf per page. */
-	struct cxlcr_snapshot_run *runs;
+	const uint64_t *leaves;                   /* the leaf table in the pool: checked by
+						     cxlcr_snapshot_validate() only */
+	struct cxlcr_snapshot_run *runs;          /* copy, as checked: what a page is */
 	uint64_t run_count;
 };
 
 /*
- * Opens the snapshot region with this generation and checks it: a region
- * that is not a snapshot, or a snapshot that is incomplete, corrupt
- * (magic, version, checksums, layout, leaves out of range), truncated
- * (bigger than its region) or foreign (another pool's, another region's),
- * is refused with one line saying so.
+ * Opens the snapshot region with this generation and checks its header and
+ * run table, which is all a fork reads: a region that is not a snapshot,
+ * or a snapshot that is incomplete, corrupt (magic, version, checksums,
+ * layout, runs out of range or out of order), truncated (bigger than its
+ * region) or foreign (another pool's, another region's), is refused with
+ * one line saying so. It costs the same for any heap size.
  */
 int cxlcr_snapshot_open(struct cxlcr_pool *pool, uint64_t snapshot_generation,
 			struct cxlcr_snapshot *s);
 void cxlcr_snapshot_close(struct cxlcr_snapshot *s);
 
-/* Opens and closes again: 0 if the snapshot is whole and ours. */
+/* Opens, checks the leaf table too (its checksum, every leaf against its
+ * run) and closes again: 0 if the snapshot is whole and ours. A snapshot
+ * is validated when it is published in the catalog. */
 int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generation);
 
 /* Where page page_index of the heap lives: its tier (enum cxlcr_page_tier)
- * and device-relative offset (0 for a zero page). */
+ * and device-relative offset (0 for a zero page), from the runs. */
 int cxlcr_snapshot_page_offset(const struct cxlcr_snapshot *s, uint64_t page_index,
 			       uint32_t *tier, uint64_t *offset);
+
+/* The leaf of page page_index (< header.page_count) of an open snapshot.
+ * cursor (start at 0) keeps the run last found: ascending look-ups cost
+ * O(1) each. */
+uint64_t cxlcr_snapshot_leaf(const struct cxlcr_snapshot *s, uint64_t page_index, uint64_t *cursor);
+
+/* The maximal runs of a leaf table of `pages` leaves (struct
+ * cxlcr_snapshot_run in pool_format.h): their number; the first cap of
+ * them are written to runs. */
+uint64_t cxlcr_snapshot_table_runs(const uint64_t *leaves, uint64_t pages, struct cxlcr_snapshot_run *runs,
+				   uint64_t cap);
 
 /* Copies page page_index of the snapshotted heap into buf
  * (CXLCR_SNAPSHOT_PAGE_SIZE bytes): the stored copy, or zeros. Cold pages

@@ -135,7 +135,7 @@ static void note_restored(const struct child_job *job, pid_t pid, uint64_t t0, s
 			close(fd);
 	uint64_t pages = 0;
 	double ms = 0;
-	int rc = prefetch_child(&list, pid, pool, snap, &pages, &ms);
+	int rc = prefetch_child(&list, pid, snap, &pages, &ms);
 	log_prefetch(job, pid, pages, ms, rc);
 	_exit(0);
 }
@@ -288,12 +288,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 			goto undo;
 		}
 	}
-	/* Checked on open: the plugin in each child's criu need not again. */
-	char checked[24];
-	snprintf(checked, sizeof(checked), "%llu", (unsigned long long)borrow.snapshot_generation);
-	setenv(CXLCR_SNAPSHOT_CHECKED_ENV, checked, 1);
 	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, &snap);
-	unsetenv(CXLCR_SNAPSHOT_CHECKED_ENV);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
 		char one[CXLCR_ERROR_MAX];

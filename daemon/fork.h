@@ -75,8 +75,8 @@ struct prefetch_list {
 	uint64_t *pages;
 };
 int prefetch_load(const char *dir, const struct cxlcr_snapshot *snapshot, struct prefetch_list *list);
-int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_pool *pool,
-		   const struct cxlcr_snapshot *snapshot, uint64_t *pages_done, double *ms);
+int prefetch_child(const struct prefetch_list *list, pid_t pid, const struct cxlcr_snapshot *snapshot,
+		   uint64_t *pages_done, double *ms);
 
 /* cmd_snapshot.c: the parent's side. */
 struct snapshot_result {

@@ -128,17 +128,15 @@ static bool owned_already(int pagemap, uint64_t addr)
 /* Writes pages [from, to) of the list from the snapshot into the stopped
  * child, but those it has written itself since it resumed. */
 static int write_batch(pid_t pid, int pagemap, const struct cxlcr_changed_pages *h, const uint64_t *pages,
-		       uint64_t from, uint64_t to, const uint8_t *snap, const struct cxlcr_region *r, uint64_t *done)
+		       uint64_t from, uint64_t to, const struct cxlcr_snapshot *s, uint64_t *run, uint64_t *done)
 {
-	const uint64_t *leaves = (const void *)(snap + CXLCR_SNAPSHOT_TABLE_OFFSET);
-	uint64_t page_count = (r->size - CXLCR_SNAPSHOT_TABLE_OFFSET) / sizeof(uint64_t);
 	struct iovec local[IOV_MAX_RUNS], remote[IOV_MAX_RUNS];
 	size_t n = 0, len = 0;
 	for (uint64_t i = from; i < to; i++) {
-		uint64_t leaf = pages[i] < page_count ? leaves[pages[i]] : 0;
+		uint64_t leaf = pages[i] < s->header.page_count ? cxlcr_snapshot_leaf(s, pages[i], run) : 0;
 		if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
 			continue; /* zero in the snapshot: nothing to copy */
-		const uint8_t *src = snap + (CXLCR_LEAF_OFFSET(leaf) - r->offset);
+		const uint8_t *src = s->base + (CXLCR_LEAF_OFFSET(leaf) - s->region.offset);
 		uint64_t dst = h->heap_address + pages[i] * CXLCR_SNAPSHOT_PAGE_SIZE;
 		if (owned_already(pagemap, dst))
 			continue;
@@ -207,25 +205,20 @@ int prefetch_load(const char *dir, const struct cxlcr_snapshot *snapshot, struct
 	return 1;
 }
 
-int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_pool *pool,
-		   const struct cxlcr_snapshot *snapshot, uint64_t *pages_done, double *ms)
+int prefetch_child(const struct prefetch_list *list, pid_t pid, const struct cxlcr_snapshot *snapshot,
+		   uint64_t *pages_done, double *ms)
 {
 	const struct cxlcr_changed_pages h = list->header;
 	const uint64_t *pages = list->pages;
 	*pages_done = 0;
 	*ms = 0;
 	int rc;
-	uint64_t t0 = cxlcr_mono_ns();
-	const uint8_t *snap = cxlcr_pool_map(pool, snapshot->region.offset, snapshot->region.size, 0, 0);
-	if (!snap)
-		return -1;
+	uint64_t t0 = cxlcr_mono_ns(), run = 0;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
 	int pagemap = open(path, O_RDONLY | O_CLOEXEC);
-	if (pagemap < 0) {
-		munmap((void *)(uintptr_t)snap, snapshot->region.size);
+	if (pagemap < 0)
 		return cxlcr_error("%s: %s", path, strerror(errno));
-	}
 	static struct tracees t;
 	t.pid = pid;
 	t.n = 0;
@@ -235,7 +228,7 @@ int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_poo
 		uint64_t stopped = cxlcr_mono_ns();
 		rc = stop_all(&t);
 		if (rc == 0)
-			rc = write_batch(pid, pagemap, &h, pages, at, to, snap, &snapshot->region, pages_done);
+			rc = write_batch(pid, pagemap, &h, pages, at, to, snapshot, &run, pages_done);
 		cont_all(&t);
 		/* The child runs at least as long as it was stopped before the
 		 * next batch: stopped back to back, it would be stopped for the
@@ -251,7 +244,6 @@ int prefetch_child(const struct prefetch_list *list, pid_t pid, struct cxlcr_poo
 		for (int i = 0; i < t.n; i++)
 			ptrace(PTRACE_DETACH, t.tid[i], 0, 0);
 	close(pagemap);
-	munmap((void *)(uintptr_t)snap, snapshot->region.size);
 	*ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	return rc < 0 ? -1 : 0;
 }

@@ -102,7 +102,7 @@ static void emit_zero(struct vma_out *o, const VmaEntry *orig, uint64_t start, u
 /*
  * [start, end) of a pool VMA that record rec describes: the arena header
  * part becomes a view of the arena, the heap part one mapping per run of
- * the snapshot's leaf table.
+ * the snapshot's run table.
  */
 static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct cxlcr_arena_record *rec,
 			   uint64_t start, uint64_t end, const struct cxlcr_snapshot *snap,
@@ -118,7 +118,7 @@ static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct
 	}
 	uint64_t heap_address = snap->header.heap_address;
 	uint64_t page = (dev - heap_dev) / REBASE_PAGE, last = (dev_end - heap_dev) / REBASE_PAGE;
-	/* The runs the snapshot's check found, from the one holding `page`. */
+	/* The snapshot's runs, as checked on open, from the one holding `page`. */
 	const struct cxlcr_snapshot_run *run = snap->runs, *runs_end = snap->runs + snap->run_count;
 	size_t lo = 0, hi = snap->run_count;
 	while (lo < hi) {

@@ -279,7 +279,7 @@ static int rebase_network(struct job *j)
 static int check_spec(const struct cxlcr_rebase_fork *spec)
 {
 	static const uint8_t zero_mac[6];
-	if (!spec || !spec->snapshot || !spec->snapshot->leaves)
+	if (!spec || !spec->snapshot || !spec->snapshot->runs)
 		return cxlcr_error("rebase: no open snapshot");
 	if (!spec->ifname || !spec->ifname[0] || strlen(spec->ifname) >= 16)
 		return cxlcr_error("rebase: bad interface name");

@@ -69,20 +69,11 @@ struct knobs {
 static uint64_t leaves[HEAP_PAGES];
 static struct cxlcr_snapshot_run runs[HEAP_PAGES];
 
-/* The runs cxlcr_snapshot_open() finds while it checks the leaves: a leaf
- * continues a run when it is zero after zero or the next copy after a
- * copy (common/snapshot.h). */
+/* The run table a snapshot with these leaves has (pool_format.h). */
 static void index_runs(struct cxlcr_snapshot *s)
 {
-	uint64_t want = 0;
 	s->runs = runs;
-	s->run_count = 0;
-	for (uint64_t i = 0; i < HEAP_PAGES; i++) {
-		if (!s->run_count || leaves[i] != want)
-			runs[s->run_count++] = (struct cxlcr_snapshot_run){ .first_page = i, .leaf = leaves[i] };
-		runs[s->run_count - 1].pages++;
-		want = CXLCR_LEAF_TIER(leaves[i]) == CXLCR_TIER_ZERO ? leaves[i] : leaves[i] + PAGE;
-	}
+	s->run_count = cxlcr_snapshot_table_runs(leaves, HEAP_PAGES, runs, HEAP_PAGES);
 }
 
 static void make_snapshot(struct cxlcr_snapshot *s, const struct knobs *k)

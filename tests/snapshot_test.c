@@ -272,18 +272,27 @@ static void reseal_header(struct cxlcr_snapshot_header *h)
 	h->checksum = cxlcr_crc32c(0, h, offsetof(struct cxlcr_snapshot_header, checksum));
 }
 
-/* Damages a snapshot in place with `damage`, checks that opening it fails
+/* Which check refuses a damage: opening (a fork's check, of the header and
+ * the runs) and so validating too, or only validating (the leaf table). */
+enum refused_by { BY_OPEN, BY_VALIDATE };
+
+/* Damages a snapshot in place with `damage`, checks that it is refused
  * with `want`, and puts it back as it was. */
 static void check_refused(struct cxlcr_pool *pool, uint64_t generation, uint8_t *m, size_t len,
-			  const char *what, void (*damage)(uint8_t *m), const char *want)
+			  const char *what, void (*damage)(uint8_t *m), const char *want, enum refused_by by)
 {
 	static uint8_t saved[4 * MiB];
 	CHECK(len <= sizeof(saved));
 	memcpy(saved, m, len);
 	damage(m);
-	SAY("refused: %s (\"%s\")", what, want);
+	SAY("refused%s: %s (\"%s\")", by == BY_OPEN ? "" : " by validation", what, want);
 	struct cxlcr_snapshot s;
-	CHECK_ERROR(cxlcr_snapshot_open(pool, generation, &s), want);
+	if (by == BY_OPEN) {
+		CHECK_ERROR(cxlcr_snapshot_open(pool, generation, &s), want);
+	} else {
+		CHECK(cxlcr_snapshot_open(pool, generation, &s) == 0, "%s", cxlcr_last_error());
+		cxlcr_snapshot_close(&s);
+	}
 	CHECK_ERROR(cxlcr_snapshot_validate(pool, generation), want);
 	memcpy(m, saved, len);
 	CHECK(cxlcr_snapshot_validate(pool, generation) == 0, "after repair: %s", cxlcr_last_error());
@@ -299,6 +308,11 @@ static uint64_t *leaves(uint8_t *m)
 	return (uint64_t *)(void *)(m + CXLCR_SNAPSHOT_TABLE_OFFSET);
 }
 
+static struct cxlcr_snapshot_run *runs(uint8_t *m)
+{
+	return (struct cxlcr_snapshot_run *)(void *)(m + hdr(m)->run_offset);
+}
+
 /* Recomputes the table checksum after a change of the table, so that only
  * the meaning of the change is left to be caught. */
 static void reseal_table(uint8_t *m)
@@ -306,6 +320,54 @@ static void reseal_table(uint8_t *m)
 	hdr(m)->table_crc = cxlcr_crc32c(0, leaves(m), hdr(m)->table_size);
 	reseal_header(hdr(m));
 }
+
+static void reseal_runs(uint8_t *m)
+{
+	hdr(m)->run_crc = cxlcr_crc32c(0, runs(m), hdr(m)->run_count * sizeof(struct cxlcr_snapshot_run));
+	reseal_header(hdr(m));
+}
+
+/* The leaf table changed: its runs made again to match, and both resealed. */
+static void rebuild_runs(uint8_t *m)
+{
+	uint64_t room = (hdr(m)->data_offset - hdr(m)->run_offset) / sizeof(struct cxlcr_snapshot_run);
+	hdr(m)->run_count = cxlcr_snapshot_table_runs(leaves(m), hdr(m)->page_count, runs(m), room);
+	CHECK(hdr(m)->run_count <= room, "%llu runs do not fit", (unsigned long long)hdr(m)->run_count);
+	reseal_runs(m);
+	reseal_table(m);
+}
+
+/* The first run of a tier, for the damages below. */
+static struct cxlcr_snapshot_run *first_run(uint8_t *m, uint32_t tier)
+{
+	for (uint64_t r = 0; r < hdr(m)->run_count; r++)
+		if (CXLCR_LEAF_TIER(runs(m)[r].leaf) == tier)
+			return &runs(m)[r];
+	test_fail(__FILE__, __LINE__, "first_run", " no run of tier %u", tier);
+}
+
+static void flipped_run_byte(uint8_t *m) { ((uint8_t *)runs(m))[13] ^= 0x10; }
+static void run_outside(uint8_t *m)
+{
+	first_run(m, CXLCR_TIER_CXL)->leaf = CXLCR_LEAF(CXLCR_TIER_CXL, 4096ull * 7); /* the superblock */
+	reseal_runs(m);
+}
+static void run_past_data(uint8_t *m) { first_run(m, CXLCR_TIER_CXL)->pages += hdr(m)->pages_cxl; reseal_runs(m); }
+static void run_reserved_bits(uint8_t *m) { first_run(m, CXLCR_TIER_CXL)->leaf |= 0x100; reseal_runs(m); }
+static void run_unknown_tier(uint8_t *m) { first_run(m, CXLCR_TIER_ZERO)->leaf = 7; reseal_runs(m); }
+static void run_gap(uint8_t *m) { runs(m)[1].first_page++; reseal_runs(m); }
+static void run_not_maximal(uint8_t *m)
+{
+	/* Two zero runs in a row: the second's page taken from its neighbour. */
+	struct cxlcr_snapshot_run *z = first_run(m, CXLCR_TIER_ZERO), *next = z + 1;
+	CHECK(z->pages > 1 && next < runs(m) + hdr(m)->run_count);
+	z->pages--;
+	next->first_page--;
+	next->pages++;
+	next->leaf = 0;
+	reseal_runs(m);
+}
+static void runs_too_many(uint8_t *m) { hdr(m)->run_count = hdr(m)->page_count + 1; reseal_header(hdr(m)); }
 
 static void bad_magic(uint8_t *m) { hdr(m)->magic ^= 1; }
 static void bad_version(uint8_t *m) { hdr(m)->version = 99; reseal_header(hdr(m)); }
@@ -429,19 +491,33 @@ static void test_refusals(struct cxlcr_pool *pool)
 	uint8_t *m = cxlcr_pool_map(pool, info.region_offset, len, 0, 0);
 	CHECK(m, "%s", cxlcr_last_error());
 	uint64_t g = info.region_generation;
-	check_refused(pool, g, m, len, "bad magic", bad_magic, "no snapshot magic");
-	check_refused(pool, g, m, len, "unknown version", bad_version, "format version 99");
-	check_refused(pool, g, m, len, "a flipped header byte", flipped_header_byte, "header checksum mismatch");
-	check_refused(pool, g, m, len, "no completion marker", incomplete, "incomplete");
-	check_refused(pool, g, m, len, "another pool's uuid", other_pool, "belongs to another pool");
-	check_refused(pool, g, m, len, "another region's header", other_region, "is foreign");
-	check_refused(pool, g, m, len, "page counts that do not add up", bad_counts, "inconsistent page counts");
-	check_refused(pool, g, m, len, "a flipped table byte", flipped_table_byte, "leaf table checksum mismatch");
-	check_refused(pool, g, m, len, "a leaf pointing outside the snapshot", leaf_outside, "points nowhere valid");
-	check_refused(pool, g, m, len, "a leaf past the data area", leaf_past_data, "points nowhere valid");
-	check_refused(pool, g, m, len, "a leaf with reserved bits", leaf_reserved_bits, "points nowhere valid");
-	check_refused(pool, g, m, len, "a leaf of an unknown tier", leaf_unknown_tier, "points nowhere valid");
-	check_refused(pool, g, m, len, "two pages sharing a copy", leaf_shared_copy, "points nowhere valid");
+	check_refused(pool, g, m, len, "bad magic", bad_magic, "no snapshot magic", BY_OPEN);
+	check_refused(pool, g, m, len, "unknown version", bad_version, "format version 99", BY_OPEN);
+	check_refused(pool, g, m, len, "a flipped header byte", flipped_header_byte, "header checksum mismatch",
+		      BY_OPEN);
+	check_refused(pool, g, m, len, "no completion marker", incomplete, "incomplete", BY_OPEN);
+	check_refused(pool, g, m, len, "another pool's uuid", other_pool, "belongs to another pool", BY_OPEN);
+	check_refused(pool, g, m, len, "another region's header", other_region, "is foreign", BY_OPEN);
+	check_refused(pool, g, m, len, "page counts that do not add up", bad_counts, "inconsistent page counts",
+		      BY_OPEN);
+	check_refused(pool, g, m, len, "more runs than pages", runs_too_many, "inconsistent layout", BY_OPEN);
+	check_refused(pool, g, m, len, "a flipped run byte", flipped_run_byte, "run table checksum mismatch",
+		      BY_OPEN);
+	const char *run_bad = "is not where the runs before it end";
+	check_refused(pool, g, m, len, "a run pointing outside the snapshot", run_outside, run_bad, BY_OPEN);
+	check_refused(pool, g, m, len, "a run past the data area", run_past_data, run_bad, BY_OPEN);
+	check_refused(pool, g, m, len, "a run with reserved bits", run_reserved_bits, run_bad, BY_OPEN);
+	check_refused(pool, g, m, len, "a run of an unknown tier", run_unknown_tier, run_bad, BY_OPEN);
+	check_refused(pool, g, m, len, "a gap between runs", run_gap, run_bad, BY_OPEN);
+	check_refused(pool, g, m, len, "two zero runs in a row", run_not_maximal, run_bad, BY_OPEN);
+	check_refused(pool, g, m, len, "a flipped table byte", flipped_table_byte, "leaf table checksum mismatch",
+		      BY_VALIDATE);
+	const char *leaf_bad = "is not what its run says";
+	check_refused(pool, g, m, len, "a leaf pointing outside the snapshot", leaf_outside, leaf_bad, BY_VALIDATE);
+	check_refused(pool, g, m, len, "a leaf past the data area", leaf_past_data, leaf_bad, BY_VALIDATE);
+	check_refused(pool, g, m, len, "a leaf with reserved bits", leaf_reserved_bits, leaf_bad, BY_VALIDATE);
+	check_refused(pool, g, m, len, "a leaf of an unknown tier", leaf_unknown_tier, leaf_bad, BY_VALIDATE);
+	check_refused(pool, g, m, len, "two pages sharing a copy", leaf_shared_copy, leaf_bad, BY_VALIDATE);
 
 	SAY("a COLD leaf (nothing makes them yet) validates; page_offset gives it, read_page refuses it");
 	static uint8_t saved[2 * MiB], buf[PAGE];
@@ -450,7 +526,8 @@ static void test_refusals(struct cxlcr_pool *pool)
 	*zero_leaf = CXLCR_LEAF(CXLCR_TIER_COLD, 0x1234000);
 	hdr(m)->pages_zero--;
 	hdr(m)->pages_cold++;
-	reseal_table(m);
+	rebuild_runs(m);
+	CHECK(cxlcr_snapshot_validate(pool, g) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_snapshot_open(pool, g, &s) == 0, "%s", cxlcr_last_error());
 	uint32_t tier;
 	uint64_t offset;
@@ -992,12 +1069,15 @@ static void time_snapshots(struct cxlcr_pool *pool, bool all_touched)
 		CHECK(cxlcr_snapshot_open(pool, info.region_generation, &s) == 0, "%s", cxlcr_last_error());
 		uint64_t open_ns = cxlcr_mono_ns() - t0;
 		cxlcr_snapshot_close(&s);
+		t0 = cxlcr_mono_ns();
+		CHECK(cxlcr_snapshot_validate(pool, info.region_generation) == 0, "%s", cxlcr_last_error());
+		uint64_t validate_ns = cxlcr_mono_ns() - t0;
 		SAY("  snapshot in %.0f ms: finding the non-zero pages %.0f ms (%llu hole pages skipped), "
-		    "copying %.0f ms (%.2f GiB/s); open + validate %.1f ms",
+		    "copying %.0f ms (%.2f GiB/s); open (a fork's check) %.2f ms, validate %.2f ms",
 		    (double)info.total_ns / 1e6, (double)info.scan_ns / 1e6,
 		    (unsigned long long)info.holes_skipped, (double)info.copy_ns / 1e6,
 		    (double)(info.pages_cxl * PAGE) / (1 << 30) / ((double)info.copy_ns / 1e9),
-		    (double)open_ns / 1e6);
+		    (double)open_ns / 1e6, (double)validate_ns / 1e6);
 		CHECK(cxlcr_region_free(pool, info.region_generation) == 0);
 	}
 	drop_arena(pool, &a);
