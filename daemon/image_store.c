@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,7 +18,6 @@
 #include "../common/util.h"
 #include "cli.h"
 #include "container.h"
-#include "exec.h"
 #include "image_store.h"
 
 #define MAX_FILES 4096
@@ -310,13 +310,26 @@ int image_work_dir(const char *what, const char *name, char *out, size_t len)
 	return 0;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *at)
+{
+	remove(path);
+	return 0;
+}
+
+/* rm -rf --one-file-system, in this process: running rm cost ~1.5 ms a
+ * directory, on the critical path of every restore and fork. */
+static void remove_tree(const char *dir)
+{
+	nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 /* Work directories go once done, unless $CXLCR_KEEP_WORK asks to keep
  * them (CRIU's logs, for a closer look). */
 void image_work_dir_remove(const char *dir)
 {
 	const char *keep = getenv("CXLCR_KEEP_WORK");
 	if (!keep || !*keep || !strcmp(keep, "0"))
-		exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
+		remove_tree(dir);
 }
 
 const char *image_store_renamed_pool(const struct cxlcr_pool *pool, struct cxlcr_image_set *meta)
@@ -390,6 +403,6 @@ int image_store_renew(struct cxlcr_pool *pool, const struct cxlcr_region *images
 		if (image_store_find(pool, meta->service, &now, &now_meta) == 0)
 			image_store_reclaim(pool, meta->service, now.generation);
 	}
-	exec_run(30, "rm", "-rf", "--one-file-system", dir, NULL);
+	remove_tree(dir);
 	return rc;
 }
