@@ -239,7 +239,7 @@ _Static_assert(sizeof(struct cxlcr_image_file) == 128, "image file entry layout"
 #define CXLCR_RECORD_FILE_PREFIX   "cxlcr-"
 #define CXLCR_SNAPSHOT_INFO_FILE   "cxlcr-snapshot.txt" /* a fork dump: the snapshot taken, in text */
 #define CXLCR_CHANGED_PAGES_FILE   "cxlcr-changed-pages.img" /* a fork dump: struct cxlcr_changed_pages */
-#define CXLCR_PREFETCH_INFO_FILE   "cxlcr-prefetch.txt" /* a child's restore: what was prefetched */
+#define CXLCR_RESTORE_INFO_FILE    "cxlcr-restore.txt" /* a child's restore: how long it took */
 
 /*
  * The heap pages a parent wrote between its previous snapshot and this one

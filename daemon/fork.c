@@ -54,7 +54,6 @@ struct child_job {
 	pid_t worker;                 /* the process running its criu restore */
 	pid_t pid;                    /* the restored child */
 	double restore_ms;
-	uint64_t prefetched;          /* pages being made the child's own now it runs (prefetch.c) */
 	bool ok;
 };
 
@@ -104,39 +103,44 @@ static void log_prefetch(const struct child_job *job, pid_t pid, uint64_t pages,
 	fclose(f);
 }
 
-/*
- * In a restore worker, once child pid runs: when it ran, for collect(),
- * then its prefetch (prefetch.c) in a process of its own, so that the fork
- * request is answered as soon as every child runs; the child answers
- * meanwhile. A failed prefetch costs the child speed only: it is logged.
- */
-static void note_restored(const struct child_job *job, pid_t pid, uint64_t t0, struct cxlcr_pool *pool,
-			  const struct cxlcr_snapshot *snap)
+/* In a restore worker, once the child runs: how long its restore took,
+ * for collect(). */
+static void note_restored(const struct child_job *job, uint64_t t0)
 {
 	double restored = (double)(cxlcr_mono_ns() - t0) / 1e6;
-	struct prefetch_list list;
-	int have = prefetch_load(job->dir, snap, &list);
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_PREFETCH_INFO_FILE);
+	snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_RESTORE_INFO_FILE);
 	FILE *f = fopen(path, "we");
 	if (f) {
-		fprintf(f, "restored_ms %.3f\npages %" PRIu64 "\n", restored, have > 0 ? list.header.count : 0);
+		fprintf(f, "restored_ms %.3f\n", restored);
 		fclose(f);
 	}
-	if (have <= 0 || fork() != 0)
+}
+
+/*
+ * The prefetch of a running child (prefetch.c), in a process of its own
+ * that outlives the request, started once the request is answered: it
+ * stops the child a batch at a time, and neither the answer nor the child's
+ * first requests should wait for it. A failed prefetch costs the child
+ * speed only: it is logged.
+ */
+static void start_prefetch(const struct child_job *job, const struct prefetch_list *list,
+			   const struct cxlcr_snapshot *snap)
+{
+	if (!list->pages || list->header.count == 0 || fork() != 0)
 		return;
-	/* The prefetcher: nothing of the request's (its socket, the client's
-	 * output) stays open here, only the pool. */
+	/* Nothing of the request's (its socket, the client's output) stays
+	 * open here: the snapshot is mapped already. */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	for (int fd = 0; fd < 3; fd++)
 		dup2(null, fd);
 	for (int fd = 3; fd < 1024; fd++)
-		if (fd != pool->fd)
-			close(fd);
+		close(fd);
 	uint64_t pages = 0;
 	double ms = 0;
-	int rc = prefetch_child(&list, pid, snap, &pages, &ms);
-	log_prefetch(job, pid, pages, ms, rc);
+	/* The child runs on its own first, for as long as its restore took. */
+	int rc = prefetch_child(list, job->pid, snap, (uint64_t)(job->restore_ms * 1e6), &pages, &ms);
+	log_prefetch(job, job->pid, pages, ms, rc);
 	_exit(0);
 }
 
@@ -144,7 +148,7 @@ static void note_restored(const struct child_job *job, pid_t pid, uint64_t t0, s
  * returns when all are done. A worker leaves its error line in its
  * directory. */
 static void restore_all(struct child_job *jobs, unsigned n, const struct pod *pod, const char *renamed,
-			struct cxlcr_pool *pool, const struct cxlcr_snapshot *snap)
+			struct cxlcr_pool *pool)
 {
 	uint64_t t0 = cxlcr_mono_ns();
 	for (unsigned i = 0; i < n; i++) {
@@ -161,7 +165,7 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 							netns, &pid);
 			container_netns_release(jobs[i].link, rc < 0);
 			if (rc == 0)
-				note_restored(&jobs[i], pid, t0, pool, snap);
+				note_restored(&jobs[i], t0);
 			if (rc < 0) {
 				char path[PATH_MAX + 8];
 				snprintf(path, sizeof(path), "%s/error", jobs[i].dir);
@@ -207,14 +211,11 @@ static int collect(struct child_job *job, char *why, size_t len)
 		}
 		fclose(f);
 		job->pid = p;
-		snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_PREFETCH_INFO_FILE);
-		unsigned long long pages = 0;
+		snprintf(path, sizeof(path), "%s/%s", job->dir, CXLCR_RESTORE_INFO_FILE);
 		double restored;
 		if ((f = fopen(path, "re"))) {
-			if (fscanf(f, "restored_ms %lf pages %llu", &restored, &pages) == 2) {
+			if (fscanf(f, "restored_ms %lf", &restored) == 1)
 				job->restore_ms = restored;
-				job->prefetched = pages;
-			}
 			fclose(f);
 		}
 		return 0;
@@ -261,6 +262,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	int rc = -1;
 	struct child_job *jobs = calloc(n, sizeof(*jobs));
 	struct cxlcr_snapshot snap = { 0 };
+	struct prefetch_list list = { 0 };
 	char src[PATH_MAX] = "";
 	if (!jobs) {
 		cxlcr_error("out of memory");
@@ -288,7 +290,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 			goto undo;
 		}
 	}
-	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, &snap);
+	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
 		char one[CXLCR_ERROR_MAX];
@@ -302,22 +304,34 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	for (unsigned i = 0; i < n; i++)
 		cxlcr_region_set_owner(pool, jobs[i].region.generation, jobs[i].pid, this_host(), command);
 	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	/* The pages the parent changed before its snapshot, the same list for
+	 * every child (it came with the dump). */
+	int have_list = prefetch_load(src, &snap, &list);
+	if (have_list < 0)
+		log_prefetch(&jobs[0], jobs[0].pid, 0, 0, -1);
+	uint64_t prefetched = have_list > 0 ? list.header.count : 0;
 	for (unsigned i = 0; i < n; i++) {
 		char ip[16];
 		ip_string(jobs[i].ip, ip);
 		if (porcelain)
 			printf("child %s %s %s %d %.3f %" PRIu64 "\n", jobs[i].name, this_host(), ip,
-			       (int)jobs[i].pid, jobs[i].restore_ms, jobs[i].prefetched);
+			       (int)jobs[i].pid, jobs[i].restore_ms, prefetched);
 		else
 			printf("%s on %s: %s, pid %d, restored in %.1f ms (%" PRIu64
 			       " changed pages being prefetched)\n",
-			       jobs[i].name, this_host(), ip, (int)jobs[i].pid, jobs[i].restore_ms,
-			       jobs[i].prefetched);
-		image_work_dir_remove(jobs[i].dir);
+			       jobs[i].name, this_host(), ip, (int)jobs[i].pid, jobs[i].restore_ms, prefetched);
 	}
 	if (porcelain)
 		printf("restore_ms %.3f\nimage_bytes %" PRIu64 "\nsnapshot %s\n", total, meta.payload_bytes,
 		       snap.header.name);
+	/* The children run: the caller has its answer before their prefetch
+	 * starts and before the clean-up (work directories, the borrow, the
+	 * reap). */
+	rpc_reply_now(EXIT_OK);
+	for (unsigned i = 0; i < n; i++)
+		start_prefetch(&jobs[i], &list, &snap);
+	for (unsigned i = 0; i < n; i++)
+		image_work_dir_remove(jobs[i].dir);
 	rc = 0;
 	goto out;
 undo:
@@ -332,6 +346,7 @@ out:
 	cxlcr_catalog_reap(pool, NULL);
 	if (src[0])
 		image_work_dir_remove(src);
+	free(list.pages);
 	free(jobs);
 	return rc;
 }

@@ -65,10 +65,9 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep);
 
 /* prefetch.c: the pages a child's parent changed between its last two
  * snapshots (CXLCR_CHANGED_PAGES_FILE of the image set in dir): load
- * returns 1 with the list, 0 if there is none, -1; prefetch_child() then
- * makes them the running child's own, stopping it for one short batch at
- * a time (0, or -1). */
-struct cxlcr_pool;
+ * returns 1 with the list, 0 if there is none, -1; prefetch_child() then,
+ * once the child has run on its own for head_start_ns, makes them the
+ * child's own, stopping it for one short batch at a time (0, or -1). */
 struct cxlcr_snapshot;
 struct prefetch_list {
 	struct cxlcr_changed_pages header;
@@ -76,7 +75,7 @@ struct prefetch_list {
 };
 int prefetch_load(const char *dir, const struct cxlcr_snapshot *snapshot, struct prefetch_list *list);
 int prefetch_child(const struct prefetch_list *list, pid_t pid, const struct cxlcr_snapshot *snapshot,
-		   uint64_t *pages_done, double *ms);
+		   uint64_t head_start_ns, uint64_t *pages_done, double *ms);
 
 /* cmd_snapshot.c: the parent's side. */
 struct snapshot_result {

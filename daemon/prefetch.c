@@ -4,18 +4,29 @@
  * The pages its parent changed between its last two snapshots are likely
  * to be written by the child too (the CXLfork observation): each is made
  * the child's own up front, rather than by one copy-on-write fault at a
- * time while it serves. The child runs meanwhile: its threads are stopped
- * under ptrace for one short batch of pages at a time (PTRACE_INTERRUPT,
- * which, unlike SIGSTOP, neither the service nor its system calls notice),
- * and a page it has written since it resumed (an anonymous page now, as
- * /proc/PID/pagemap says) is left alone: the others still hold what the
- * snapshot holds, and are written from it, one copy-on-write fault per
- * page; no write of the child's can land between that check and the write.
+ * time while it serves.
+ *
+ * The child runs meanwhile: its threads are stopped under ptrace for one
+ * short batch of pages at a time (PTRACE_INTERRUPT, which, unlike SIGSTOP,
+ * neither the service nor its system calls notice), and a page it has
+ * written since it resumed (an anonymous page now, as /proc/PID/pagemap
+ * says) is left alone: the others still hold what the snapshot holds, and
+ * are written from it, one copy-on-write fault per page; no write of the
+ * child's can land between that check and the write.
+ *
+ * A batch stops the requests the child is serving, so the prefetch gives
+ * way: it starts once the fork request is answered and the child has run
+ * on its own for as long as its restore took (the requests that waited
+ * for the child come first: a 2 GiB child's first answer came ~1 ms later
+ * when the prefetch started at once), the child runs at least as long as
+ * a batch stopped it before the next, and a batch starts only on a CPU
+ * nobody else wants.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +124,24 @@ static void cont_all(const struct tracees *t)
 		ptrace(PTRACE_CONT, t->tid[i], 0, 0);
 }
 
+/* Between batches the prefetcher takes only CPU time nobody else wants
+ * (SCHED_IDLE), so a batch starts when the child and whoever asked for it
+ * leave a CPU idle; during a batch, while the child is stopped, it runs
+ * like anyone else, so that it does not keep the child stopped on a busy
+ * host. */
+static void pause_for(uint64_t ns)
+{
+	struct timespec pause = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+	while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+		;
+}
+
+static void run_idle(bool idle)
+{
+	struct sched_param p = { 0 };
+	sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &p);
+}
+
 /* Has the child made the page at addr its own already (a write since it
  * resumed)? Then its page is anonymous: present, and not a file page
  * (/proc/PID/pagemap bits 63 and 61). Overwriting it from the snapshot
@@ -206,14 +235,14 @@ int prefetch_load(const char *dir, const struct cxlcr_snapshot *snapshot, struct
 }
 
 int prefetch_child(const struct prefetch_list *list, pid_t pid, const struct cxlcr_snapshot *snapshot,
-		   uint64_t *pages_done, double *ms)
+		   uint64_t head_start_ns, uint64_t *pages_done, double *ms)
 {
 	const struct cxlcr_changed_pages h = list->header;
 	const uint64_t *pages = list->pages;
 	*pages_done = 0;
 	*ms = 0;
 	int rc;
-	uint64_t t0 = cxlcr_mono_ns(), run = 0;
+	uint64_t t0, run = 0;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
 	int pagemap = open(path, O_RDONLY | O_CLOEXEC);
@@ -223,23 +252,28 @@ int prefetch_child(const struct prefetch_list *list, pid_t pid, const struct cxl
 	t.pid = pid;
 	t.n = 0;
 	rc = 0;
+	run_idle(true);
+	/* The requests that waited for the child (a platform's first call of
+	 * a function it scaled out) come first: each batch would stop them. */
+	pause_for(head_start_ns);
+	t0 = cxlcr_mono_ns();
 	for (uint64_t at = 0; at < h.count && rc == 0; at += BATCH_PAGES) {
 		uint64_t to = at + BATCH_PAGES < h.count ? at + BATCH_PAGES : h.count;
+		run_idle(false);
 		uint64_t stopped = cxlcr_mono_ns();
 		rc = stop_all(&t);
 		if (rc == 0)
 			rc = write_batch(pid, pagemap, &h, pages, at, to, snapshot, &run, pages_done);
 		cont_all(&t);
+		run_idle(true);
 		/* The child runs at least as long as it was stopped before the
 		 * next batch: stopped back to back, it would be stopped for the
 		 * whole prefetch (~60 ms for 10,000 pages), and a request that
 		 * reaches it meanwhile would wait for all of it. */
-		uint64_t took = cxlcr_mono_ns() - stopped;
-		if (to < h.count) {
-			struct timespec pause = { (time_t)(took / 1000000000u), (long)(took % 1000000000u) };
-			nanosleep(&pause, NULL);
-		}
+		if (to < h.count)
+			pause_for(cxlcr_mono_ns() - stopped);
 	}
+	run_idle(false);
 	if (t.n && stop_all(&t) == 0)
 		for (int i = 0; i < t.n; i++)
 			ptrace(PTRACE_DETACH, t.tid[i], 0, 0);

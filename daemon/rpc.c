@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,25 @@ int rpc_check_peer(int conn)
 	return 0;
 }
 
+/* The connection being served by this worker, until it has its answer. */
+static int serving = -1;
+
+void rpc_reply_now(int status)
+{
+	if (serving < 0)
+		return;
+	fflush(NULL);
+	int32_t s = status;
+	write_all(serving, &s, sizeof(s));
+	serving = -1;
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 1);
+		dup2(null, 2);
+		close(null);
+	}
+}
+
 int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 {
 	struct rpc_request req;
@@ -190,9 +210,9 @@ int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 	dup2(fds[1], 2);
 	close(fds[0]);
 	close(fds[1]);
+	serving = conn;
 	int32_t status = dispatch((int)req.argc, argv);
-	fflush(NULL);
-	write_all(conn, &status, sizeof(status));
+	rpc_reply_now(status);
 	return status;
 }
 

@@ -32,6 +32,11 @@ int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t 
  * (in a worker process) with dispatch. Returns the verb's exit status. */
 int rpc_listen(const char *path);
 int rpc_serve(int conn, int (*dispatch)(int argc, char **argv));
+/* A verb whose answer is complete before its work is (clean-up, say)
+ * hands the caller its exit status now, so that nobody waits for the rest:
+ * what it writes afterwards goes nowhere, and the status it returns is not
+ * sent again. Outside a daemon's worker it does nothing. */
+void rpc_reply_now(int status);
 /* Only root, or the user the daemon runs as, may drive it (SO_PEERCRED of
  * a Unix socket connection): 0, or -1 with cxlcr_last_error(). The fork
  * API's Unix socket is guarded the same way. */
