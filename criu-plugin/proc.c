@@ -62,20 +62,21 @@ static uint32_t prot_of(const char *perms)
 }
 
 /*
- * Is this mapping of the pool? The file behind it is reached through
- * map_files, which names the mapped object itself (a devdax device keeps
- * its st_rdev there). Without access to map_files, a pool file can still
- * be recognised by the device and inode that maps shows.
+ * Is this mapping of the pool? A pool file is recognised by the device and
+ * inode that maps shows. A devdax device is not (maps shows the device
+ * node's inode): the mapped object is reached through map_files, which
+ * keeps its st_rdev. A stat of map_files costs a lookup of the VMA, and a
+ * fork child has hundreds of pool VMAs: only devdax pays it.
  */
 static bool maps_pool(pid_t pid, const struct maps_line *m, const struct pool_id *id)
 {
+	if (!id->devdax)
+		return makedev(m->dev_major, m->dev_minor) == id->dev && m->inode == id->ino;
 	char path[96];
 	struct stat st;
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
 		 m->end);
-	if (stat(path, &st) == 0)
-		return pool_id_match(id, &st);
-	return !id->devdax && makedev(m->dev_major, m->dev_minor) == id->dev && m->inode == id->ino;
+	return stat(path, &st) == 0 && pool_id_match(id, &st);
 }
 
 /* Appends one piece, merging it into the previous one when it continues
