@@ -35,22 +35,22 @@ $(O)/preload/%.o: preload/%.c preload/*.h common/*.h | $(O)/preload
 $(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tests/%: tests/%.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
-	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldaxctl -lpthread
+	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldl -lpthread
 
 $(O)/libcxlcr-common.a: $(COMMON_SRC:%.c=$(O)/%.o)
 	ar rcs $@ $^
 
 # The preload carries its own copy of the common code: it must not depend
-# on anything but libc, libdaxctl and (loaded at run time) mimalloc.
+# on anything but libc (libdaxctl and mimalloc are loaded at run time).
 $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) preload/exports.map
-	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldaxctl -ldl -lpthread -Wl,-z,defs -Wl,-z,now \
+	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldl -lpthread -Wl,-z,defs -Wl,-z,now \
 		-Wl,--version-script=preload/exports.map
 
 # The command line and the per-host daemon share all the verb code.
 $(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl -lprotobuf-c
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
 $(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldaxctl -lprotobuf-c
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
 
 # A pipelined Memcached load client for the benchmark, and the paced
 # one-request-at-a-time client of the continuity measurements.
@@ -103,14 +103,14 @@ plugin: $(O)/cxlcr_criu.so $(O)/criu/cxlcr_criu.so $(O)/tests/criu_plugin_test
 $(O)/criu-plugin/%.o: criu-plugin/%.c criu-plugin/*.h common/*.h | $(O)/criu-plugin
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/cxlcr_criu.so: $(PLUGIN_OBJS) $(POOL_SRC:%.c=$(O)/%.o) criu-plugin/exports.map
-	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldaxctl -Wl,-z,now \
+	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(filter %.o,$^) -ldl -Wl,-z,now \
 		-Wl,--version-script=criu-plugin/exports.map
 $(O)/criu/cxlcr_criu.so: $(O)/cxlcr_criu.so | $(O)/criu
 	ln -sf ../cxlcr_criu.so $@
 $(O)/tests/criu_plugin_test: tests/criu_plugin_test.c tests/*.h criu-plugin/*.h common/*.h \
 		$(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -o $@ $< $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
-		$(O)/libcxlcr-common.a -ldaxctl -lpthread
+		$(O)/libcxlcr-common.a -ldl -lpthread
 $(O)/criu-plugin $(O)/criu:
 	mkdir -p $@
 
@@ -149,11 +149,11 @@ $(O)/rebase/%.o: rebase/%.c rebase/*.h common/*.h $(REBASE_GEN:.c=.h) | $(O)/reb
 $(O)/librebase.a: $(REBASE_OBJS)
 	ar rcs $@ $^
 $(O)/cxlcr-rebase: $(O)/rebase/cli.o $(O)/librebase.a $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -lprotobuf-c -ldaxctl
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -lprotobuf-c -ldl
 $(O)/tests/rebase_test: tests/rebase_test.c tests/*.h rebase/*.h common/*.h $(O)/librebase.a \
 		$(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -I$(O)/rebase/gen -o $@ $< $(O)/librebase.a $(O)/libcxlcr-common.a \
-		-lprotobuf-c -ldaxctl -lpthread
+		-lprotobuf-c -ldl -lpthread
 $(O)/rebase/gen:
 	mkdir -p $@
 .SECONDARY: $(REBASE_GEN) $(REBASE_GEN:.c=.h)

@@ -1,31 +1,83 @@
-/* Finding and sizing devdax devices with libdaxctl. */
+/*
+ * Finding and sizing devdax devices with libdaxctl.
+ *
+ * libdaxctl is loaded when a pool turns out to be a character device, not
+ * linked: it brings libkmod, libcrypto, libzstd and liblzma along, ~1 ms of
+ * loading in every process that opens a pool (each service the preload
+ * starts, each criu run the plugin is loaded into, each cxlcr command),
+ * and a pool file never needs it.
+ */
 #include <daxctl/libdaxctl.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 
 #include "devdax.h"
 #include "error.h"
 
+#define LIBDAXCTL "libdaxctl.so.1"
+
+/* The functions of libdaxctl used here, as they are declared there. */
+static struct {
+	bool loaded;
+	__typeof__(daxctl_new) *new_ctx;
+	__typeof__(daxctl_unref) *unref;
+	__typeof__(daxctl_region_get_first) *region_first;
+	__typeof__(daxctl_region_get_next) *region_next;
+	__typeof__(daxctl_dev_get_first) *dev_first;
+	__typeof__(daxctl_dev_get_next) *dev_next;
+	__typeof__(daxctl_dev_get_major) *dev_major;
+	__typeof__(daxctl_dev_get_minor) *dev_minor;
+	__typeof__(daxctl_dev_get_size) *dev_size;
+} dax;
+
+static int load_libdaxctl(const char *path)
+{
+	if (dax.loaded)
+		return 0;
+	void *lib = dlopen(LIBDAXCTL, RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return cxlcr_error("pool %s is a character device, and %s cannot be loaded: %s", path,
+				   LIBDAXCTL, dlerror());
+	dax.new_ctx = dlsym(lib, "daxctl_new");
+	dax.unref = dlsym(lib, "daxctl_unref");
+	dax.region_first = dlsym(lib, "daxctl_region_get_first");
+	dax.region_next = dlsym(lib, "daxctl_region_get_next");
+	dax.dev_first = dlsym(lib, "daxctl_dev_get_first");
+	dax.dev_next = dlsym(lib, "daxctl_dev_get_next");
+	dax.dev_major = dlsym(lib, "daxctl_dev_get_major");
+	dax.dev_minor = dlsym(lib, "daxctl_dev_get_minor");
+	dax.dev_size = dlsym(lib, "daxctl_dev_get_size");
+	if (!dax.new_ctx || !dax.unref || !dax.region_first || !dax.region_next || !dax.dev_first ||
+	    !dax.dev_next || !dax.dev_major || !dax.dev_minor || !dax.dev_size) {
+		dlclose(lib);
+		return cxlcr_error("pool %s: %s lacks a function cxlcr needs", path, LIBDAXCTL);
+	}
+	dax.loaded = true;
+	return 0;
+}
+
 int cxlcr_devdax_size(dev_t rdev, const char *path, uint64_t *size)
 {
+	if (load_libdaxctl(path) < 0)
+		return -1;
 	struct daxctl_ctx *ctx;
-	struct daxctl_region *region;
-	struct daxctl_dev *dev;
-	int rc = daxctl_new(&ctx);
+	int rc = dax.new_ctx(&ctx);
 	if (rc < 0)
 		return cxlcr_error("pool %s: libdaxctl: %s", path, strerror(-rc));
 	rc = cxlcr_error("pool %s: character device %u:%u is not a devdax device", path,
 			 major(rdev), minor(rdev));
-	daxctl_region_foreach(ctx, region) {
-		daxctl_dev_foreach(region, dev) {
-			if ((unsigned)daxctl_dev_get_major(dev) == major(rdev) &&
-			    (unsigned)daxctl_dev_get_minor(dev) == minor(rdev)) {
-				*size = daxctl_dev_get_size(dev);
+	for (struct daxctl_region *region = dax.region_first(ctx); region; region = dax.region_next(region)) {
+		for (struct daxctl_dev *dev = dax.dev_first(region); dev; dev = dax.dev_next(dev)) {
+			if ((unsigned)dax.dev_major(dev) == major(rdev) &&
+			    (unsigned)dax.dev_minor(dev) == minor(rdev)) {
+				*size = dax.dev_size(dev);
 				rc = 0;
 			}
 		}
 	}
-	daxctl_unref(ctx);
+	dax.unref(ctx);
 	return rc;
 }

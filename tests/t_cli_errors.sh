@@ -76,6 +76,14 @@ expect nonzero "ps without a pool" -- env CXLCR_POOL="$missing" "$CXLCR" ps
 stderr_has 'cxlcr pool format' "ps without a pool"
 ok "a missing pool is reported with 'run cxlcr pool format'"
 
+# --- a character device that is no devdax device (asked of libdaxctl) ------------------
+expect nonzero "format of /dev/zero" -- "$CXLCR" pool format --device /dev/zero --size 1G
+stderr_has '/dev/zero: character device 1:5 is not a devdax device' "format of /dev/zero"
+one_line_stderr "format of /dev/zero"
+expect nonzero "ps with /dev/null as pool" -- env CXLCR_POOL=/dev/null "$CXLCR" ps
+stderr_has 'is not a devdax device' "ps with /dev/null as pool"
+ok "a character device that libdaxctl does not know is refused as a pool"
+
 # --- a command that cannot run -----------------------------------------------------
 expect nonzero "run of a missing command" -- "$CXLCR" run --name nocmd --arena 64M \
 	--log "$POOL_DIR/nocmd.log" -- "$POOL_DIR/no-such-command" "$MARK"
