@@ -20,14 +20,15 @@
 #      snapshot at once: request to the last child's first answer, and
 #      each child's own figures
 #
-# Each measurement is repeated BENCH_REPEAT times (default 3); medians are
+# Each measurement is repeated BENCH_REPEAT times (default 5: single forks
+# vary by up to +-2 ms on 2 CPUs); medians are
 # reported. Prints a table
 # and writes bench/out/fork.csv (figure,size_bytes,metric,median,unit,
 # rounds,values), fork.jsonl (every round), fork.txt and fork.png.
 #
-#   bench/fork.sh                          ~6 minutes on 2 CPUs
+#   bench/fork.sh                          ~2 minutes on 2 CPUs
 #   BENCH_QUICK=1 bench/fork.sh            16M 64M 128M, mid 64M (~1 minute)
-#   BENCH_FORK_SIZES="64M 1G" BENCH_FORK_MID=256M BENCH_REPEAT=5 bench/fork.sh
+#   BENCH_FORK_SIZES="64M 1G" BENCH_FORK_MID=256M BENCH_REPEAT=3 bench/fork.sh
 #
 # Needs root, CRIU (>= 4.2), redis-server, gcc, gnuplot for the plot.
 set -euo pipefail
@@ -72,7 +73,7 @@ bench_sizes BENCH_FORK_SIZES "$SIZES_ARG"
 MID=$(python3 "$HELP" size "$MID_ARG") || die "BENCH_FORK_MID: $MID_ARG"
 # Every parent to start, smallest first: the sizes of (a) and the mid one.
 mapfile -t PARENTS < <(printf '%s\n' "${SIZES[@]}" "$MID" | sort -n -u)
-REPEAT=${BENCH_REPEAT:-3}
+REPEAT=${BENCH_REPEAT:-5}
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT: a number of rounds, at least 1"
 CHILDREN=${BENCH_FORK_CHILDREN:-8}
 if ! [[ $CHILDREN =~ ^[1-9][0-9]?$ ]] || [ "$CHILDREN" -gt 64 ]; then die "BENCH_FORK_CHILDREN: 1 to 64"; fi
