@@ -562,8 +562,8 @@ static int check_runs(struct cxlcr_snapshot *s)
 			   (tier == CXLCR_TIER_COLD && run->pages > (~0ull - offset) / PAGE) ||
 			   (r && leaf == run_end_leaf(&s->runs[r - 1])); /* not maximal */
 		if (bad)
-			return cxlcr_error("snapshot '%s' is corrupt (run %llu, pages %llu+%llu at %#llx, is not "
-					   "where the runs before it end)",
+			return cxlcr_error("snapshot '%s' is corrupt (run %llu, pages %llu+%llu with leaf %#llx, "
+					   "is out of place)",
 					   name, (unsigned long long)r, (unsigned long long)run->first_page,
 					   (unsigned long long)run->pages, (unsigned long long)leaf);
 		if (tier == CXLCR_TIER_CXL)

@@ -503,7 +503,7 @@ static void test_refusals(struct cxlcr_pool *pool)
 	check_refused(pool, g, m, len, "more runs than pages", runs_too_many, "inconsistent layout", BY_OPEN);
 	check_refused(pool, g, m, len, "a flipped run byte", flipped_run_byte, "run table checksum mismatch",
 		      BY_OPEN);
-	const char *run_bad = "is not where the runs before it end";
+	const char *run_bad = "is out of place";
 	check_refused(pool, g, m, len, "a run pointing outside the snapshot", run_outside, run_bad, BY_OPEN);
 	check_refused(pool, g, m, len, "a run past the data area", run_past_data, run_bad, BY_OPEN);
 	check_refused(pool, g, m, len, "a run with reserved bits", run_reserved_bits, run_bad, BY_OPEN);
