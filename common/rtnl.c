@@ -171,7 +171,8 @@ int cxlcr_netns_create(const char *name)
 	return fd;
 }
 
-int cxlcr_rtnl_link_index(int sk, const char *name)
+/* The index and flags (IFF_*) of link `name`: its index, or -1. */
+static int link_info(int sk, const char *name, unsigned *flags)
 {
 	struct rtnl_req r, reply;
 	req_init(&r, RTM_GETLINK, 0, sizeof(struct ifinfomsg));
@@ -184,7 +185,22 @@ int cxlcr_rtnl_link_index(int sk, const char *name)
 	const struct ifinfomsg *ifi = NLMSG_DATA(&reply.h);
 	if (reply.h.nlmsg_type != RTM_NEWLINK || ifi->ifi_index <= 0)
 		return cxlcr_error("link %s: no answer", name);
+	if (flags)
+		*flags = ifi->ifi_flags;
 	return ifi->ifi_index;
+}
+
+int cxlcr_rtnl_link_index(int sk, const char *name)
+{
+	return link_info(sk, name, NULL);
+}
+
+int cxlcr_rtnl_link_running(int sk, const char *name)
+{
+	unsigned flags = 0;
+	if (link_info(sk, name, &flags) < 0)
+		return -1;
+	return (flags & IFF_UP) && (flags & IFF_RUNNING) ? 1 : 0;
 }
 
 int cxlcr_rtnl_link_set(int sk, const char *name, int master, bool up)

@@ -49,6 +49,11 @@ int cxlcr_rtnl_addr_add(int sk, const char *name, uint32_t ip, int prefix);
  * would otherwise ask again only after retrans_time (1 s). */
 int cxlcr_rtnl_neigh_flush_unresolved(int sk);
 
+/* Is link `name` up and running (IFF_RUNNING: the kernel has seen its
+ * carrier come on and made it able to send, which it does a little after
+ * the carrier, from a work queue)? 1, 0, or -1. */
+int cxlcr_rtnl_link_running(int sk, const char *name);
+
 /* A new network namespace named `name` as `ip netns` names them
  * (/run/netns/NAME, a bind mount of it); returns an fd of it. */
 int cxlcr_netns_create(const char *name);
@@ -60,6 +65,7 @@ int cxlcr_netns_create(const char *name);
  * bridge once the tasks are frozen (dump), and puts it on, up, once the
  * restored tasks own their arena and are about to run (restore).
  */
+#define CXLCR_SERVICE_IFNAME     "eth0"   /* the service's end of its link */
 #define CXLCR_NETLOCK_FD_ENV     "CXLCR_NETLOCK_FD"
 #define CXLCR_NETLOCK_LINK_ENV   "CXLCR_NETLOCK_LINK"
 #define CXLCR_NETLOCK_BRIDGE_ENV "CXLCR_NETLOCK_BRIDGE"

@@ -185,9 +185,13 @@ static int cxlcr_resume_devices_late(int pid)
 	if (rc >= 0 && !netlock_done) {
 		/* The root task comes first: the service is reachable once it
 		 * owns its arena, before any task runs. */
-		rc = netlock_release();
+		int flushed;
+		bool late;
+		rc = netlock_release(&flushed, &late);
+		if (late)
+			pr_warn("the service's link was not running yet when the network lock was released\n");
 		if (rc > 0)
-			pr_info("network lock released\n");
+			pr_info("network lock released (%d unresolved neighbour entries flushed)\n", flushed);
 		netlock_done = true;
 	}
 	if (rc >= 0)

@@ -75,9 +75,11 @@ int dump_remove_old_records(int dirfd);
 
 /* netlock.c: take the service's link off the pod bridge (dump), put it
  * back on (restore). 1 when done, 0 when there is no lock to take (CRIU
- * not run by a cxlcr daemon), -1 on error. */
+ * not run by a cxlcr daemon), -1 on error. A release says how many
+ * unresolved neighbour entries it flushed, and whether the link was still
+ * not running when it gave up waiting for it (late). */
 int netlock_take(void);
-int netlock_release(void);
+int netlock_release(int *flushed, bool *late);
 
 /* restore.c */
 int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec);

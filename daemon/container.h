@@ -11,9 +11,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../common/rtnl.h"
 #include "pod.h"
 
-#define SERVICE_IFNAME   "eth0"
+#define SERVICE_IFNAME   CXLCR_SERVICE_IFNAME
 
 /* "10.78.1.7" for an address in host order. */
 const char *ip_string(uint32_t ip, char buf[16]);
