@@ -177,15 +177,19 @@ int restore_take_over(int dirfd, pid_t pid, const char *pool_path)
 	struct cxlcr_pool pool;
 	struct pool_id id;
 	struct pool_mapping *maps = NULL;
-	size_t nmaps;
+	size_t nmaps = 0;
+	bool arenas = false;
+	for (ssize_t i = 0; i < n; i++)
+		arenas |= !(recs[i].flags & CXLCR_RECORD_F_FORK);
 	if (cxlcr_pool_open(&pool, pool_path) < 0)
 		goto out;
-	if (pool_id_of(&pool, &id) < 0 || proc_pool_mappings(pid, &id, &maps, &nmaps) < 0)
-		goto close;
 	/* Everything is checked before anything is taken. A fork child's view
-	 * of a snapshot is many private mappings (rebase/): its snapshot was
-	 * checked whole by restore_precheck(), and is borrowed rather than
-	 * taken over (the borrow fails if the catalog no longer holds it). */
+	 * of a snapshot is many private mappings (rebase/, hundreds for a
+	 * large heap, whose maps are not read): its snapshot was checked by
+	 * restore_precheck(), and is borrowed rather than taken over (the
+	 * borrow fails if the catalog no longer holds it). */
+	if (arenas && (pool_id_of(&pool, &id) < 0 || proc_pool_mappings(pid, &id, &maps, &nmaps) < 0))
+		goto close;
 	for (ssize_t i = 0; i < n; i++) {
 		if (!(recs[i].flags & CXLCR_RECORD_F_FORK) &&
 		    (restore_check_record(&pool, &recs[i]) < 0 || check_mapped(maps, nmaps, pid, &recs[i]) < 0))
