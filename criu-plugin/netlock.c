@@ -68,8 +68,9 @@ int netlock_take(void)
 #define RUNNING_POLL_NS   (50 * 1000ull)
 
 /* Waits until the service's link runs at the host's end (host_sk) and at
- * its own (here). 1 when both do, 0 when they did not in time (the lock is
- * released anyway: a late start costs an ARP retry, not the service). */
+ * its own (here). 1 when both do, 0 when they did not in time or cannot be
+ * asked (the lock is released anyway: a late start costs an ARP retry, not
+ * the service). */
 static int wait_running(int host_sk, const char *link, int here)
 {
 	uint64_t give_up = cxlcr_mono_ns() + RUNNING_WAIT_NS;
@@ -77,7 +78,7 @@ static int wait_running(int host_sk, const char *link, int here)
 		int host = cxlcr_rtnl_link_running(host_sk, link);
 		int own = host == 1 ? cxlcr_rtnl_link_running(here, CXLCR_SERVICE_IFNAME) : 0;
 		if (host < 0 || own < 0)
-			return -1;
+			return 0;
 		if (host && own)
 			return 1;
 		if (cxlcr_mono_ns() > give_up)
