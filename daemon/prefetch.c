@@ -124,11 +124,7 @@ static void cont_all(const struct tracees *t)
 		ptrace(PTRACE_CONT, t->tid[i], 0, 0);
 }
 
-/* Between batches the prefetcher takes only CPU time nobody else wants
- * (SCHED_IDLE), so a batch starts when the child and whoever asked for it
- * leave a CPU idle; during a batch, while the child is stopped, it runs
- * like anyone else, so that it does not keep the child stopped on a busy
- * host. */
+/* Lets the child run undisturbed for ns. */
 static void pause_for(uint64_t ns)
 {
 	struct timespec pause = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
@@ -136,6 +132,11 @@ static void pause_for(uint64_t ns)
 		;
 }
 
+/* Between batches the prefetcher takes only CPU time nobody else wants
+ * (SCHED_IDLE), so a batch starts when the child and whoever asked for it
+ * leave a CPU idle; during a batch, while the child is stopped, it runs
+ * like anyone else, so that it does not keep the child stopped on a busy
+ * host. */
 static void run_idle(bool idle)
 {
 	struct sched_param p = { 0 };
