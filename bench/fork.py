@@ -226,6 +226,7 @@ def cmd_report(a):
     mid = int(a.mid)
     rows = figures(rounds, sizes, mid, a.children)
     table = {(f, s, m): median(v) for f, s, m, v, _ in rows}
+    spread = {(f, s, m): (min(v), max(v)) for f, s, m, v, _ in rows if v}
     n = max([len(v) for f, s, m, v, _ in rows if f == "a"] or [0])
     lines = []
     say = lines.append
@@ -235,13 +236,16 @@ def cmd_report(a):
         say(a.header)
     say("")
     say("a. Fork latency: fork request -> the child's first answer (GET), from an existing snapshot")
-    say("   %-9s %10s %13s %10s %10s %8s | %9s %8s %8s" % (
-        "heap", "arena_used", "first answer", "API reply", "restore", "changed", "snapshot", "frozen", "copy"))
+    say("   %-9s %10s %13s %13s %10s %10s %8s | %9s %8s %8s" % (
+        "heap", "arena_used", "first answer", "(rounds)", "API reply", "restore", "changed", "snapshot", "frozen",
+        "copy"))
     a_sizes = sorted(s for (f, s, m) in table if f == "a" and m == "first_answer_ms")
     for s in a_sizes:
         g = lambda m: table[("a", s, m)]  # noqa: E731
-        say("   %-9s %6.0f MiB %10.1f ms %7.1f ms %7.1f ms %8d | %6.0f ms %5.0f ms %5.0f ms" % (
-            human(s), g("parent_arena_used") / MIB, g("first_answer_ms"), g("api_reply_ms"),
+        lo_ms, hi_ms = spread[("a", s, "first_answer_ms")]
+        say("   %-9s %6.0f MiB %10.1f ms %13s %7.1f ms %7.1f ms %8d | %6.0f ms %5.0f ms %5.0f ms" % (
+            human(s), g("parent_arena_used") / MIB, g("first_answer_ms"), "%.1f..%.1f" % (lo_ms, hi_ms),
+            g("api_reply_ms"),
             g("child_restore_ms"), table.get(("a", s, "pages_changed"), 0), g("snapshot_total_ms"),
             g("snapshot_freeze_ms"), g("snapshot_copy_ms")))
     summary = {}
