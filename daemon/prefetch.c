@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -40,7 +39,6 @@
 #include <unistd.h>
 
 #include "../common/error.h"
-#include "../common/pool.h"
 #include "../common/snapshot.h"
 #include "../common/util.h"
 #include "fork.h"
