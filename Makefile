@@ -63,7 +63,7 @@ $(O)/common $(O)/preload $(O)/daemon $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:
-	@scripts/install-deps.sh
+	@CRIU_PROTO_DIR=$(CRIU_PROTO_DIR) scripts/install-deps.sh
 
 # The sanitizer build: UBSan everywhere (ASan cannot run under a malloc
 # interposer, so it checks the pool code and the command line only).
@@ -72,13 +72,20 @@ sanitize:
 	$(MAKE) O=build/asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
 		build/asan/cxlcr build/asan/tests/pool_test build/asan/tests/snapshot_test
 
-test: deps all sanitize
+# `deps` may create what the build's rules depend on (CRIU's image
+# definitions in $(CRIU_PROTO_DIR)); make reads a directory once, so a rule
+# looked at before deps ran would still find it missing. The build therefore
+# runs in a make of its own, started after deps.
+test: deps
+	@$(MAKE) --no-print-directory all sanitize
 	@tests/run.sh
 
-demo: deps all
+demo: deps
+	@$(MAKE) --no-print-directory all
 	@demos/redis/run.sh
 
-bench: deps all $(O)/bench/mcload $(O)/bench/loadclient
+bench: deps
+	@$(MAKE) --no-print-directory all $(O)/bench/mcload $(O)/bench/loadclient
 	@bench/run.sh
 
 clean:

@@ -74,8 +74,11 @@ version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ];
 
 # CRIU's image definitions (images/*.proto): rebase/ reads and writes CRIU
 # images with protobuf-c code generated from them at build time. They come
-# from the same source package as the CRIU that is installed.
-CRIU_PROTO_DIR=$CRIU_PREFIX/share/cxlcr/criu-images
+# from the same source package as the CRIU that is installed. The build may
+# name another directory (make CRIU_PROTO_DIR=...); a matching copy in the
+# default one is then copied rather than fetched again.
+CRIU_PROTO_DEFAULT=$CRIU_PREFIX/share/cxlcr/criu-images
+CRIU_PROTO_DIR=${CRIU_PROTO_DIR:-$CRIU_PROTO_DEFAULT}
 
 have=$(criu_version "$CRIU_PREFIX/sbin/criu" || true)
 want_build="RUNDIR=$CRIU_RUNDIR"
@@ -87,6 +90,13 @@ fi
 need_protos=1
 [ -f "$CRIU_PROTO_DIR/VERSION" ] && [ "$(cat "$CRIU_PROTO_DIR/VERSION")" = "$have" ] && need_protos=0
 [ $need_build = 0 ] && [ $need_protos = 0 ] && exit 0
+if [ $need_build = 0 ] && [ "$CRIU_PROTO_DIR" != "$CRIU_PROTO_DEFAULT" ] &&
+	[ "$(cat "$CRIU_PROTO_DEFAULT/VERSION" 2>/dev/null)" = "$have" ]; then
+	mkdir -p "$CRIU_PROTO_DIR"
+	cp "$CRIU_PROTO_DEFAULT"/*.proto "$CRIU_PROTO_DEFAULT/VERSION" "$CRIU_PROTO_DIR"/
+	say "CRIU $have image definitions in $CRIU_PROTO_DIR (from $CRIU_PROTO_DEFAULT)"
+	exit 0
+fi
 
 if [ ! -f "$SRC_LIST" ]; then
 	echo 'deb-src http://deb.debian.org/debian sid main' >"$SRC_LIST"
