@@ -13,10 +13,10 @@ O       ?= build
 
 # What every component needs of common/ (the preload and the CRIU plugin
 # take only this), and the rest of it.
-POOL_SRC    := common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
+POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
 COMMON_SRC  := $(POOL_SRC) \
                common/snapshot.c common/catalog.c common/rtnl.c
-PRELOAD_SRC := preload/glue.c preload/attach.c preload/stats.c preload/malloc.c preload/shed.c
+PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
@@ -24,7 +24,7 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
 VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c
-TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust pool_test snapshot_test
+TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust alloc_grow pool_test snapshot_test
 
 all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(addprefix $(O)/tests/,$(TEST_PROGS))
 
@@ -36,6 +36,17 @@ $(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tests/%: tests/%.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldl -lpthread
+
+# alloc_exhaust again, linked with another allocator (tests/run.sh runs
+# each whose library is installed): fallback blocks must still be glibc's.
+FOREIGN_ALLOCATORS := tcmalloc:/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \
+                      jemalloc:/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+define foreign_alloc_test
+all: $$(if $$(wildcard $(2)),$(O)/tests/alloc_exhaust_$(1))
+$(O)/tests/alloc_exhaust_$(1): tests/alloc_exhaust.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
+	$$(CC) $$(BASE) -o $$@ $$< $(O)/libcxlcr-common.a $(2) -ldl -lpthread
+endef
+$(foreach a,$(FOREIGN_ALLOCATORS),$(eval $(call foreign_alloc_test,$(word 1,$(subst :, ,$(a))),$(word 2,$(subst :, ,$(a))))))
 
 $(O)/libcxlcr-common.a: $(COMMON_SRC:%.c=$(O)/%.o)
 	ar rcs $@ $^

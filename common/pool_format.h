@@ -83,6 +83,7 @@ enum cxlcr_region_kind {
 	CXLCR_KIND_SNAPSHOT = 3, /* an arena's pages at one freeze point (struct cxlcr_snapshot_header) */
 	CXLCR_KIND_CATALOG = 4,  /* the snapshot catalog (struct cxlcr_catalog_header), one per pool */
 	CXLCR_KIND_CHILD = 5,    /* a fork child: its name, owner and address (its heap is a snapshot's) */
+	CXLCR_KIND_EXTENT = 6,   /* more heap for an arena that grew: "<arena>.ext<n>" (see the arena header) */
 };
 
 /* Kinds whose entries are services: a process with a name, an owner and,
@@ -119,9 +120,22 @@ struct cxlcr_region {
  * that `cxlcr status` can read them from any host without asking the
  * process. "used" is split into per-thread slots, each written by one thread
  * only, so the allocator's fast path never shares a contended cache line.
+ *
+ * An arena grows. Its owner reserves heap_reserved bytes of address space
+ * at heap_address when it starts (--arena-max), and the heap is the first
+ * heap_size bytes of it: extent 0 is the arena region's own heap part, and
+ * each further extent is a region of kind CXLCR_KIND_EXTENT named
+ * "<arena>.ext<n>", mapped right after the one before it, which mimalloc gets
+ * as one more arena. The heap is contiguous in the owner's address space
+ * and scattered in the pool; extents[] says where each piece lies. An
+ * extent entry is written in full before extent_count and heap_size grow
+ * (in that order), so a reader that takes extent_count first and then
+ * reads that many entries sees only whole ones.
  */
 #define CXLCR_ARENA_MAGIC        0x414e455241434c58ULL /* "XLCARENA" */
-#define CXLCR_ARENA_VERSION      1u
+#define CXLCR_ARENA_VERSION      2u
+#define CXLCR_ARENA_EXTENTS_MAX  64u
+#define CXLCR_EXTENT_SEP         ".ext"  /* extent n of arena A: "A.ext<n>" */
 #define CXLCR_ARENA_HEAP_OFFSET  CXLCR_POOL_ALIGN
 #define CXLCR_ARENA_STAT_SLOTS   128u
 #define CXLCR_ARENA_COMMAND_MAX  1024u
@@ -162,6 +176,17 @@ struct cxlcr_arena_header {
 	struct cxlcr_arena_slot slots[CXLCR_ARENA_STAT_SLOTS];
 
 	char     command[CXLCR_ARENA_COMMAND_MAX]; /* the whole command line, for ps/status */
+
+	/* growth (see above) */
+	uint64_t heap_reserved;  /* address space reserved for the heap (the limit) */
+	uint32_t extent_count;   /* entries of extents[] in use, >= 1 */
+	uint32_t reserved0;
+	struct cxlcr_arena_extent {
+		uint64_t generation; /* its region (extent 0: the arena region) */
+		uint64_t offset;     /* device offset of its heap bytes */
+		uint64_t size;
+		uint64_t heap_offset; /* where it starts in the heap */
+	} extents[CXLCR_ARENA_EXTENTS_MAX];
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");
@@ -169,6 +194,7 @@ _Static_assert(sizeof(struct cxlcr_region) == 256, "region entry layout");
 _Static_assert(CXLCR_TABLE_OFFSET + CXLCR_REGION_MAX * sizeof(struct cxlcr_region) <= CXLCR_DATA_OFFSET,
 	       "region table fits before the data area");
 _Static_assert(sizeof(struct cxlcr_arena_header) <= CXLCR_ARENA_HEAP_OFFSET, "arena header fits");
+_Static_assert(sizeof(struct cxlcr_arena_extent) == 32, "arena extent layout");
 
 /*
  * A checkpoint published in the pool: an image-store region holding one

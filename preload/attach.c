@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/arena.h"
 #include "../common/error.h"
 #include "../common/persist.h"
 #include "../common/pool.h"
@@ -47,7 +49,11 @@ mi_heap_t *preload_thread_heap_slow(void)
 	if (!cx.ready || cx.fork_child || tls_state != THREAD_NEW)
 		return NULL;
 	tls_state = THREAD_GLIBC; /* anything allocated while we set up */
-	mi_heap_t *h = cx.mi.heap_new_in_arena(cx.arena_id);
+	/* A heap's first allocation takes a whole segment: a full arena
+	 * grows for it. */
+	mi_heap_t *h = cx.mi.heap_new();
+	for (int i = 0; !h && i < 16 && preload_grow(0); i++)
+		h = cx.mi.heap_new();
 	if (!h)
 		return NULL;
 	pthread_setspecific(thread_exit_key, (void *)1);
@@ -90,7 +96,7 @@ static void read_command_line(char *out, size_t len)
 }
 
 static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *pool,
-			const struct cxlcr_region *r, void *heap, size_t heap_size)
+			const struct cxlcr_region *r, void *heap, size_t heap_size, uint64_t reserved)
 {
 	memset(h, 0, sizeof(*h));
 	h->version = CXLCR_ARENA_VERSION;
@@ -101,6 +107,11 @@ static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *p
 	h->heap_size = heap_size;
 	h->pid = getpid();
 	read_command_line(h->command, sizeof(h->command));
+	h->heap_reserved = reserved;
+	h->extents[0] = (struct cxlcr_arena_extent){ .generation = r->generation,
+						     .offset = r->offset + CXLCR_ARENA_HEAP_OFFSET,
+						     .size = heap_size, .heap_offset = 0 };
+	h->extent_count = 1;
 	cxlcr_publish(h, sizeof(*h));
 	h->magic = CXLCR_ARENA_MAGIC;
 	cxlcr_publish(h, sizeof(*h));
@@ -115,7 +126,7 @@ static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *p
  * first NSpid of /proc/self/status is that pid. No malloc: this runs
  * before the allocator is ready.
  */
-static pid_t outer_pid(void)
+pid_t preload_outer_pid(void)
 {
 	char buf[2048];
 	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
@@ -154,11 +165,66 @@ static int find_or_create(struct cxlcr_pool *pool, const char *name, struct cxlc
 	 * entry says, which in a pod names the pod host, not the service's
 	 * own UTS name that cxlcr_host_name() sees here. */
 	const char *owner = getenv("CXLCR_ARENA_OWNER");
-	if (owner && atoi(owner) == getpid() && r->owner_pid == outer_pid())
+	if (owner && atoi(owner) == getpid() && r->owner_pid == preload_outer_pid())
 		return 0;
 claim:
-	return cxlcr_region_claim(pool, r->generation, outer_pid(), cxlcr_host_name(),
+	return cxlcr_region_claim(pool, r->generation, preload_outer_pid(), cxlcr_host_name(),
 				  program_invocation_short_name, r);
+}
+
+/* How far the heap may grow: CXLCR_ARENA_MAX (what `cxlcr run --arena-max`
+ * passes), else as far as the pool could ever give; never below its
+ * first extent. */
+static int heap_limit(const struct cxlcr_pool *pool, uint64_t first, uint64_t *limit)
+{
+	*limit = pool->sb->size - pool->sb->data_offset;
+	const char *s = getenv("CXLCR_ARENA_MAX");
+	if (s && *s && cxlcr_parse_size(s, limit) < 0)
+		return cxlcr_error("CXLCR_ARENA_MAX=%s is not a size", s);
+	*limit = *limit / CXLCR_HEAP_ALIGN * CXLCR_HEAP_ALIGN;
+	if (*limit < first)
+		*limit = first;
+	return 0;
+}
+
+/*
+ * Maps the arena region with its heap on a mimalloc block boundary, inside
+ * a reservation of address space for everything the heap may grow to: the
+ * extents are mapped into it later, right after one another, so that the
+ * heap stays one range (one compare tells an arena pointer) wherever its
+ * pieces lie in the pool.
+ */
+static char *map_reserved(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t limit)
+{
+	size_t len = CXLCR_ARENA_HEAP_OFFSET + limit + CXLCR_HEAP_ALIGN;
+	char *res = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (res == MAP_FAILED) {
+		cxlcr_error("cannot reserve %zu bytes of address space for the heap: %s", len, strerror(errno));
+		return NULL;
+	}
+	uintptr_t heap = ((uintptr_t)res + CXLCR_ARENA_HEAP_OFFSET + CXLCR_HEAP_ALIGN - 1) &
+			 ~(uintptr_t)(CXLCR_HEAP_ALIGN - 1);
+	char *base = (char *)heap - CXLCR_ARENA_HEAP_OFFSET;
+	if (mmap(base, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, pool->fd, (off_t)r->offset) ==
+	    MAP_FAILED) {
+		cxlcr_error("pool %s: cannot map arena '%s': %s", pool->path, r->name, strerror(errno));
+		munmap(res, len);
+		return NULL;
+	}
+	char *end = (char *)heap + limit;
+	if (base > res)
+		munmap(res, (size_t)(base - res));
+	if (res + len > end)
+		munmap(end, (size_t)(res + len - end));
+	return base;
+}
+
+int preload_register_extent(void *start, size_t size)
+{
+	mi_arena_id_t id;
+	if (!cx.mi.manage_os_memory_ex(start, size, true, false, true, -1, false, &id))
+		return cxlcr_error("mimalloc refused %zu bytes of heap at %p", size, start);
+	return 0;
 }
 
 int preload_attach_arena(void)
@@ -171,35 +237,37 @@ int preload_attach_arena(void)
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
 		return -1;
 	struct cxlcr_region r;
+	uint64_t limit;
 	if (find_or_create(&pool, name, &r) < 0)
 		goto fail;
 	if (r.size < CXLCR_ARENA_MIN_SIZE) {
 		cxlcr_error("arena '%s' is too small (%llu bytes)", name, (unsigned long long)r.size);
 		goto fail;
 	}
-	/* The heap part must start on a mimalloc block boundary. */
-	char *base = cxlcr_pool_map(&pool, r.offset, r.size, CXLCR_HEAP_ALIGN, CXLCR_ARENA_HEAP_OFFSET);
+	size_t heap_size = r.size - CXLCR_ARENA_HEAP_OFFSET;
+	if (heap_limit(&pool, heap_size, &limit) < 0)
+		goto fail;
+	char *base = map_reserved(&pool, &r, limit);
 	if (!base)
 		goto fail;
 	void *heap = base + CXLCR_ARENA_HEAP_OFFSET;
-	size_t heap_size = r.size - CXLCR_ARENA_HEAP_OFFSET;
 	/* mimalloc 2.0 takes arena blocks it never handed out to be zero, so
 	 * the heap must be. A new region is; the arena of a process that
-	 * exec'd holds the old image's heap and is cleared first. */
+	 * exec'd holds the old image's heap and is cleared first, and the
+	 * extents that image grew are given back. */
 	struct cxlcr_arena_header *h = (void *)base;
 	if (h->magic == CXLCR_ARENA_MAGIC &&
-	    cxlcr_pool_zero(&pool, r.offset + CXLCR_ARENA_HEAP_OFFSET, heap_size) < 0)
+	    (cxlcr_pool_zero(&pool, r.offset + CXLCR_ARENA_HEAP_OFFSET, heap_size) < 0 ||
+	     cxlcr_arena_free_extents(&pool, r.name) < 0))
 		goto fail;
-	init_header(h, &pool, &r, heap, heap_size);
-
-	if (!cx.mi.manage_os_memory_ex(heap, heap_size, true, false, true, -1, true, &cx.arena_id)) {
-		cxlcr_error("mimalloc refused arena '%s' (%zu bytes at %p)", name, heap_size, heap);
+	init_header(h, &pool, &r, heap, heap_size, limit);
+	if (preload_register_extent(heap, heap_size) < 0)
 		goto fail;
-	}
 	cxlcr_pool_close(&pool);
 	cx.header = h;
 	cx.heap_lo = (uintptr_t)heap;
-	cx.heap_size = heap_size;
+	cx.heap_size = limit;
+	cx.grown = heap_size;
 	stats_attached();
 	return 0;
 fail:

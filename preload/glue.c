@@ -3,10 +3,10 @@
  *
  * Debian's libmimalloc.so is built to replace malloc: it exports malloc,
  * free, ... and even __libc_malloc. Linked normally it would sit in the
- * process's global symbol scope, and glibc's names would then resolve to
+ * process's global symbol scope, and malloc would then resolve to
  * mimalloc's default (private, anonymous-memory) heap. So the preload loads
  * it with dlopen(RTLD_LOCAL) and calls it through function pointers: its
- * symbols stay private, and __libc_malloc & co keep naming glibc.
+ * symbols stay private. (glibc's own functions: glibc.c.)
  *
  * Loading it from our constructor also orders the per-thread clean-up:
  * our thread-exit key is created before mimalloc's, so at thread exit we
@@ -41,14 +41,14 @@ int preload_load_mimalloc(void)
 	mi->heap_malloc_aligned_at = must_sym(lib, "mi_heap_malloc_aligned_at", &missing);
 	mi->free = must_sym(lib, "mi_free", &missing);
 	mi->usable_size = must_sym(lib, "mi_usable_size", &missing);
-	mi->heap_new_in_arena = must_sym(lib, "mi_heap_new_in_arena", &missing);
+	mi->heap_new = must_sym(lib, "mi_heap_new", &missing);
 	mi->manage_os_memory_ex = must_sym(lib, "mi_manage_os_memory_ex", &missing);
 	mi->option_set = must_sym(lib, "mi_option_set", &missing);
 	if (missing)
 		return cxlcr_error("%s lacks the arena API (mimalloc >= 2.0.9 needed)", MIMALLOC_SONAME);
-	/* glibc's own malloc_usable_size: ours shadows the name. */
-	cx.glibc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
-	if (!cx.glibc_usable_size)
-		return cxlcr_error("cannot find glibc's malloc_usable_size: %s", dlerror());
+	/* Segments come only from the arenas we give it (the arena and its
+	 * extents, shared by every thread's heap), never from the system: a
+	 * full arena makes an allocation fail, and the preload grows it. */
+	mi->option_set(mi_option_limit_os_alloc, 1);
 	return 0;
 }

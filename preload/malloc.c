@@ -5,7 +5,8 @@
  * any other pointer belongs to glibc. New memory comes from the calling
  * thread's arena heap, or from glibc when there is none yet (the process is
  * still loading), none any more (the thread is exiting, or this is a fork
- * child), or the arena is full (counted as a fallback).
+ * child), or the arena is full and cannot grow (counted as a fallback).
+ * A full arena first grows (grow.c), and the allocation is tried once more.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +20,17 @@
 /* What mimalloc's malloc always gives: it has 24-, 40-, ... byte size
  * classes, so plain malloc is only 8-byte aligned for such sizes. */
 #define MI_MIN_ALIGN sizeof(void *)
+
+/* mimalloc found no room: grow the arena and try again while growing
+ * helps (other threads may take the new room first; growth ends at the
+ * limit, so this ends too). */
+#define GROW_TRIES 16
+#define RETRY_GROWING(n, expr) ({                                             \
+	void *p_ = NULL;                                                       \
+	for (int i_ = 0; !p_ && i_ < GROW_TRIES && preload_grow(n); i_++)      \
+		p_ = (expr);                                                   \
+	p_;                                                                    \
+})
 
 static inline mi_heap_t *thread_heap(void)
 {
@@ -52,9 +64,9 @@ static inline void *glibc_result(mi_heap_t *h, void *p, size_t n)
 	return p;
 }
 
-static void *glibc_malloc(mi_heap_t *h, size_t n)
+static void *fallback_malloc(mi_heap_t *h, size_t n)
 {
-	return glibc_result(h, __libc_malloc(n), n);
+	return glibc_result(h, glibc_malloc(n), n);
 }
 
 EXPORT void *malloc(size_t n)
@@ -64,8 +76,10 @@ EXPORT void *malloc(size_t n)
 		void *p = cx.mi.heap_malloc(h, n);
 		if (likely(p != NULL))
 			return arena_result(p);
+		if ((p = RETRY_GROWING(n, cx.mi.heap_malloc(h, n))))
+			return arena_result(p);
 	}
-	return glibc_malloc(h, n);
+	return fallback_malloc(h, n);
 }
 
 EXPORT void free(void *p)
@@ -77,7 +91,7 @@ EXPORT void free(void *p)
 		cx.mi.free(p);
 		return;
 	}
-	__libc_free(p);
+	glibc_free(p);
 }
 
 EXPORT void *calloc(size_t count, size_t size)
@@ -92,8 +106,10 @@ EXPORT void *calloc(size_t count, size_t size)
 		void *p = cx.mi.heap_calloc(h, count, size);
 		if (likely(p != NULL))
 			return arena_result(p);
+		if ((p = RETRY_GROWING(n, cx.mi.heap_calloc(h, count, size))))
+			return arena_result(p);
 	}
-	return glibc_result(h, __libc_calloc(count, size), n);
+	return glibc_result(h, glibc_calloc(count, size), n);
 }
 
 /* Moves a block to new memory: used when a block changes allocator. */
@@ -117,23 +133,27 @@ EXPORT void *realloc(void *p, size_t n)
 		size_t old = arena_usable(p);
 		if (likely(h != NULL)) {
 			void *q = cx.mi.heap_realloc(h, p, n);
+			if (unlikely(q == NULL))
+				q = RETRY_GROWING(n, cx.mi.heap_realloc(h, p, n));
 			if (likely(q != NULL)) {
 				stats_account((int64_t)arena_usable(q) - (int64_t)old);
 				return q;
 			}
 		}
 		/* Arena full, or this thread may not use it: move to glibc. */
-		void *q = glibc_malloc(h, n);
+		void *q = fallback_malloc(h, n);
 		return q ? move_block(p, old, q, n) : NULL;
 	}
 	if (h) {
 		/* A block from before the arena existed moves into it. */
 		void *q = cx.mi.heap_malloc(h, n);
+		if (!q)
+			q = RETRY_GROWING(n, cx.mi.heap_malloc(h, n));
 		if (q)
-			return move_block(p, cx.glibc_usable_size(p), arena_result(q), n);
-		return glibc_result(h, __libc_realloc(p, n), n);
+			return move_block(p, glibc_usable_size(p), arena_result(q), n);
+		return glibc_result(h, glibc_realloc(p, n), n);
 	}
-	return __libc_realloc(p, n);
+	return glibc_realloc(p, n);
 }
 
 EXPORT void *reallocarray(void *p, size_t count, size_t size)
@@ -156,8 +176,10 @@ static void *aligned(size_t align, size_t n)
 		void *p = cx.mi.heap_malloc_aligned_at(h, n, align, 0);
 		if (likely(p != NULL))
 			return arena_result(p);
+		if (n + align > n && (p = RETRY_GROWING(n + align, cx.mi.heap_malloc_aligned_at(h, n, align, 0))))
+			return arena_result(p);
 	}
-	return glibc_result(h, __libc_memalign(align, n), n);
+	return glibc_result(h, glibc_memalign(align, n), n);
 }
 
 static inline bool power_of_two(size_t x)
@@ -226,5 +248,5 @@ EXPORT size_t malloc_usable_size(void *p)
 		return 0;
 	if (in_arena(p))
 		return arena_usable(p);
-	return cx.glibc_usable_size ? cx.glibc_usable_size(p) : 0;
+	return glibc_usable_size(p);
 }

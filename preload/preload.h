@@ -2,8 +2,10 @@
  * Internal header of libcxlcr-preload.so, the malloc interposer that puts a
  * service's heap in its pool arena.
  *
- *   glue.c     loads mimalloc privately and names glibc's allocator
+ *   glue.c     loads mimalloc privately
+ *   glibc.c    finds glibc's own allocator, whatever else the program links
  *   attach.c   maps the arena and hands it to mimalloc (process start)
+ *   grow.c     adds an extent when the arena is full
  *   stats.c    per-thread "bytes used" counters kept in the arena header
  *   malloc.c   the malloc family, routed by address
  *   shed.c     drops the heap's page tables when a checkpoint is coming
@@ -15,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../common/pool_format.h"
 
@@ -23,12 +26,14 @@
 #define TLS         __attribute__((tls_model("initial-exec"))) __thread
 #define HIDDEN      __attribute__((visibility("hidden")))
 
-/* glibc's allocator, always reachable by these names (see glue.c). */
-void *__libc_malloc(size_t);
-void *__libc_calloc(size_t, size_t);
-void *__libc_realloc(void *, size_t);
-void  __libc_free(void *);
-void *__libc_memalign(size_t, size_t);
+/* glibc's own allocator, looked up in libc.so.6 (glibc.c): the functions
+ * for every block outside the arena. */
+HIDDEN void  *glibc_malloc(size_t n);
+HIDDEN void  *glibc_calloc(size_t count, size_t size);
+HIDDEN void  *glibc_realloc(void *p, size_t n);
+HIDDEN void   glibc_free(void *p);
+HIDDEN void  *glibc_memalign(size_t align, size_t n);
+HIDDEN size_t glibc_usable_size(void *p);
 
 /* The mimalloc functions the preload uses, from a private copy of the
  * library (see glue.c for why it is not linked normally). */
@@ -42,7 +47,7 @@ struct mimalloc_api {
 	void *(*heap_malloc_aligned_at)(mi_heap_t *, size_t, size_t, size_t);
 	void  (*free)(void *);
 	size_t (*usable_size)(const void *);
-	mi_heap_t *(*heap_new_in_arena)(mi_arena_id_t);
+	mi_heap_t *(*heap_new)(void);
 	bool  (*manage_os_memory_ex)(void *, size_t, bool, bool, bool, int, bool, mi_arena_id_t *);
 	void  (*option_set)(mi_option_t, long);
 };
@@ -56,20 +61,20 @@ enum thread_state {
 
 struct preload {
 	uintptr_t heap_lo;         /* the arena's heap: [heap_lo, heap_lo+heap_size) */
-	size_t heap_size;
+	size_t heap_size;          /* reserved for it (--arena-max); its first */
+	uint64_t grown;            /* ... grown bytes are mapped (atomic) */
 	bool ready;                /* arena registered: allocation may use it */
 	bool fork_child;           /* we are a child of fork(): hands off the arena */
-	mi_arena_id_t arena_id;
 	struct cxlcr_arena_header *header;
 	struct mimalloc_api mi;
-	size_t (*glibc_usable_size)(void *);
 };
 
 extern struct preload cx HIDDEN;
 extern TLS mi_heap_t *tls_heap HIDDEN;
 
 /* Is p inside the arena? One subtraction and a compare: unsigned wrap-around
- * makes pointers below heap_lo compare large. */
+ * makes pointers below heap_lo compare large. (The whole reservation counts:
+ * mimalloc hands out only what is mapped.) */
 static inline bool in_arena(const void *p)
 {
 	return (uintptr_t)p - cx.heap_lo < cx.heap_size;
@@ -79,6 +84,11 @@ HIDDEN int  preload_load_mimalloc(void);
 HIDDEN int  preload_attach_arena(void);
 HIDDEN mi_heap_t *preload_thread_heap_slow(void);
 HIDDEN void preload_enter_fork_child(void);
+HIDDEN pid_t preload_outer_pid(void);
+/* grow.c: adds an extent with room for n more bytes; false if the arena is
+ * at its limit, the pool is full, or this process does not own the arena. */
+HIDDEN bool preload_grow(size_t n);
+HIDDEN int  preload_register_extent(void *start, size_t size);
 /* shed.c: starts the thread that drops the heap's page tables on request. */
 HIDDEN int  preload_shed_start(void);
 

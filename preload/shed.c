@@ -62,7 +62,7 @@ static void *shed_thread(void *unused)
 			continue;
 		}
 		if (heap_is_shared())
-			madvise((void *)cx.heap_lo, cx.heap_size, MADV_DONTNEED);
+			madvise((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE), MADV_DONTNEED);
 		seen = want;
 		__atomic_store_n(&h->shed_done, want, __ATOMIC_RELEASE);
 		syscall(SYS_futex, &h->shed_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);

@@ -23,6 +23,8 @@ PACKAGES=(
 	libmimalloc-dev libdaxctl-dev libfabric-dev
 	libprotobuf-c-dev protobuf-c-compiler
 	redis-server redis-tools memcached python3
+	# other allocators, for the tests of programs that link one
+	libtcmalloc-minimal4 libjemalloc2
 	iproute2 iptables procps util-linux
 	# CRIU's build dependencies
 	libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev

@@ -2,6 +2,11 @@
  * A full arena: allocation goes on from glibc (a "fallback", counted in the
  * arena header), and once the memory is freed the arena serves again.
  * Runs under libcxlcr-preload.so with CXLCR_ARENA_SIZE=64M (tests/run.sh).
+ *
+ * The same test is also linked with tcmalloc and with jemalloc (the
+ * alloc_exhaust_* builds): a program that brings another allocator along
+ * must still have its fallback blocks served by glibc's own functions
+ * (tcmalloc defines __libc_malloc & co, jemalloc malloc_usable_size).
  */
 #include <malloc.h>
 
@@ -90,6 +95,22 @@ int main(void)
 	CHECK(malloc_usable_size(grown) >= 16 * MiB);
 	blocks[i0] = grown;    /* its first MiB still holds block i0's pattern */
 
+	SAY("a fallback block: its usable size, realloc up and down keep it glibc's");
+	int o = first_outside;
+	CHECK(malloc_usable_size(blocks[o]) >= BLOCK, "usable size of a glibc block: %zu",
+	      malloc_usable_size(blocks[o]));
+	unsigned char *up = realloc(blocks[o], 3 * BLOCK);
+	CHECK(up && !in_arena_heap(&A, up), "realloc of a glibc block while full: %p", (void *)up);
+	verify(up, BLOCK, o, "grown glibc block");
+	CHECK(malloc_usable_size(up) >= 3 * BLOCK);
+	unsigned char *down = realloc(up, BLOCK);
+	CHECK(down != NULL);
+	/* Each realloc that stays with glibc is a fallback; the shrunk block may
+	 * fit in the room block i0 left in the arena. */
+	int glibc_reallocs = 1 + !in_arena_heap(&A, down);
+	verify(down, BLOCK, o, "shrunk glibc block");
+	blocks[o] = down;
+
 	SAY("every block still holds its contents; free them all");
 	for (int i = 0; i < BLOCKS; i++) {
 		verify(blocks[i], BLOCK, i, "before free");
@@ -114,8 +135,8 @@ int main(void)
 		free(blocks[i]);
 	}
 	uint64_t after = __atomic_load_n(&h->fallback_allocs, __ATOMIC_RELAXED) - fallbacks_before;
-	CHECK(after == fallbacks + 3, "fallbacks went from %llu to %llu (3 expected while full)",
-	      (unsigned long long)fallbacks, (unsigned long long)after);
+	CHECK(after == fallbacks + 3 + glibc_reallocs, "fallbacks went from %llu to %llu (%d expected while full)",
+	      (unsigned long long)fallbacks, (unsigned long long)after, 3 + glibc_reallocs);
 	printf("alloc_exhaust: all checks passed\n");
 	return 0;
 }

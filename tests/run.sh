@@ -148,7 +148,14 @@ flavour() {
 	alloc_test "$dir" "$prefix" alloc_api
 	alloc_test "$dir" "$prefix" alloc_stress
 	alloc_test "$dir" "$prefix" alloc_fork
-	alloc_test "$dir" "$prefix" alloc_exhaust CXLCR_ARENA_SIZE=64M
+	alloc_test "$dir" "$prefix" alloc_exhaust CXLCR_ARENA_SIZE=64M CXLCR_ARENA_MAX=64M
+	alloc_test "$dir" "$prefix" alloc_grow CXLCR_ARENA_SIZE=64M CXLCR_ARENA_MAX=4G
+	# The same, in programs linked with another allocator (built where
+	# Debian's library is installed: scripts/install-deps.sh installs both).
+	local a
+	for a in tcmalloc jemalloc; do
+		alloc_test "$dir" "$prefix" alloc_exhaust_$a CXLCR_ARENA_SIZE=64M CXLCR_ARENA_MAX=64M
+	done
 }
 
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
