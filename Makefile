@@ -3,6 +3,7 @@
 #   make demo     set up this machine, build, run the Redis demo on an emulated pool
 #   make test     set up this machine, build, run every test (and the sanitizer build)
 #   make          build only (needs `make deps` once)
+#   make setup    set up this machine, then build
 #   make bench    the figures of the issues (throughput and heap placement)
 
 CC      ?= gcc
@@ -87,12 +88,14 @@ sanitize:
 # definitions in $(CRIU_PROTO_DIR)); make reads a directory once, so a rule
 # looked at before deps ran would still find it missing. The build therefore
 # runs in a make of its own, started after deps.
-test: deps
-	@$(MAKE) --no-print-directory all sanitize
+setup: deps
+	@$(MAKE) --no-print-directory all
+
+test: setup
+	@$(MAKE) --no-print-directory sanitize
 	@tests/run.sh
 
-demo: deps
-	@$(MAKE) --no-print-directory all
+demo: setup
 	@demos/redis/run.sh
 
 bench: deps
@@ -102,7 +105,7 @@ bench: deps
 clean:
 	rm -rf build
 
-.PHONY: all deps sanitize test demo bench clean
+.PHONY: all deps setup sanitize test demo bench clean
 
 # The CRIU plugin, criu-plugin/ (needs CRIU's criu-plugin.h, from `make deps`).
 # CRIU loads every *.so of the directory given with `criu --lib DIR`, and the
