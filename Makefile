@@ -160,7 +160,7 @@ all: $(O)/librebase.a $(O)/cxlcr-rebase $(O)/tests/rebase_test $(O)/tests/snapsh
 
 $(O)/rebase/gen/%.pb-c.c $(O)/rebase/gen/%.pb-c.h: $(CRIU_PROTO_DIR)/%.proto | $(O)/rebase/gen
 	protoc-c --proto_path=$(CRIU_PROTO_DIR) --proto_path=/usr/include --c_out=$(O)/rebase/gen $<
-$(O)/rebase/gen/google/protobuf/descriptor.pb-c.c $(O)/rebase/gen/google/protobuf/descriptor.pb-c.h: \
+$(O)/rebase/gen/google/protobuf/descriptor.pb-c.c $(O)/rebase/gen/google/protobuf/descriptor.pb-c.h &: \
 		/usr/include/google/protobuf/descriptor.proto | $(O)/rebase/gen
 	protoc-c --proto_path=/usr/include --c_out=$(O)/rebase/gen $<
 $(O)/rebase/gen/%.pb-c.o: $(O)/rebase/gen/%.pb-c.c $(REBASE_GEN:.c=.h)
