@@ -46,21 +46,174 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-/* Size of what path names: a devdax device's capacity, or a file's length. */
-static int device_size(int fd, const char *path, bool *devdax, uint64_t *size)
+/* Who may own what the pool's path leads through: root, or the user this
+ * process runs as (a pool of one's own). */
+static bool trusted_owner(uid_t uid)
+{
+	return uid == 0 || uid == geteuid();
+}
+
+static const char *trusted_owners(char *buf, size_t len)
+{
+	if (geteuid() == 0)
+		return "root";
+	snprintf(buf, len, "root or uid %u", (unsigned)geteuid());
+	return buf;
+}
+
+/* A refusal of a path another user could have prepared: cxlcr_error() has
+ * said why. */
+static int unsafe(int error)
+{
+	(void)error;
+	return CXLCR_POOL_UNSAFE;
+}
+
+/* A directory on the way to the pool is trusted when nobody but root (or
+ * us) can change what its names lead to: it is owned by root or us, and
+ * nobody else may write it, unless it is sticky and root's (/dev/shm,
+ * /tmp), where others may add names but not remove or rename ours. */
+static int check_dir(const char *what, const char *dir, const struct stat *st)
+{
+	char owners[48];
+	if (!S_ISDIR(st->st_mode))
+		return unsafe(cxlcr_error("%s: %s is not a directory", what, dir));
+	if (!trusted_owner(st->st_uid))
+		return unsafe(cxlcr_error("%s: directory %s is owned by uid %u, not %s", what, dir,
+					  (unsigned)st->st_uid, trusted_owners(owners, sizeof(owners))));
+	if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !((st->st_mode & S_ISVTX) && st->st_uid == 0))
+		return unsafe(cxlcr_error("%s: directory %s is writable by group or others (mode %04o)", what,
+					  dir, (unsigned)(st->st_mode & 07777)));
+	return 0;
+}
+
+/* The pool itself: a regular file of root (or us) that nobody else may
+ * read or write (a service's heap is in it), or a devdax device of root
+ * (or us) that others may not write; its group is the administrator's. */
+static int check_node(const char *what, const struct stat *st)
+{
+	char owners[48];
+	if (!S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode))
+		return cxlcr_error("%s: not a devdax device or a regular file", what);
+	if (!trusted_owner(st->st_uid))
+		return unsafe(cxlcr_error("%s: owned by uid %u, not %s", what, (unsigned)st->st_uid,
+					  trusted_owners(owners, sizeof(owners))));
+	if (S_ISREG(st->st_mode) && (st->st_mode & 077))
+		return unsafe(cxlcr_error("%s: mode %04o, others than its owner may use it (want 0600)",
+					  what, (unsigned)(st->st_mode & 07777)));
+	if (S_ISCHR(st->st_mode) && (st->st_mode & S_IWOTH))
+		return unsafe(cxlcr_error("%s: device mode %04o, others may write it", what,
+					  (unsigned)(st->st_mode & 07777)));
+	return 0;
+}
+
+/* Why name, in the directory dirfd, could not be opened without following
+ * a link: it is one, or it is not what was asked for, or it is missing. */
+static int open_failed(const char *what, int dirfd, const char *name, const char *shown, int err)
 {
 	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return cxlcr_error("pool %s: %s", path, strerror(errno));
-	if (S_ISCHR(st.st_mode)) {
-		*devdax = true;
-		return cxlcr_devdax_size(st.st_rdev, path, size);
+	if ((err == ELOOP || err == ENOTDIR) && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(st.st_mode))
+		return unsafe(cxlcr_error("%s: %s is a symbolic link (name the pool by its real path)", what,
+					  shown));
+	cxlcr_error("%s: %s%s", what, strerror(err), err == ENOENT ? " (run `cxlcr pool format` first)" : "");
+	errno = err;
+	return -1;
+}
+
+/* Opens the directory that holds the last name of path, walking from /
+ * one name at a time with O_NOFOLLOW, so that no symbolic link is ever
+ * followed, and checking each directory on the way (check_dir). With
+ * create, missing directories are made 0700. Returns the directory's fd,
+ * with *leaf pointing at the last name inside abs (path made absolute). */
+static int open_parent(const char *what, const char *path, bool create, char *abs, size_t len,
+		       const char **leaf)
+{
+	size_t n = 0;
+	if (path[0] != '/') {
+		if (!getcwd(abs, len))
+			return cxlcr_error("%s: no working directory: %s", what, strerror(errno));
+		n = strlen(abs);
 	}
-	if (!S_ISREG(st.st_mode))
-		return cxlcr_error("pool %s: not a devdax device or a regular file", path);
-	*devdax = false;
-	*size = (uint64_t)st.st_size;
+	if (snprintf(abs + n, len - n, "%s%s", n ? "/" : "", path) >= (int)(len - n))
+		return cxlcr_error("%s: path too long", what);
+	for (n = strlen(abs); n > 1 && abs[n - 1] == '/'; n--)
+		abs[n - 1] = 0;
+	char *last = strrchr(abs, '/');
+	*leaf = last + 1;
+	if (!**leaf || !strcmp(*leaf, "..")) {
+		cxlcr_error("%s: names a directory", what);
+		errno = EISDIR;
+		return -1;
+	}
+	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return cxlcr_error("%s: /: %s", what, strerror(e));
+	}
+	int rc = check_dir(what, "/", &st);
+	for (char *p = abs + 1, *end; rc == 0 && p < last; p = end + 1) {
+		end = strchr(p, '/');
+		if (end == p || (end == p + 1 && *p == '.'))
+			continue;
+		*end = 0;
+		int next = openat(fd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, p, 0700) < 0 && errno != EEXIST)
+				rc = cxlcr_error("%s: cannot create %s: %s", what, abs, strerror(errno));
+			else
+				next = openat(fd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (next < 0 && rc == 0)
+			rc = open_failed(what, fd, p, abs, errno);
+		if (next >= 0) {
+			close(fd);
+			fd = next;
+			rc = fstat(fd, &st) < 0 ? cxlcr_error("%s: %s: %s", what, abs, strerror(errno))
+						: check_dir(what, abs, &st);
+		}
+		*end = '/';
+	}
+	if (rc < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return rc;
+	}
+	return fd;
+}
+
+int cxlcr_check_trusted_dir(const char *dir)
+{
+	char path[PATH_MAX], abs[PATH_MAX];
+	const char *leaf;
+	if (snprintf(path, sizeof(path), "%s/.", dir) >= (int)sizeof(path))
+		return cxlcr_error("%s: path too long", dir);
+	int fd = open_parent(dir, path, false, abs, sizeof(abs), &leaf);
+	if (fd < 0)
+		return -1;
+	close(fd);
 	return 0;
+}
+
+/* Size of what the pool is: a devdax device's capacity (asked of
+ * libdaxctl first, so that another character device is named as such),
+ * or a file's length; and whether it may be trusted (check_node). */
+static int identify(struct cxlcr_pool *pool, const char *what)
+{
+	struct stat st;
+	if (fstat(pool->fd, &st) < 0)
+		return cxlcr_error("%s: %s", what, strerror(errno));
+	pool->devdax = S_ISCHR(st.st_mode);
+	if (pool->devdax && cxlcr_devdax_size(st.st_rdev, pool->path, &pool->device_size) < 0)
+		return -1;
+	int rc = check_node(what, &st);
+	if (rc == 0 && !pool->devdax)
+		pool->device_size = (uint64_t)st.st_size;
+	return rc;
 }
 
 static int map_metadata(struct cxlcr_pool *pool)
@@ -73,16 +226,31 @@ static int map_metadata(struct cxlcr_pool *pool)
 	return 0;
 }
 
-static int open_device(struct cxlcr_pool *pool, const char *path, int flags)
+/* Opens the pool at path through a path nobody else could have prepared
+ * (open_parent, check_node), creating a missing file 0600 with create, and
+ * finds out what it is. Returns 0, CXLCR_POOL_UNSAFE, or -1 with errno
+ * (ENOENT: it, or a directory above it, does not exist). */
+static int open_device(struct cxlcr_pool *pool, const char *path, bool create)
 {
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
 	cxlcr_copy_field(pool->path, sizeof(pool->path), path);
-	pool->fd = open(path, O_RDWR | O_CLOEXEC | flags, 0600);
-	if (pool->fd < 0)
-		return cxlcr_error("pool %s: %s%s", path, strerror(errno),
-				   errno == ENOENT ? " (run `cxlcr pool format` first)" : "");
-	return 0;
+	char what[PATH_MAX + 8], abs[PATH_MAX];
+	const char *leaf;
+	snprintf(what, sizeof(what), "pool %s", path);
+	int dir = open_parent(what, path, create, abs, sizeof(abs), &leaf);
+	if (dir < 0)
+		return dir;
+	pool->fd = openat(dir, leaf, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	int rc = pool->fd < 0 ? open_failed(what, dir, leaf, abs, errno) : identify(pool, what);
+	int e = errno;
+	close(dir);
+	if (rc < 0 && pool->fd >= 0) {
+		close(pool->fd);
+		pool->fd = -1;
+	}
+	errno = e;
+	return rc;
 }
 
 static int check_superblock(struct cxlcr_pool *pool)
@@ -110,10 +278,9 @@ static int check_superblock(struct cxlcr_pool *pool)
 
 int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path)
 {
-	if (open_device(pool, path, 0) < 0)
-		return -1;
-	if (device_size(pool->fd, path, &pool->devdax, &pool->device_size) < 0)
-		goto fail;
+	int rc = open_device(pool, path, false);
+	if (rc < 0)
+		return rc;
 	if (pool->device_size < CXLCR_SUPERBLOCK_SIZE) {
 		cxlcr_error("pool %s: truncated (%llu bytes, no room for a superblock)", path,
 			    (unsigned long long)pool->device_size);
@@ -151,68 +318,56 @@ static bool pool_has_regions(struct cxlcr_pool *pool)
 	return false;
 }
 
-/* Creates the pool file (and its directory) if needed and sets its length.
- * A file on tmpfs or hugetlbfs stays sparse: pages are only allocated as
- * the arenas touch them. */
-static int prepare_file(const char *path, uint64_t size)
+/* Creates the pool file (and the directories above it) if needed, opens
+ * it into pool and sets its length. A file on tmpfs or hugetlbfs stays
+ * sparse: pages are only allocated as the arenas touch them. */
+static int prepare_file(struct cxlcr_pool *pool, const char *path, uint64_t size)
 {
-	char dir[PATH_MAX];
-	cxlcr_copy_field(dir, sizeof(dir), path);
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = 0;
-		for (char *p = dir + 1; *p; p++) {
-			if (*p == '/') {
-				*p = 0;
-				mkdir(dir, 0755);
-				*p = '/';
-			}
-		}
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return cxlcr_error("pool %s: cannot create %s: %s", path, dir, strerror(errno));
+	int rc = open_device(pool, path, true);
+	if (rc < 0)
+		return rc;
+	if (pool->devdax) {
+		cxlcr_pool_close(pool);
+		return cxlcr_error("pool %s: became a device while being formatted", path);
 	}
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return cxlcr_error("pool %s: %s", path, strerror(errno));
 	struct statfs fs;
-	if (fstatfs(fd, &fs) == 0 && (uint64_t)fs.f_blocks * (uint64_t)fs.f_bsize < size) {
+	if (fstatfs(pool->fd, &fs) == 0 && (uint64_t)fs.f_blocks * (uint64_t)fs.f_bsize < size) {
 		char a[32], b[32];
-		close(fd);
+		cxlcr_pool_close(pool);
 		return cxlcr_error("pool %s: %s does not fit on its file system (%s)", path,
 				   cxlcr_format_size(size, a, sizeof(a)),
 				   cxlcr_format_size((uint64_t)fs.f_blocks * fs.f_bsize, b, sizeof(b)));
 	}
 	/* Shrinking first drops the old contents of a re-formatted pool. */
-	if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0) {
+	if (ftruncate(pool->fd, 0) < 0 || ftruncate(pool->fd, (off_t)size) < 0) {
 		int e = errno;
-		close(fd);
+		cxlcr_pool_close(pool);
 		return cxlcr_error("pool %s: cannot size it to %llu bytes: %s", path,
 				   (unsigned long long)size, strerror(e));
 	}
-	close(fd);
+	pool->device_size = size;
 	return 0;
 }
 
 int cxlcr_pool_format(const char *path, uint64_t size, bool force, struct cxlcr_pool *out)
 {
 	struct cxlcr_pool pool;
-	struct stat st;
-	bool is_device = stat(path, &st) == 0 && S_ISCHR(st.st_mode);
+	/* What is there already, if anything: a device, or a file to reuse. */
+	int rc = open_device(&pool, path, false);
+	if (rc < 0 && (rc == CXLCR_POOL_UNSAFE || errno != ENOENT))
+		return rc;
+	bool is_device = rc == 0 && pool.devdax;
+	if (rc == 0 && !is_device)
+		cxlcr_pool_close(&pool);
 
 	if (is_device) {
-		uint64_t dev_size;
-		if (open_device(&pool, path, 0) < 0)
-			return -1;
-		if (device_size(pool.fd, path, &pool.devdax, &dev_size) < 0)
-			goto fail;
 		if (size == 0)
-			size = dev_size;
-		if (size > dev_size) {
+			size = pool.device_size;
+		if (size > pool.device_size) {
 			cxlcr_error("pool %s: device holds %llu bytes, %llu asked for", path,
-				    (unsigned long long)dev_size, (unsigned long long)size);
+				    (unsigned long long)pool.device_size, (unsigned long long)size);
 			goto fail;
 		}
-		pool.device_size = dev_size;
 		size -= size % CXLCR_POOL_ALIGN;
 	} else {
 		if (size == 0)
@@ -241,13 +396,8 @@ int cxlcr_pool_format(const char *path, uint64_t size, bool force, struct cxlcr_
 		}
 	}
 
-	if (!is_device) {
-		if (prepare_file(path, size) < 0)
-			return -1;
-		if (open_device(&pool, path, 0) < 0)
-			return -1;
-		pool.device_size = size;
-	}
+	if (!is_device && (rc = prepare_file(&pool, path, size)) < 0)
+		return rc;
 	if (map_metadata(&pool) < 0)
 		goto fail;
 

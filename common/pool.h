@@ -18,6 +18,9 @@
 #define CXLCR_POOL_DEFAULT_SIZE  (16ull << 30)
 /* A lock holder that has not let go after this long is taken to be dead. */
 #define CXLCR_POOL_LOCK_LEASE_NS (5ull * 1000000000ull)
+/* What cxlcr_pool_open() and cxlcr_pool_format() return for a path they do
+ * not trust (see cxlcr_pool_open()). */
+#define CXLCR_POOL_UNSAFE (-2)
 
 struct cxlcr_pool {
 	int fd;
@@ -34,18 +37,31 @@ const char *cxlcr_pool_path(void);
 
 /* Formats path as an empty pool of size bytes (0: the whole devdax device,
  * or CXLCR_POOL_DEFAULT_SIZE for a file). A pool that still holds regions is
- * only overwritten with force. */
+ * only overwritten with force. Missing directories above a pool file are
+ * made 0700, the file 0600; the path must be one cxlcr_pool_open() trusts. */
 int cxlcr_pool_format(const char *path, uint64_t size, bool force,
 		      struct cxlcr_pool *out);
 
 /* Opens and validates an existing pool: a missing, truncated, foreign or
- * corrupt one, or one of an unknown format version, is refused. */
+ * corrupt one, or one of an unknown format version, is refused. So is a
+ * path that another user could have prepared (CXLCR_POOL_UNSAFE): it is
+ * followed from / without following symbolic links, every directory on the
+ * way must be owned by root (or this process's euid) and not writable by
+ * group or others unless it is sticky and root's (like /dev/shm), and the
+ * pool must be a file of that owner with mode 0600, or a devdax device of
+ * that owner that others cannot write. */
 int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path);
 void cxlcr_pool_close(struct cxlcr_pool *pool);
 
 /* The pool-wide allocation lock (see struct cxlcr_pool_lock). */
 int cxlcr_pool_lock(struct cxlcr_pool *pool);
 void cxlcr_pool_unlock(struct cxlcr_pool *pool);
+
+/* Checks that dir and every directory above it could only have been made
+ * and filled by root or this process's euid (the rules of cxlcr_pool_open()),
+ * walking from / without following links. -1 with the reason if not;
+ * errno is ENOENT if a part of it does not exist. */
+int cxlcr_check_trusted_dir(const char *dir);
 
 /* The live region of this kind and name, or NULL. Call with the lock held
  * when the answer must stay true. */

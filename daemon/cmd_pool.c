@@ -93,8 +93,9 @@ static int pool_format(int argc, char **argv)
 	if (optind < argc)
 		return fail(EXIT_USAGE, "pool format: unexpected argument '%s'", argv[optind]);
 	struct cxlcr_pool pool;
-	if (cxlcr_pool_format(device, size, force, &pool) < 0)
-		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	int rc = cxlcr_pool_format(device, size, force, &pool);
+	if (rc < 0)
+		return fail(rc == CXLCR_POOL_UNSAFE ? EXIT_NO_POOL : EXIT_FAIL, "%s", cxlcr_last_error());
 	print_pool(&pool, json, "formatted");
 	cxlcr_pool_close(&pool);
 	return EXIT_OK;

@@ -70,6 +70,20 @@ static bool reclaim_stale(const struct pod *p)
 	return !alive;
 }
 
+/* The pod directories say which pool each pod serves and hold its
+ * daemons' sockets, so they are believed only if nobody but root could
+ * have made or changed them (the rules the pool's path follows). They stay
+ * 0755: users may reach the fork API's socket in them, which its mode and
+ * SO_PEERCRED then refuse. */
+static int check_run_dir(bool create)
+{
+	if (create && mkdir(POD_RUN_DIR, 0755) < 0 && errno != EEXIST)
+		return cxlcr_error("cannot create %s: %s", POD_RUN_DIR, strerror(errno));
+	if (cxlcr_check_trusted_dir(POD_RUN_DIR) < 0 && (create || errno != ENOENT))
+		return -1;
+	return 0;
+}
+
 const struct pod *pod_current(bool create)
 {
 	static struct pod pod;
@@ -79,6 +93,8 @@ const struct pod *pod_current(bool create)
 		snprintf(pool, sizeof(pool), "%s", cxlcr_pool_path());
 	if (cached[0] && !strcmp(cached, pool))
 		return &pod;
+	if (check_run_dir(create) < 0)
+		return NULL;
 	/* A daemon is told its pod: its host may name the pool differently. */
 	const char *env = getenv("CXLCR_POD");
 	if (env && *env) {
@@ -97,7 +113,6 @@ const struct pod *pod_current(bool create)
 		cxlcr_error("no pod is up for pool %s (cxlcr pod up)", pool);
 		return NULL;
 	}
-	mkdir(POD_RUN_DIR, 0755);
 	for (int i = 0; i < POD_MAX; i++) {
 		describe(&pod, i);
 		if (mkdir(pod.dir, 0755) < 0 && !(reclaim_stale(&pod) && mkdir(pod.dir, 0755) == 0))
