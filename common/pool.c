@@ -441,33 +441,123 @@ fail:
 	return -1;
 }
 
+/* The test hook (struct cxlcr_pool), if a test set one. */
+static void hook(struct cxlcr_pool *pool, const char *point)
+{
+	if (pool->test_hook)
+		pool->test_hook(pool, point);
+}
+
+static uint64_t lease_ns(const struct cxlcr_pool *pool)
+{
+	return pool->lock_lease_ns ? pool->lock_lease_ns : CXLCR_POOL_LOCK_LEASE_NS;
+}
+
+/* The lock word as the device has it now. */
+static uint64_t load_lock(struct cxlcr_pool *pool)
+{
+	cxlcr_refresh(&pool->sb->lock, sizeof(pool->sb->lock));
+	return __atomic_load_n(&pool->sb->lock.owner, __ATOMIC_SEQ_CST);
+}
+
+/* Compare-and-swap of the lock word, written back for the other hosts. */
+static bool swap_lock(struct cxlcr_pool *pool, uint64_t expected, uint64_t desired)
+{
+	bool done = __atomic_compare_exchange_n(&pool->sb->lock.owner, &expected, desired, false,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&pool->sb->lock, sizeof(pool->sb->lock));
+	return done;
+}
+
+/* Compare-and-swap of a region entry's state, written back likewise. */
+static bool swap_state(struct cxlcr_region *r, uint32_t expected, uint32_t desired)
+{
+	bool done = __atomic_compare_exchange_n(&r->state, &expected, desired, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST);
+	cxlcr_publish(r, sizeof(*r));
+	return done;
+}
+
+static int lost_lock(struct cxlcr_pool *pool)
+{
+	return cxlcr_error("pool %s: pool lock was taken over while this process held it", pool->path);
+}
+
+/* Whether we still hold the lock. A holder that was stalled past its lease
+ * (stopped, frozen, paused, or just slow) may have lost the lock to a
+ * waiter, and must then write nothing more: every commit to the region
+ * table asks this right before it writes. */
+static int still_held(struct cxlcr_pool *pool)
+{
+	hook(pool, "commit");
+	cxlcr_fence();
+	uint64_t word = load_lock(pool);
+	if (pool->lock_word && CXLCR_LOCK_TOKEN(word) == CXLCR_LOCK_TOKEN(pool->lock_word))
+		return 0;
+	return lost_lock(pool);
+}
+
+/* Tells waiters that we are alive and working: bumps the renewal count of
+ * our lock word. It is a compare-and-swap with the word we wrote last, so
+ * it fails, and the caller must stop, once the lock is someone else's. */
+static int renew_lock(struct cxlcr_pool *pool)
+{
+	uint64_t mine = pool->lock_word;
+	uint64_t next = (mine & ~CXLCR_LOCK_RENEWAL_MASK) | ((mine + 1) & CXLCR_LOCK_RENEWAL_MASK);
+	if (!mine || !swap_lock(pool, mine, next))
+		return lost_lock(pool);
+	pool->lock_word = next;
+	return 0;
+}
+
+/* Right after taking the lock from a holder that went silent: that holder
+ * may only be stalled, and go on where it stopped. The entries it was
+ * allocating become ABANDONED, so that its publish (STAGING -> LIVE) fails
+ * whenever it comes back; their space stays taken, as it may still be
+ * clearing it, until it gives them back itself. Entries that it reserves
+ * after this, it finds unpublishable through still_held(). */
+static void fence_out_staging(struct cxlcr_pool *pool)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		if (__atomic_load_n(&r->state, __ATOMIC_SEQ_CST) == CXLCR_REGION_STAGING)
+			swap_state(r, CXLCR_REGION_STAGING, CXLCR_REGION_ABANDONED);
+	}
+}
+
 int cxlcr_pool_lock(struct cxlcr_pool *pool)
 {
-	struct cxlcr_pool_lock *l = &pool->sb->lock;
 	uint64_t token = 0;
-	while (token == 0)
+	while (token == 0) {
 		if (getrandom(&token, sizeof(token), 0) != sizeof(token))
 			return cxlcr_error("pool lock: no random bytes: %s", strerror(errno));
+		token >>= CXLCR_LOCK_RENEWAL_BITS;
+	}
+	uint64_t mine = token << CXLCR_LOCK_RENEWAL_BITS;
 
-	/* A holder that keeps the lock for a whole lease died holding it. The
-	 * lease is timed on our own clock, from when we first saw that holder,
-	 * so hosts need not agree on the time. */
-	uint64_t start = cxlcr_mono_ns(), seen_since = start, holder = 0;
+	/* A holder is alive while its lock word changes (it renews the word as
+	 * it works). One that leaves it unchanged for a whole lease died or
+	 * stalled holding it. The lease is timed on our own monotonic clock,
+	 * from when we first saw that word, so hosts need not agree on the
+	 * time, and a stalled holder is fenced out (still_held). */
+	uint64_t lease = lease_ns(pool), start = cxlcr_mono_ns(), since = start, last = 0;
+	bool took_over = false;
 	for (unsigned spins = 0;; spins++) {
-		uint64_t seen = 0;
-		if (__atomic_compare_exchange_n(&l->owner, &seen, token, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			break;
+		uint64_t seen = load_lock(pool);
+		if (seen == 0) {
+			if (swap_lock(pool, 0, mine))
+				break;
+			continue;
+		}
 		uint64_t now = cxlcr_mono_ns();
-		if (seen != holder) {
-			holder = seen;
-			seen_since = now;
-		} else if (now - seen_since > CXLCR_POOL_LOCK_LEASE_NS &&
-			   __atomic_compare_exchange_n(&l->owner, &seen, token, false,
-						       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (seen != last) {
+			last = seen;
+			since = now;
+		} else if (now - since >= lease && swap_lock(pool, seen, mine)) {
+			took_over = true;
 			break;
 		}
-		if (now - start > 4 * CXLCR_POOL_LOCK_LEASE_NS)
+		if (now - start > 4 * lease)
 			return cxlcr_error("pool %s: allocation lock still held by another process",
 					   pool->path);
 		if (spins < 64) {
@@ -476,28 +566,46 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 			struct timespec ts = { 0, 100000 };
 			nanosleep(&ts, NULL);
 		}
-		cxlcr_refresh(l, sizeof(*l));
 	}
-	__atomic_store_n(&l->taken_ns, cxlcr_now_ns(), __ATOMIC_RELEASE);
-	cxlcr_publish(l, sizeof(*l));
-	pool->lock_token = token;
+	pool->lock_word = mine;
 	/* What the previous holder wrote may still be stale in our cache. */
 	cxlcr_refresh(pool->sb, sizeof(*pool->sb));
 	cxlcr_refresh(pool->table, CXLCR_REGION_MAX * sizeof(struct cxlcr_region));
+	if (took_over) {
+		__atomic_add_fetch(&pool->sb->lock.takeovers, 1, __ATOMIC_SEQ_CST);
+		cxlcr_publish(&pool->sb->lock, sizeof(pool->sb->lock));
+		fence_out_staging(pool);
+	}
+	hook(pool, "locked");
 	return 0;
 }
 
-void cxlcr_pool_unlock(struct cxlcr_pool *pool)
+int cxlcr_pool_unlock(struct cxlcr_pool *pool)
 {
-	struct cxlcr_pool_lock *l = &pool->sb->lock;
+	hook(pool, "unlocking");
 	cxlcr_publish(pool->sb, sizeof(*pool->sb));
 	cxlcr_publish(pool->table, CXLCR_REGION_MAX * sizeof(struct cxlcr_region));
-	__atomic_store_n(&l->taken_ns, 0, __ATOMIC_RELEASE);
-	uint64_t token = pool->lock_token;
-	__atomic_compare_exchange_n(&l->owner, &token, 0, false, __ATOMIC_ACQ_REL,
-				    __ATOMIC_ACQUIRE);
-	cxlcr_publish(l, sizeof(*l));
-	pool->lock_token = 0;
+	uint64_t mine = pool->lock_word;
+	pool->lock_word = 0;
+	if (!mine || !swap_lock(pool, mine, 0))
+		return cxlcr_error("pool %s: pool lock was taken over while this process held it; "
+				   "released nothing", pool->path);
+	return 0;
+}
+
+/* Lets go of the lock at the end of an operation that returns rc, whose
+ * own error (if any) stays the one reported. Its commits were fenced, so
+ * what it did stands even when the release fails because the lock was
+ * taken over after its last commit: the caller is not told otherwise. */
+static int finish(struct cxlcr_pool *pool, int rc)
+{
+	char saved[CXLCR_ERROR_MAX];
+	if (rc < 0)
+		cxlcr_copy_field(saved, sizeof(saved), cxlcr_last_error());
+	cxlcr_pool_unlock(pool);
+	if (rc < 0)
+		cxlcr_error("%s", saved);
+	return rc;
 }
 
 struct cxlcr_region *cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind, const char *name)
@@ -522,6 +630,11 @@ static struct cxlcr_region *find_generation(struct cxlcr_pool *pool, uint64_t ge
 	return NULL;
 }
 
+static int region_gone(struct cxlcr_pool *pool, uint64_t generation)
+{
+	return cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+}
+
 static int by_offset(const void *a, const void *b)
 {
 	const struct cxlcr_region *x = *(const struct cxlcr_region *const *)a;
@@ -529,39 +642,60 @@ static int by_offset(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* First fit over the gaps between live regions, table locked. */
+/* First fit over the gaps between the entries that take space, table
+ * locked. Every entry that is not FREE takes its space: one being
+ * allocated, abandoned or freed may still be written or cleared by the
+ * process that holds it. An entry whose range lies outside the data area
+ * (a FREE entry's leftovers, as one just reserved may have) takes none. */
 static int find_space(struct cxlcr_pool *pool, uint64_t size, uint64_t *offset)
 {
-	struct cxlcr_region *live[CXLCR_REGION_MAX];
+	struct cxlcr_region *taken[CXLCR_REGION_MAX];
 	size_t n = 0;
-	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
-		if (pool->table[i].state == CXLCR_REGION_LIVE)
-			live[n++] = &pool->table[i];
-	qsort(live, n, sizeof(live[0]), by_offset);
+	uint64_t pool_size = pool->sb->size;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		if (r->state != CXLCR_REGION_FREE && r->offset >= CXLCR_DATA_OFFSET && r->offset < pool_size)
+			taken[n++] = r;
+	}
+	qsort(taken, n, sizeof(taken[0]), by_offset);
 	uint64_t at = CXLCR_DATA_OFFSET;
 	for (size_t i = 0; i <= n; i++) {
-		uint64_t end = i < n ? live[i]->offset : pool->sb->size;
+		uint64_t end = i < n ? taken[i]->offset : pool_size;
 		if (end >= at && end - at >= size) {
 			*offset = at;
 			return 0;
 		}
-		if (i < n && live[i]->offset + live[i]->size > at)
-			at = live[i]->offset + live[i]->size;
+		if (i < n) {
+			uint64_t len = taken[i]->size < pool_size - taken[i]->offset ? taken[i]->size
+										    : pool_size - taken[i]->offset;
+			if (taken[i]->offset + len > at)
+				at = taken[i]->offset + len;
+		}
 	}
 	return -1;
 }
 
-/* Swaps our lock token for a fresh one: to waiters that is a new holder,
- * so their lease clocks start again. */
-static void renew_lock(struct cxlcr_pool *pool)
+/* An entry for an allocation: FREE -> STAGING by compare-and-swap, so that
+ * a holder that lost the lock and reserves at the same time never gets the
+ * same one. */
+static struct cxlcr_region *reserve_slot(struct cxlcr_pool *pool)
 {
-	uint64_t next = pool->lock_token + 0x9e3779b97f4a7c15ull;
-	uint64_t mine = pool->lock_token;
-	if (next && __atomic_compare_exchange_n(&pool->sb->lock.owner, &mine, next, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		pool->lock_token = next;
-		cxlcr_publish(&pool->sb->lock, sizeof(pool->sb->lock));
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		if (__atomic_load_n(&r->state, __ATOMIC_SEQ_CST) == CXLCR_REGION_FREE &&
+		    swap_state(r, CXLCR_REGION_FREE, CXLCR_REGION_STAGING))
+			return r;
 	}
+	return NULL;
+}
+
+/* Gives back an entry we reserved and will not publish. Whether it is still
+ * STAGING or was ABANDONED by whoever took the lock over, nobody else
+ * writes it, so it may go back to FREE. */
+static void release_slot(struct cxlcr_region *r)
+{
+	if (!swap_state(r, CXLCR_REGION_STAGING, CXLCR_REGION_FREE))
+		swap_state(r, CXLCR_REGION_ABANDONED, CXLCR_REGION_FREE);
 }
 
 int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
@@ -579,19 +713,27 @@ int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
 	if (!m)
 		return -1;
 	/* Clearing a large region takes a while; a lock holder renews its
-	 * lease as it goes so that waiters do not take it for dead. */
+	 * lease before each chunk, so that waiters do not take it for dead,
+	 * and stops as soon as the lock is no longer its own. */
 	const uint64_t chunk = 64ull << 20;
 	for (uint64_t done = 0; done < size; done += chunk) {
 		uint64_t n = size - done < chunk ? size - done : chunk;
+		if (pool->lock_word && renew_lock(pool) < 0) {
+			munmap(m, size);
+			return -1;
+		}
 		memset(m + done, 0, n);
 		cxlcr_publish(m + done, n);
-		if (pool->lock_token)
-			renew_lock(pool);
 	}
 	munmap(m, size);
 	return 0;
 }
 
+/* An allocation is one entry reserved (STAGING), filled in, its space
+ * cleared, and published by one compare-and-swap STAGING -> LIVE that a
+ * take-over defeats (fence_out_staging): a holder that lost the lock on
+ * the way never makes a region, and never clears space another holder
+ * handed out. */
 int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
 		       struct cxlcr_region *copy)
 {
@@ -608,55 +750,74 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 		cxlcr_error("pool %s: a region named '%s' already exists", pool->path, name);
 		goto out;
 	}
-	for (uint32_t i = 0; i < CXLCR_REGION_MAX && !slot; i++)
-		if (pool->table[i].state == CXLCR_REGION_FREE)
-			slot = &pool->table[i];
-	if (!slot) {
-		cxlcr_error("pool %s: region table full (%u regions)", pool->path, CXLCR_REGION_MAX);
-		goto out;
-	}
 	if (find_space(pool, size, &offset) < 0) {
 		char a[32];
 		cxlcr_error("pool %s: no free space for %s", pool->path,
 			    cxlcr_format_size(size, a, sizeof(a)));
 		goto out;
 	}
-	if (cxlcr_pool_zero(pool, offset, size) < 0)
+	if (!(slot = reserve_slot(pool))) {
+		cxlcr_error("pool %s: region table full (%u regions)", pool->path, CXLCR_REGION_MAX);
 		goto out;
-
-	memset(slot, 0, sizeof(*slot));
+	}
+	memset((char *)slot + sizeof(slot->state), 0, sizeof(*slot) - sizeof(slot->state));
 	slot->kind = kind;
-	slot->generation = ++pool->sb->generation;
+	slot->generation = __atomic_add_fetch(&pool->sb->generation, 1, __ATOMIC_SEQ_CST);
 	slot->offset = offset;
 	slot->size = size;
 	cxlcr_copy_field(slot->name, sizeof(slot->name), name);
 	slot->created_ns = cxlcr_now_ns();
-	/* The entry becomes visible only once it is complete. */
 	cxlcr_publish(slot, sizeof(*slot));
-	__atomic_store_n(&slot->state, CXLCR_REGION_LIVE, __ATOMIC_RELEASE);
-	cxlcr_publish(slot, sizeof(*slot));
+	cxlcr_publish(&pool->sb->generation, sizeof(pool->sb->generation));
+	/* The space is ours to clear only if the lock still was when the
+	 * entry that takes it became visible: a holder that took the lock over
+	 * before then may have handed the space out. */
+	if (still_held(pool) < 0 || cxlcr_pool_zero(pool, offset, size) < 0) {
+		release_slot(slot);
+		goto out;
+	}
+	hook(pool, "alloc:publish");
+	if (!swap_state(slot, CXLCR_REGION_STAGING, CXLCR_REGION_LIVE)) {
+		release_slot(slot);
+		lost_lock(pool);
+		goto out;
+	}
 	if (copy)
 		*copy = *slot;
 	rc = 0;
 out:
-	cxlcr_pool_unlock(pool);
-	return rc;
+	return finish(pool, rc);
 }
 
+/* A free gives the memory back without holding the lock, which takes a
+ * while for a large region: under the lock the entry goes LIVE -> FREEING,
+ * which hides it and keeps its space taken; then the memory is punched
+ * out; then the entry goes FREEING -> FREE. That last step needs no lock:
+ * nobody else writes a FREEING entry, and an allocator sees it either
+ * still taking its space or free. A freer that stalls or dies in between
+ * leaves the space taken, never handed out while it may still clear it. */
 int cxlcr_region_free(struct cxlcr_pool *pool, uint64_t generation)
 {
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
 	struct cxlcr_region *r = find_generation(pool, generation);
-	if (r) {
-		__atomic_store_n(&r->state, CXLCR_REGION_FREE, __ATOMIC_RELEASE);
-		cxlcr_publish(r, sizeof(*r));
-		if (!pool->devdax)
-			cxlcr_pool_zero(pool, r->offset, r->size);
+	uint64_t offset = r ? r->offset : 0, size = r ? r->size : 0;
+	int rc = !r ? region_gone(pool, generation) : still_held(pool);
+	if (rc == 0 && !swap_state(r, CXLCR_REGION_LIVE, CXLCR_REGION_FREEING)) {
+		rc = region_gone(pool, generation);
+	} else if (rc == 0 && __atomic_load_n(&r->generation, __ATOMIC_SEQ_CST) != generation) {
+		/* We stalled right before marking it, lost the lock, and the
+		 * entry was freed and used again meanwhile: it is not ours. */
+		swap_state(r, CXLCR_REGION_FREEING, CXLCR_REGION_LIVE);
+		rc = lost_lock(pool);
 	}
-	cxlcr_pool_unlock(pool);
-	return r ? 0 : cxlcr_error("pool %s: region %llu is gone", pool->path,
-				   (unsigned long long)generation);
+	if (finish(pool, rc) < 0)
+		return -1;
+	hook(pool, "free:unlocked");
+	if (!pool->devdax)
+		cxlcr_pool_zero(pool, offset, size);
+	swap_state(r, CXLCR_REGION_FREEING, CXLCR_REGION_FREE);
+	return 0;
 }
 
 int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
@@ -665,7 +826,8 @@ int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
 	struct cxlcr_region *r = find_generation(pool, generation);
-	if (r) {
+	int rc = !r ? region_gone(pool, generation) : still_held(pool);
+	if (rc == 0) {
 		r->owner_pid = pid;
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
@@ -673,9 +835,7 @@ int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t
 			cxlcr_copy_field(r->command, sizeof(r->command), command);
 		cxlcr_publish(r, sizeof(*r));
 	}
-	cxlcr_pool_unlock(pool);
-	return r ? 0 : cxlcr_error("pool %s: region %llu is gone", pool->path,
-				   (unsigned long long)generation);
+	return finish(pool, rc);
 }
 
 int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
@@ -686,11 +846,11 @@ int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid
 	int rc = -1;
 	struct cxlcr_region *r = find_generation(pool, generation);
 	if (!r) {
-		cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+		region_gone(pool, generation);
 	} else if (r->owner_pid && !(r->owner_pid == pid && !strncmp(r->owner_host, host, CXLCR_HOST_MAX))) {
 		cxlcr_error("arena '%s' belongs to pid %d on host %.*s", r->name, r->owner_pid,
 			    (int)CXLCR_HOST_MAX, r->owner_host);
-	} else {
+	} else if (still_held(pool) == 0) {
 		r->owner_pid = pid;
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
@@ -701,8 +861,7 @@ int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid
 			*copy = *r;
 		rc = 0;
 	}
-	cxlcr_pool_unlock(pool);
-	return rc;
+	return finish(pool, rc);
 }
 
 int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32_t first,
@@ -713,7 +872,7 @@ int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32
 	int rc = -1;
 	struct cxlcr_region *r = find_generation(pool, generation);
 	if (!r) {
-		cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+		region_gone(pool, generation);
 		goto out;
 	}
 	for (uint32_t cand = first; cand < first + count; cand++) {
@@ -723,6 +882,8 @@ int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32
 			taken = pool->table[i].state == CXLCR_REGION_LIVE &&
 				cxlcr_kind_is_service(pool->table[i].kind) && pool->table[i].service_ip == net;
 		if (!taken) {
+			if (still_held(pool) < 0)
+				goto out;
 			r->service_ip = net;
 			cxlcr_copy_field(r->veth, sizeof(r->veth), veth);
 			cxlcr_publish(r, sizeof(*r));
@@ -733,8 +894,7 @@ int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32
 	}
 	cxlcr_error("pool %s: no free service address left", pool->path);
 out:
-	cxlcr_pool_unlock(pool);
-	return rc;
+	return finish(pool, rc);
 }
 
 int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const char *veth)
@@ -742,13 +902,12 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
 	struct cxlcr_region *r = find_generation(pool, generation);
-	if (r) {
+	int rc = !r ? region_gone(pool, generation) : still_held(pool);
+	if (rc == 0) {
 		cxlcr_copy_field(r->veth, sizeof(r->veth), veth);
 		cxlcr_publish(r, sizeof(*r));
 	}
-	cxlcr_pool_unlock(pool);
-	return r ? 0 : cxlcr_error("pool %s: region %llu is gone", pool->path,
-				   (unsigned long long)generation);
+	return finish(pool, rc);
 }
 
 void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t align, size_t head)
@@ -850,13 +1009,13 @@ int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint6
 	int rc = -1;
 	struct cxlcr_region *r = find_generation(pool, generation);
 	if (!r) {
-		cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
+		region_gone(pool, generation);
 	} else if (r->owner_epoch != expected_epoch) {
 		*now = *r;
 		cxlcr_error("arena '%.*s' changed owner: epoch %llu expected, now %llu",
 			    (int)CXLCR_NAME_MAX, r->name, (unsigned long long)expected_epoch,
 			    (unsigned long long)r->owner_epoch);
-	} else {
+	} else if (still_held(pool) == 0) {
 		r->owner_pid = pid;
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
@@ -864,6 +1023,5 @@ int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint6
 		*now = *r;
 		rc = 0;
 	}
-	cxlcr_pool_unlock(pool);
-	return rc;
+	return finish(pool, rc);
 }

@@ -16,7 +16,8 @@
 
 #define CXLCR_POOL_DEFAULT_PATH  "/dev/shm/cxlcr/pool"
 #define CXLCR_POOL_DEFAULT_SIZE  (16ull << 30)
-/* A lock holder that has not let go after this long is taken to be dead. */
+/* A lock holder whose lock word has not changed for this long, on the
+ * waiter's own clock, is taken to be dead. */
 #define CXLCR_POOL_LOCK_LEASE_NS (5ull * 1000000000ull)
 /* What cxlcr_pool_open() and cxlcr_pool_format() return for a path they do
  * not trust (see cxlcr_pool_open()). */
@@ -29,7 +30,12 @@ struct cxlcr_pool {
 	uint64_t device_size;
 	struct cxlcr_superblock *sb;  /* the mapped metadata area */
 	struct cxlcr_region *table;
-	uint64_t lock_token;     /* ours while we hold the pool lock */
+	uint64_t lock_word;      /* the lock word as we last wrote it, while we hold the lock */
+	uint64_t lock_lease_ns;  /* how long this process waits for a silent holder (0: the default) */
+	/* Tests only: called at named points of the lock's protocol ("locked",
+	 * "unlocking", "commit", "alloc:publish", "free:unlocked") so that a
+	 * test can stall a holder exactly there. NULL otherwise. */
+	void (*test_hook)(struct cxlcr_pool *pool, const char *point);
 };
 
 /* $CXLCR_POOL, or the default emulated pool. */
@@ -53,9 +59,10 @@ int cxlcr_pool_format(const char *path, uint64_t size, bool force,
 int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path);
 void cxlcr_pool_close(struct cxlcr_pool *pool);
 
-/* The pool-wide allocation lock (see struct cxlcr_pool_lock). */
+/* The pool-wide allocation lock (see struct cxlcr_pool_lock). Unlocking
+ * fails, saying so, if the lock was taken over meanwhile. */
 int cxlcr_pool_lock(struct cxlcr_pool *pool);
-void cxlcr_pool_unlock(struct cxlcr_pool *pool);
+int cxlcr_pool_unlock(struct cxlcr_pool *pool);
 
 /* Checks that dir and every directory above it could only have been made
  * and filled by root or this process's euid (the rules of cxlcr_pool_open()),
@@ -75,7 +82,8 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 		       uint64_t size, struct cxlcr_region *copy);
 
 /* Frees the region with this generation (if it is still live), and gives
- * its memory back where the device allows it. */
+ * its memory back where the device allows it, without holding the lock
+ * while it does (the region is FREEING meanwhile). */
 int cxlcr_region_free(struct cxlcr_pool *pool, uint64_t generation);
 
 /* Rewrites a live region's owner fields under the lock; the epoch is bumped.

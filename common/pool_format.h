@@ -23,7 +23,10 @@
 #include <stdint.h>
 
 #define CXLCR_POOL_MAGIC        0x4c4f4f5052434c58ULL /* "XLCRPOOL" */
-#define CXLCR_POOL_VERSION      1u
+/* 2: the lock word carries a renewal count, and regions have the states
+ * STAGING, ABANDONED and FREEING (a holder whose lock was taken over cannot
+ * commit). A version-1 writer would not honour either. */
+#define CXLCR_POOL_VERSION      2u
 
 #define CXLCR_CACHELINE         64u
 #define CXLCR_SUPERBLOCK_SIZE   4096u
@@ -38,12 +41,22 @@
 #define CXLCR_DATA_OFFSET       CXLCR_POOL_ALIGN
 #define CXLCR_POOL_MIN_SIZE     (CXLCR_DATA_OFFSET + 64 * CXLCR_POOL_ALIGN)
 
-/* The allocation lock: a holder token and when it was taken. A holder that
- * died is recognised by holding it for a whole lease (it may be on another
- * host, so its pid cannot be checked). */
+/* The allocation lock. Its word holds the holder's random token above a
+ * renewal count that the holder bumps while it works. A waiter judges the
+ * holder on its own CLOCK_MONOTONIC, never on a time another host wrote:
+ * it takes the lock over only when it has seen the word unchanged for a
+ * whole lease (the holder may be on another host, so its pid cannot be
+ * checked). A holder re-reads the word right before each commit, and its
+ * commits that matter most are compare-and-swaps a take-over invalidates
+ * (see STAGING below), so a holder that was stalled past its lease writes
+ * nothing once the lock is someone else's. */
+#define CXLCR_LOCK_RENEWAL_BITS 20
+#define CXLCR_LOCK_RENEWAL_MASK ((1ull << CXLCR_LOCK_RENEWAL_BITS) - 1)
+#define CXLCR_LOCK_TOKEN(word)  ((uint64_t)(word) >> CXLCR_LOCK_RENEWAL_BITS)
+
 struct cxlcr_pool_lock {
-	uint64_t owner;         /* 0 = free, else the holder's random token */
-	uint64_t taken_ns;      /* CLOCK_REALTIME, shared by the pod's hosts */
+	uint64_t owner;         /* 0 = free, else token << CXLCR_LOCK_RENEWAL_BITS | renewals */
+	uint64_t takeovers;     /* how often a holder's lock was taken from it */
 	uint8_t  pad[CXLCR_CACHELINE - 16];
 };
 
@@ -65,15 +78,26 @@ struct cxlcr_superblock {
 
 	/* mutable */
 	struct cxlcr_pool_lock lock;
-	uint64_t generation;     /* bumped for every region allocated */
+	uint64_t generation;     /* bumped (atomically) for every region allocated */
 	uint8_t  pad1[CXLCR_CACHELINE - 8];
 };
 
 #define CXLCR_POOL_F_DEVDAX     0x1u   /* formatted on a devdax device */
 
+/* An entry's state changes with compare-and-swaps. An allocator reserves a
+ * FREE entry as STAGING, fills it in, checks it still holds the lock, clears
+ * the space, and publishes it (STAGING -> LIVE). Whoever takes the lock over
+ * first turns every STAGING entry into ABANDONED, so a stalled allocator's
+ * publish fails; only that allocator makes its entry FREE again. A free
+ * marks the entry FREEING under the lock, gives the memory back without it,
+ * and makes it FREE (nobody else writes a FREEING entry). Every state but
+ * FREE keeps its space taken; only LIVE entries are regions. */
 enum cxlcr_region_state {
 	CXLCR_REGION_FREE = 0,
 	CXLCR_REGION_LIVE = 1,   /* allocated; see kind */
+	CXLCR_REGION_STAGING = 2,   /* being allocated by the lock's holder */
+	CXLCR_REGION_ABANDONED = 3, /* its allocator lost the lock: never published */
+	CXLCR_REGION_FREEING = 4,   /* being freed: its memory is being given back */
 };
 
 enum cxlcr_region_kind {

@@ -5,7 +5,11 @@
  *   pool_test                     runs the tests
  *   pool_test --format PATH SIZE  formats PATH as an empty pool (tests/run.sh
  *                                 uses it to make the pools of the other tests)
+ *   pool_test --free-time [SIZE [DIR]]  how long freeing a written region of
+ *                                 SIZE (default 4G) in a pool under DIR
+ *                                 (default /dev/shm) takes, and holds the lock
  */
+#include <signal.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -24,6 +28,7 @@
 #define CHILDREN       8
 #define PER_CHILD      50
 #define TAG_SIZE       4096           /* each concurrent region starts with its name */
+#define TEST_LEASE_NS  (200ull * 1000000ull) /* the lease of the stalled-holder tests */
 
 static char dir[64];
 static char path[128];
@@ -276,8 +281,7 @@ static void test_dead_holder(void)
 	SAY("a lock left behind by a dead holder is taken over after the lease (%llu s)",
 	    CXLCR_POOL_LOCK_LEASE_NS / 1000000000ull);
 	fresh_pool(SMALL_POOL, &pool);
-	__atomic_store_n(&pool.sb->lock.owner, 0x5eadbeefull, __ATOMIC_RELEASE);
-	__atomic_store_n(&pool.sb->lock.taken_ns, cxlcr_now_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&pool.sb->lock.owner, 0x5eadbeefull << CXLCR_LOCK_RENEWAL_BITS, __ATOMIC_RELEASE);
 	uint64_t start = cxlcr_mono_ns();
 	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after-death", 2 * MiB, &r) == 0, "%s",
 	      cxlcr_last_error());
@@ -408,14 +412,183 @@ static void test_concurrent(void)
 			CHECK(seen[c][k] == 1, "region c%d-r%d is live %d times", c, k, seen[c][k]);
 	SAY("the lock word is free and every allocation got a generation");
 	CHECK_EQ(pool.sb->lock.owner, 0);
-	CHECK_EQ(pool.sb->lock.taken_ns, 0);
+	CHECK_EQ(pool.sb->lock.takeovers, 0);
 	CHECK_EQ(pool.sb->generation, gen_before + CHILDREN * PER_CHILD);
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		CHECK(pool.table[i].state == CXLCR_REGION_FREE || pool.table[i].state == CXLCR_REGION_LIVE,
+		      "entry %u left in state %u", i, pool.table[i].state);
 	cxlcr_pool_close(&pool);
 }
 
-/* After a failure: leave nothing behind in /dev/shm. */
+/* --- A holder that stalls past its lease (SIGSTOP, a frozen cgroup, a
+ * paused VM) while another process takes its lock over. --------------- */
+
+static pid_t stalled_pid;   /* a stopped holder, killed if the test fails */
+static int stall_fd = -1;
+static const char *stall_point;
+
+/* The stalling holder's test hook: at its point, once, it tells the parent
+ * that it got there and stops itself. */
+static void stall_here(struct cxlcr_pool *pool, const char *point)
+{
+	(void)pool;
+	if (!stall_point || strcmp(point, stall_point))
+		return;
+	stall_point = NULL;
+	char c = 's';
+	if (write(stall_fd, &c, 1) != 1)
+		_exit(5);
+	raise(SIGSTOP);
+}
+
+/* The stalling holder: 'a' allocates "stale" and stalls right before it
+ * publishes it, 'o' rewrites the owner of region generation and stalls
+ * right before its commit check, 'u' stalls before it lets go of the lock,
+ * 'f' frees region generation and stalls once it has let go of the lock.
+ * Once resumed, 'a', 'o' and 'u' must fail, saying the lock was taken
+ * over; 'f' must succeed. */
+static int stalling_holder(char op, const char *point, uint64_t generation, int fd)
+{
+	struct cxlcr_pool pool;
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "holder: %s", cxlcr_last_error());
+	stall_fd = fd;
+	stall_point = point;
+	pool.test_hook = stall_here;
+	int rc;
+	switch (op) {
+	case 'a': rc = cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "stale", 64 * MiB, NULL); break;
+	case 'o': rc = cxlcr_region_set_owner(&pool, generation, 4242, "stale-host", "stale"); break;
+	case 'f': rc = cxlcr_region_free(&pool, generation); break;
+	default:
+		rc = cxlcr_pool_lock(&pool);
+		CHECK(rc == 0, "holder: %s", cxlcr_last_error());
+		rc = cxlcr_pool_unlock(&pool);
+		break;
+	}
+	CHECK(stall_point == NULL, "holder: never reached %s", point);
+	if (op == 'f') {
+		CHECK(rc == 0, "holder: %s", cxlcr_last_error());
+	} else {
+		CHECK(rc < 0, "the stalled holder's '%c' succeeded after its lock was taken over", op);
+		CHECK(strstr(cxlcr_last_error(), "pool lock was taken over while this process held it"),
+		      "holder: %s", cxlcr_last_error());
+	}
+	cxlcr_pool_close(&pool);
+	return 0;
+}
+
+/* Starts a stalling holder and returns once it is stopped at its point. */
+static pid_t start_stalled(char op, const char *point, uint64_t generation)
+{
+	int p[2];
+	CHECK(pipe(p) == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(p[0]);
+		_exit(stalling_holder(op, point, generation, p[1]));
+	}
+	close(p[1]);
+	char c;
+	CHECK(read(p[0], &c, 1) == 1, "the holder did not get to %s", point);
+	close(p[0]);
+	stalled_pid = pid;
+	int status;
+	CHECK(waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status), "holder: status %#x", status);
+	return pid;
+}
+
+static void resume(pid_t pid, const char *what)
+{
+	int status;
+	CHECK(kill(pid, SIGCONT) == 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	stalled_pid = 0;
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the stalled holder ended with status %#x",
+	      what, status);
+}
+
+/* No two live regions overlap, and no entry is left half allocated or
+ * half freed. */
+static void check_table(struct cxlcr_pool *pool)
+{
+	static struct cxlcr_region live[CXLCR_REGION_MAX];
+	size_t n = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		CHECK(r->state == CXLCR_REGION_FREE || r->state == CXLCR_REGION_LIVE,
+		      "entry %u (%s) left in state %u", i, r->name, r->state);
+		if (r->state == CXLCR_REGION_LIVE)
+			live[n++] = *r;
+	}
+	qsort(live, n, sizeof(live[0]), by_offset);
+	for (size_t i = 1; i < n; i++)
+		CHECK(live[i - 1].offset + live[i - 1].size <= live[i].offset, "%s (%llu+%llu) overlaps %s (%llu)",
+		      live[i - 1].name, (unsigned long long)live[i - 1].offset,
+		      (unsigned long long)live[i - 1].size, live[i].name, (unsigned long long)live[i].offset);
+}
+
+static void test_stalled_holder(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_region a, b;
+	fresh_pool(SMALL_POOL, &pool);
+	pool.lock_lease_ns = TEST_LEASE_NS;
+
+	SAY("a holder stopped right before publishing a region loses the lock after the lease (%llu ms);"
+	    " the new holder allocates, and the old one's publish fails", TEST_LEASE_NS / 1000000);
+	pid_t pid = start_stalled('a', "alloc:publish", 0);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "fresh", 64 * MiB, &a) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(pool.sb->lock.takeovers, 1);
+	resume(pid, "alloc");
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "stale") == NULL, "the stalled holder's region is live");
+	check_table(&pool);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after", 64 * MiB, &b) == 0, "%s", cxlcr_last_error());
+	check_table(&pool);
+
+	SAY("a holder stopped right before rewriting an owner: its write fails once resumed");
+	pid = start_stalled('o', "commit", a.generation);
+	CHECK(cxlcr_region_set_owner(&pool, a.generation, 1234, "new-holder", "fresh") == 0, "%s",
+	      cxlcr_last_error());
+	resume(pid, "set_owner");
+	CHECK(cxlcr_region_get(&pool, a.generation, &b) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(b.owner_pid, 1234);
+	CHECK(!strcmp(b.owner_host, "new-holder"), "owner host %s", b.owner_host);
+	CHECK_EQ(pool.sb->lock.takeovers, 2);
+
+	SAY("a holder stopped before letting go: its release fails and says so");
+	pid = start_stalled('u', "unlocking", 0);
+	CHECK(cxlcr_pool_lock(&pool) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_pool_unlock(&pool) == 0, "%s", cxlcr_last_error());
+	resume(pid, "unlock");
+	CHECK_EQ(pool.sb->lock.owner, 0);
+	CHECK_EQ(pool.sb->lock.takeovers, 3);
+	check_table(&pool);
+
+	SAY("a free gives the memory back without the lock: stopped there, its space stays taken, "
+	    "and others allocate without waiting for a lease");
+	pid = start_stalled('f', "free:unlocked", a.generation);
+	CHECK(cxlcr_region_get(&pool, a.generation, &b) < 0, "the region being freed is still live");
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "meanwhile", 64 * MiB, &b) == 0, "%s",
+	      cxlcr_last_error());
+	CHECK(b.offset + b.size <= a.offset || b.offset >= a.offset + a.size,
+	      "allocated %llu+%llu inside the region being freed (%llu+%llu)", (unsigned long long)b.offset,
+	      (unsigned long long)b.size, (unsigned long long)a.offset, (unsigned long long)a.size);
+	CHECK_EQ(pool.sb->lock.takeovers, 3);
+	resume(pid, "free");
+	check_table(&pool);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "reuse", 64 * MiB, &b) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(b.offset, a.offset);
+	CHECK_EQ(pool.sb->lock.owner, 0);
+	cxlcr_pool_close(&pool);
+}
+
+/* After a failure: leave nothing behind in /dev/shm, and no stopped holder. */
 static void remove_dir(void)
 {
+	if (stalled_pid > 0)
+		kill(stalled_pid, SIGKILL);
 	static const char *const names[] = { "pool", "random", "missing" };
 	char f[160];
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -439,12 +612,88 @@ static int format_only(const char *file, const char *size_s)
 	return 0;
 }
 
+/* --free-time: the longest the lock is held between "locked" and
+ * "unlocking" (the test hook), on this process's clock. */
+static uint64_t held_since, held_max;
+
+static void time_lock(struct cxlcr_pool *pool, const char *point)
+{
+	(void)pool;
+	uint64_t now = cxlcr_mono_ns();
+	if (!strcmp(point, "locked")) {
+		held_since = now;
+	} else if (!strcmp(point, "unlocking") && held_since) {
+		if (now - held_since > held_max)
+			held_max = now - held_since;
+		held_since = 0;
+	}
+}
+
+/* Writes every 4 KiB page of region r, so that its memory is there to give back. */
+static void fill(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	char *m = cxlcr_pool_map(pool, r->offset, r->size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	for (uint64_t off = 0; off < r->size; off += 4096)
+		m[off] = 1;
+	CHECK(munmap(m, r->size) == 0);
+}
+
+/* How long freeing a written region takes, and how long the pool lock is
+ * held meanwhile: as a free that clears the memory under the lock (lock,
+ * punch, unlock: what cxlcr_region_free did before), and as
+ * cxlcr_region_free() does it now. */
+static int free_time(const char *size_s, const char *under)
+{
+	uint64_t size;
+	if (cxlcr_parse_size(size_s, &size) < 0) {
+		fprintf(stderr, "pool_test: %s is not a size\n", size_s);
+		return 2;
+	}
+	CHECK((size_t)snprintf(dir, sizeof(dir), "%s/cxlcr-pool-test.XXXXXX", under) < sizeof(dir));
+	CHECK(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/pool", dir);
+	test_on_failure(remove_dir);
+	struct cxlcr_pool pool;
+	struct cxlcr_region r;
+	fresh_pool(size + CXLCR_DATA_OFFSET + CXLCR_POOL_MIN_SIZE, &pool);
+	pool.test_hook = time_lock;
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "big", size, &r) == 0, "%s", cxlcr_last_error());
+	char sz[32];
+	cxlcr_format_size(r.size, sz, sizeof(sz));
+
+	fill(&pool, &r);
+	held_max = 0;
+	uint64_t t = cxlcr_mono_ns();
+	CHECK(cxlcr_pool_lock(&pool) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_pool_zero(&pool, r.offset, r.size) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_pool_unlock(&pool) == 0, "%s", cxlcr_last_error());
+	double old_all = (double)(cxlcr_mono_ns() - t) / 1e6, old_held = (double)held_max / 1e6;
+
+	fill(&pool, &r);
+	held_max = 0;
+	t = cxlcr_mono_ns();
+	CHECK(cxlcr_region_free(&pool, r.generation) == 0, "%s", cxlcr_last_error());
+	double new_all = (double)(cxlcr_mono_ns() - t) / 1e6, new_held = (double)held_max / 1e6;
+
+	printf("free of a written %s region, memory cleared under the lock: %.3f ms, lock held %.3f ms\n",
+	       sz, old_all, old_held);
+	printf("free of a written %s region, cxlcr_region_free():           %.3f ms, lock held %.3f ms at most\n",
+	       sz, new_all, new_held);
+	cxlcr_pool_close(&pool);
+	CHECK(unlink(path) == 0, "%s", strerror(errno));
+	CHECK(rmdir(dir) == 0, "%s: %s", dir, strerror(errno));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--format"))
 		return format_only(argv[2], argv[3]);
+	if (argc >= 2 && argc <= 4 && !strcmp(argv[1], "--free-time"))
+		return free_time(argc >= 3 ? argv[2] : "4G", argc == 4 ? argv[3] : "/dev/shm");
 	if (argc != 1) {
-		fprintf(stderr, "usage: pool_test [--format PATH SIZE]\n");
+		fprintf(stderr, "usage: pool_test [--format PATH SIZE | --free-time [SIZE [DIR]]]\n");
 		return 2;
 	}
 	printf("pool_test: the pool code of common/\n");
@@ -458,6 +707,7 @@ int main(int argc, char **argv)
 	test_refused();
 	test_regions();
 	test_dead_holder();
+	test_stalled_holder();
 	test_concurrent();
 
 	CHECK(unlink(path) == 0, "%s", strerror(errno));
