@@ -158,3 +158,12 @@ int cxlcr_arena_free_extents(struct cxlcr_pool *pool, const char *arena)
 	}
 	return freed;
 }
+
+int cxlcr_service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	/* The extents first: an arena region without them is still whole to
+	 * anyone who looks, extents without their arena are not. */
+	if (r->kind == CXLCR_KIND_ARENA && cxlcr_arena_free_extents(pool, r->name) < 0)
+		return -1;
+	return cxlcr_region_free(pool, r->generation);
+}

@@ -48,4 +48,8 @@ uint64_t cxlcr_heap_pool_offset(const struct cxlcr_heap *heap, uint64_t off, uin
  * owner is gone). Returns how many were freed, -1 on error. */
 int cxlcr_arena_free_extents(struct cxlcr_pool *pool, const char *arena);
 
+/* Frees a service's region: an arena with its extents, any other kind as
+ * it is. */
+int cxlcr_service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r);
+
 #endif

@@ -100,6 +100,8 @@ struct service {
 	int64_t used;                 /* arena bytes in use */
 	uint64_t fallback_allocs, fallback_bytes, early_allocs;
 	uint64_t heap_address, heap_size;
+	uint64_t heap_limit;          /* what it may grow to (--arena-max) */
+	uint32_t extents;             /* pieces of the pool it lies in */
 	int64_t rss_anon_kb, rss_shmem_kb, rss_file_kb; /* -1: not known */
 	char command[CXLCR_ARENA_COMMAND_MAX]; /* in full, from the arena header */
 };

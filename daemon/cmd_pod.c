@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/arena.h"
 #include "../common/error.h"
 #include "../common/util.h"
 #include "api.h"
@@ -307,7 +308,7 @@ static void stop_host_services(const char *host)
 			continue;
 		kill(r.owner_pid, SIGKILL);
 		pid_wait_exit(r.owner_pid, STOP_WAIT_MS);
-		cxlcr_region_free(&pool, r.generation);
+		cxlcr_service_free(&pool, &r);
 	}
 	cxlcr_pool_close(&pool);
 }

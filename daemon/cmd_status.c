@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/arena.h"
 #include "../common/catalog.h"
 #include "../common/error.h"
 #include "../common/util.h"
@@ -98,14 +99,22 @@ int cmd_status(int argc, char **argv)
 			cxlcr_pool_close(&pool);
 			return EXIT_OK;
 		}
-		printf("arena     %s at 0x%llx, pool offset %llu, epoch %llu\n",
-		       cxlcr_format_size(s.heap_size, sz, sizeof(sz)), (unsigned long long)s.heap_address,
+		char lim[32];
+		printf("arena     %s in %u extent%s (may grow to %s) at 0x%llx, pool offset %llu, epoch %llu\n",
+		       cxlcr_format_size(s.heap_size, sz, sizeof(sz)), s.extents, s.extents == 1 ? "" : "s",
+		       cxlcr_format_size(s.heap_limit, lim, sizeof(lim)), (unsigned long long)s.heap_address,
 		       (unsigned long long)s.region.offset, (unsigned long long)s.region.owner_epoch);
 		printf("used      %s\n", cxlcr_format_size((uint64_t)s.used, b, sizeof(b)));
-		printf("fallbacks %llu to glibc (%s; arena full), %llu before the arena was ready\n",
-		       (unsigned long long)s.fallback_allocs,
-		       cxlcr_format_size(s.fallback_bytes, c, sizeof(c)),
-		       (unsigned long long)s.early_allocs);
+		if (s.fallback_allocs)
+			printf("fallbacks %llu allocations (%s) in private memory from glibc: the arena could not "
+			       "grow (%s); %llu before the arena was ready\n",
+			       (unsigned long long)s.fallback_allocs, cxlcr_format_size(s.fallback_bytes, c, sizeof(c)),
+			       s.heap_size + CXLCR_HEAP_ALIGN > s.heap_limit ? "it reached --arena-max"
+									: "the pool is full",
+			       (unsigned long long)s.early_allocs);
+		else
+			printf("fallbacks none (%llu allocations before the arena was ready)\n",
+			       (unsigned long long)s.early_allocs);
 		if (s.rss_anon_kb >= 0)
 			printf("memory    RssShmem %lld kB (arena), RssAnon %lld kB, RssFile %lld kB\n",
 			       (long long)s.rss_shmem_kb, (long long)s.rss_anon_kb, (long long)s.rss_file_kb);
@@ -119,7 +128,7 @@ int cmd_status(int argc, char **argv)
  * recorded for its pid: the reaper ends it now that the pid is gone. */
 static int free_arena(struct cxlcr_pool *pool, struct service *s)
 {
-	if (cxlcr_region_free(pool, s->region.generation) < 0)
+	if (cxlcr_service_free(pool, &s->region) < 0)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	if (s->region.kind == CXLCR_KIND_CHILD)
 		cxlcr_catalog_reap(pool, NULL);

@@ -86,6 +86,8 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->early_allocs = h->early_allocs;
 		s->heap_address = h->heap_address;
 		s->heap_size = h->heap_size;
+		s->heap_limit = h->heap_reserved;
+		s->extents = h->extent_count;
 		memcpy(s->command, h->command, sizeof(s->command));
 		s->command[sizeof(s->command) - 1] = 0;
 	}
@@ -175,6 +177,8 @@ void service_print_json(struct json *j, const struct service *s)
 		json_null(j, "address");
 	json_str(j, "command", s->command);
 	json_u64(j, "arena_size", s->heap_size ? s->heap_size : s->region.size - CXLCR_ARENA_HEAP_OFFSET);
+	json_u64(j, "arena_max", s->heap_limit);
+	json_u64(j, "arena_extents", s->extents);
 	json_u64(j, "arena_used", (uint64_t)s->used);
 	json_u64(j, "arena_offset", s->region.offset);
 	char addr[32];
