@@ -12,6 +12,28 @@
 #include "persist.h"
 #include "util.h"
 
+void cxlcr_arena_header_init(struct cxlcr_arena_header *h, const struct cxlcr_pool *pool,
+			     const struct cxlcr_region *r, uint64_t heap_address, uint64_t heap_size,
+			     uint64_t reserved, int32_t pid)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = CXLCR_ARENA_VERSION;
+	h->slot_count = CXLCR_ARENA_STAT_SLOTS;
+	memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
+	h->region_generation = r->generation;
+	h->heap_address = heap_address;
+	h->heap_size = heap_size;
+	h->pid = pid;
+	h->heap_reserved = reserved;
+	h->extents[0] = (struct cxlcr_arena_extent){ .generation = r->generation,
+						     .offset = r->offset + CXLCR_ARENA_HEAP_OFFSET,
+						     .size = heap_size, .heap_offset = 0 };
+	h->extent_count = 1;
+	cxlcr_publish(h, sizeof(*h));
+	h->magic = CXLCR_ARENA_MAGIC;
+	cxlcr_publish(h, sizeof(*h));
+}
+
 int cxlcr_extent_name(char *out, size_t len, const char *arena, uint32_t n)
 {
 	int w = snprintf(out, len, "%s" CXLCR_EXTENT_SEP "%" PRIu32, arena, n);

@@ -21,6 +21,13 @@ struct cxlcr_heap {
 	struct cxlcr_arena_extent extents[CXLCR_ARENA_EXTENTS_MAX];
 };
 
+/* Writes a new arena header for region r, whose heap of heap_size bytes
+ * (its first extent) its owner maps at heap_address and may grow to
+ * reserved bytes; magic is written last. */
+void cxlcr_arena_header_init(struct cxlcr_arena_header *h, const struct cxlcr_pool *pool,
+			     const struct cxlcr_region *r, uint64_t heap_address, uint64_t heap_size,
+			     uint64_t reserved, int32_t pid);
+
 /* "<arena>.ext<n>": the name of an arena's extent n (n >= 1). */
 int cxlcr_extent_name(char *out, size_t len, const char *arena, uint32_t n);
 

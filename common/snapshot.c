@@ -19,6 +19,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "arena.h"
 #include "checksum.h"
 #include "error.h"
 #include "persist.h"
@@ -42,17 +43,18 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 
 struct source {
 	struct cxlcr_region region;
-	uint8_t *base;               /* the whole arena region, mapped */
-	const uint8_t *heap;         /* base + CXLCR_ARENA_HEAP_OFFSET */
-	uint64_t heap_offset;        /* pool offset of the heap */
+	uint8_t *base;               /* the arena region's header, mapped */
+	struct cxlcr_heap extents;   /* where the heap lies in the pool */
+	const uint8_t *heap;         /* the whole heap, mapped in one range */
 	uint64_t heap_size;
 	uint64_t heap_address;       /* where its owner maps the heap */
 	uint64_t pages;
 };
 
 /* The arena's header is written by the preload when a process attaches;
- * it alone knows where the heap is mapped, which a fork child needs. */
-static int check_arena_header(const struct cxlcr_pool *pool, const struct source *src)
+ * it alone knows where the heap is mapped, which a fork child needs, and
+ * which extents it grew by. */
+static int check_arena_header(struct cxlcr_pool *pool, struct source *src)
 {
 	const struct cxlcr_arena_header *h = (const void *)src->base;
 	const char *name = src->region.name;
@@ -68,13 +70,17 @@ static int check_arena_header(const struct cxlcr_pool *pool, const struct source
 				   (unsigned long long)src->region.generation);
 	if (memcmp(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid)) != 0)
 		return cxlcr_error("arena '%s': its header belongs to another pool", name);
-	if (h->heap_size != src->region.size - CXLCR_ARENA_HEAP_OFFSET || h->heap_address == 0 ||
-	    h->heap_address % PAGE != 0)
-		return cxlcr_error("arena '%s': inconsistent header (heap of %llu bytes at %#llx in a region of %llu)",
-				   name, (unsigned long long)h->heap_size,
-				   (unsigned long long)h->heap_address,
-				   (unsigned long long)src->region.size);
-	return 0;
+	return cxlcr_heap_read(pool, &src->region, h, &src->extents);
+}
+
+static void close_source(struct source *src)
+{
+	if (src->heap)
+		cxlcr_heap_unmap(&src->extents, (void *)(uintptr_t)src->heap);
+	if (src->base)
+		munmap(src->base, CXLCR_ARENA_HEAP_OFFSET);
+	src->heap = NULL;
+	src->base = NULL;
 }
 
 static int open_source(struct cxlcr_pool *pool, uint64_t arena_generation, struct source *src)
@@ -88,28 +94,18 @@ static int open_source(struct cxlcr_pool *pool, uint64_t arena_generation, struc
 	if (src->region.size < CXLCR_ARENA_HEAP_OFFSET + PAGE)
 		return cxlcr_error("arena '%s' is too small to hold a heap (%llu bytes)",
 				   src->region.name, (unsigned long long)src->region.size);
-	src->base = cxlcr_pool_map(pool, src->region.offset, src->region.size, 0, 0);
+	src->base = cxlcr_pool_map(pool, src->region.offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
 	if (!src->base)
 		return -1;
-	if (check_arena_header(pool, src) < 0) {
-		munmap(src->base, src->region.size);
-		src->base = NULL;
+	if (check_arena_header(pool, src) < 0 ||
+	    !(src->heap = cxlcr_heap_map(pool, &src->extents, NULL))) {
+		close_source(src);
 		return -1;
 	}
-	const struct cxlcr_arena_header *h = (const void *)src->base;
-	src->heap = src->base + CXLCR_ARENA_HEAP_OFFSET;
-	src->heap_offset = src->region.offset + CXLCR_ARENA_HEAP_OFFSET;
-	src->heap_size = h->heap_size;
-	src->heap_address = h->heap_address;
+	src->heap_size = src->extents.size;
+	src->heap_address = src->extents.address;
 	src->pages = src->heap_size / PAGE;
 	return 0;
-}
-
-static void close_source(struct source *src)
-{
-	if (src->base)
-		munmap(src->base, src->region.size);
-	src->base = NULL;
 }
 
 /* ---- pass 1: which pages hold data ---- */
@@ -184,6 +180,24 @@ static bool next_data_extent(const struct cxlcr_pool *pool, uint64_t from, uint6
 	return true;
 }
 
+/* next_data_extent() over the heap, in heap offsets: the next stretch at
+ * or after from that may hold data, within one extent. */
+static bool heap_next_data(const struct cxlcr_pool *pool, const struct source *src, uint64_t from,
+			   uint64_t *lo, uint64_t *hi)
+{
+	while (from < src->heap_size) {
+		uint64_t room, plo, phi;
+		uint64_t at = cxlcr_heap_pool_offset(&src->extents, from, &room);
+		if (next_data_extent(pool, at, at + room, &plo, &phi)) {
+			*lo = from + (plo - at);
+			*hi = from + (phi - at);
+			return true;
+		}
+		from += room;
+	}
+	return false;
+}
+
 /* Maps [p, p+len) of a pool mapping in one system call rather than one
  * page fault at a time. On a pool file, most of a snapshot's time goes to
  * page faults otherwise (a fresh tmpfs page is allocated and cleared on
@@ -206,16 +220,16 @@ static int find_nonzero_pages(const struct cxlcr_pool *pool, const struct source
 	m->bits = calloc((m->pages + 63) / 64, sizeof(uint64_t));
 	if (!m->bits)
 		return cxlcr_error("out of memory for a map of %llu pages", (unsigned long long)m->pages);
-	uint64_t end = src->heap_offset + src->heap_size, at = src->heap_offset, lo, hi;
-	for (; next_data_extent(pool, at, end, &lo, &hi); at = hi) {
+	uint64_t end = src->heap_size, at = 0, lo, hi;
+	for (; heap_next_data(pool, src, at, &lo, &hi); at = hi) {
 		m->holes_skipped += (lo - at) / PAGE;
-		const uint8_t *p = src->heap + (lo - src->heap_offset);
+		const uint8_t *p = src->heap + lo;
 		/* No cxlcr_refresh() of the heap: snapshots are taken on the host
 		 * of the arena's owner, whose caches hold its latest writes (on
 		 * a non-coherent device the other hosts' copies are what is
 		 * stale, not this one's); flushing 1 GiB of lines cost ~0.2 s. */
 		prefault((void *)(uintptr_t)p, hi - lo, MADV_POPULATE_READ);
-		uint64_t first = (lo - src->heap_offset) / PAGE, last = (hi - src->heap_offset) / PAGE;
+		uint64_t first = lo / PAGE, last = hi / PAGE;
 		for (uint64_t i = first; i < last; i++, p += PAGE) {
 			if (!page_is_zero(p)) {
 				m->bits[i / 64] |= 1ull << (i % 64);
@@ -423,6 +437,11 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 	} else {
 		memcpy(snap + l.table_offset, table, l.table_size);
 		cxlcr_publish(snap + l.table_offset, l.table_size);
+		/* The heap may grow before the finish: the draft says for how
+		 * many pages its table is (the header stays a draft's: magic 0). */
+		struct cxlcr_snapshot_header *h = (void *)snap;
+		h->page_count = m->pages;
+		cxlcr_publish(h, sizeof(*h));
 	}
 	munmap(snap, snap_region->size);
 	free(table);
@@ -814,18 +833,22 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 		rc = cxlcr_error("snapshot '%s' is not a draft of this arena", name);
 		goto unmap;
 	}
+	if (h->page_count != src.pages) {
+		rc = 1; /* the heap grew since the draft: the caller snapshots afresh */
+		goto unmap;
+	}
 	const uint64_t *table = (const void *)(snap + l.table_offset);
 	prefault(snap + l.data_offset, snap_region.size - l.data_offset, MADV_POPULATE_READ);
 	uint64_t refreshed = 0, runs = 0, want = 0;
 	/* Pool-file holes are zero pages: not read. */
-	uint64_t end = src.heap_offset + src.heap_size, at = src.heap_offset, lo, hi;
+	uint64_t end = src.heap_size, at = 0, lo, hi;
 	for (bool more = true; more; at = hi) {
-		more = next_data_extent(pool, at, end, &lo, &hi);
+		more = heap_next_data(pool, &src, at, &lo, &hi);
 		if (!more)
 			lo = hi = end;
-		prefault((void *)(uintptr_t)(src.heap + (lo - src.heap_offset)), hi - lo, MADV_POPULATE_READ);
-		for (uint64_t i = (at - src.heap_offset) / PAGE; i < (hi - src.heap_offset) / PAGE; i++) {
-			bool in_data = i >= (lo - src.heap_offset) / PAGE;
+		prefault((void *)(uintptr_t)(src.heap + lo), hi - lo, MADV_POPULATE_READ);
+		for (uint64_t i = at / PAGE; i < hi / PAGE; i++) {
+			bool in_data = i >= lo / PAGE;
 			const uint8_t *p = in_data ? src.heap + i * PAGE : NULL;
 			int r = refresh_page(p, table[i], snap, snap_region.offset);
 			if (r < 0) {

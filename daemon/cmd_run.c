@@ -84,10 +84,12 @@ static bool redis_forks_for_persistence(int argc, char **argv)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--log FILE] [--env NAME=VALUE]...\n"
-		"                 [--json] -- CMD [ARGS...]\n\n"
+		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--arena-max SIZE] [--log FILE]\n"
+		"                 [--env NAME=VALUE]... [--json] -- CMD [ARGS...]\n\n"
 		"Starts CMD detached, with its heap in a new arena NAME of the pool\n"
 		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log.\n"
+		"A full arena grows in extents up to --arena-max (default: as far as the\n"
+		"pool can give); only then do allocations fall back to glibc.\n"
 		"With --host, it runs on that pod host in its own PID, network and UTS\n"
 		"namespaces, with its own address on the pod network (cxlcr status shows it).\n"
 		"--env adds to CMD's environment (a pod host's daemon starts it with a clean one).\n"
@@ -101,7 +103,7 @@ static void usage(FILE *out)
 struct launch {
 	int ready;              /* write end of the pipe the preload reports on */
 	const char *log, *preload, *pool, *name;
-	uint64_t arena;
+	uint64_t arena, arena_max; /* arena_max 0: no limit but the pool */
 	char **cmd;
 	char **env;             /* NAME=VALUE, NULL-terminated */
 };
@@ -131,6 +133,13 @@ static void exec_service(void *arg)
 	setenv("CXLCR_POOL", l->pool, 1);
 	setenv("CXLCR_ARENA", l->name, 1);
 	setenv("CXLCR_ARENA_SIZE", size_s, 1);
+	if (l->arena_max) {
+		char max_s[32];
+		snprintf(max_s, sizeof(max_s), "%llu", (unsigned long long)l->arena_max);
+		setenv("CXLCR_ARENA_MAX", max_s, 1);
+	} else {
+		unsetenv("CXLCR_ARENA_MAX");
+	}
 	setenv("CXLCR_READY_FD", fd_s, 1);
 	unsetenv("CXLCR_ARENA_OWNER");
 	for (char **e = l->env; e && *e; e++)
@@ -221,20 +230,26 @@ int cmd_run(int argc, char **argv)
 		{ "name", required_argument, 0, 'n' }, { "arena", required_argument, 0, 'a' },
 		{ "log", required_argument, 0, 'l' },  { "json", no_argument, 0, 'j' },
 		{ "host", required_argument, 0, 'H' }, { "env", required_argument, 0, 'e' },
+		{ "arena-max", required_argument, 0, 'm' },
 		{ "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 }
 	};
 	static char *env[RUN_ENV_MAX + 1];
 	int nenv = 0;
 	const char *name = NULL, *log = NULL, *host = NULL;
-	uint64_t arena = DEFAULT_ARENA_SIZE;
+	uint64_t arena = DEFAULT_ARENA_SIZE, arena_max = 0;
 	bool json = false;
 	int c;
-	while ((c = getopt_long(argc, argv, "+n:a:l:H:e:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+n:a:m:l:H:e:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': name = optarg; break;
 		case 'a':
 			if (cxlcr_parse_size(optarg, &arena) < 0 || arena < CXLCR_HEAP_ALIGN)
 				return fail(EXIT_USAGE, "--arena %s: not a size of at least %llu MiB", optarg,
+					    CXLCR_HEAP_ALIGN >> 20);
+			break;
+		case 'm':
+			if (cxlcr_parse_size(optarg, &arena_max) < 0 || arena_max < CXLCR_HEAP_ALIGN)
+				return fail(EXIT_USAGE, "--arena-max %s: not a size of at least %llu MiB", optarg,
 					    CXLCR_HEAP_ALIGN >> 20);
 			break;
 		case 'l': log = optarg; break;
@@ -253,6 +268,9 @@ int cmd_run(int argc, char **argv)
 	}
 	if (!name)
 		return fail(EXIT_USAGE, "run: --name NAME is required (see cxlcr run --help)");
+	if (arena_max && arena_max < arena)
+		return fail(EXIT_USAGE, "run: --arena-max %llu MiB is smaller than --arena %llu MiB",
+			    (unsigned long long)(arena_max >> 20), (unsigned long long)(arena >> 20));
 	if (!cxlcr_valid_name(name))
 		return fail(EXIT_USAGE, "run: invalid name '%s' (letters, digits, '.', '_', '-')", name);
 	if (optind >= argc)
@@ -320,7 +338,7 @@ int cmd_run(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "pipe: %s", strerror(errno));
 	}
-	struct launch l = { pipefd[1], log, preload, pool_abs, name, arena, cmd, env };
+	struct launch l = { pipefd[1], log, preload, pool_abs, name, arena, arena_max, cmd, env };
 	fflush(NULL);
 	char link[16] = "";
 	uint32_t ip = 0;

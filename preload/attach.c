@@ -95,27 +95,6 @@ static void read_command_line(char *out, size_t len)
 		out[--n] = 0;
 }
 
-static void init_header(struct cxlcr_arena_header *h, const struct cxlcr_pool *pool,
-			const struct cxlcr_region *r, void *heap, size_t heap_size, uint64_t reserved)
-{
-	memset(h, 0, sizeof(*h));
-	h->version = CXLCR_ARENA_VERSION;
-	h->slot_count = CXLCR_ARENA_STAT_SLOTS;
-	memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
-	h->region_generation = r->generation;
-	h->heap_address = (uint64_t)(uintptr_t)heap;
-	h->heap_size = heap_size;
-	h->pid = getpid();
-	read_command_line(h->command, sizeof(h->command));
-	h->heap_reserved = reserved;
-	h->extents[0] = (struct cxlcr_arena_extent){ .generation = r->generation,
-						     .offset = r->offset + CXLCR_ARENA_HEAP_OFFSET,
-						     .size = heap_size, .heap_offset = 0 };
-	h->extent_count = 1;
-	cxlcr_publish(h, sizeof(*h));
-	h->magic = CXLCR_ARENA_MAGIC;
-	cxlcr_publish(h, sizeof(*h));
-}
 
 /*
  * This process's pid as the pool's other users see it. A pod service is
@@ -260,7 +239,9 @@ int preload_attach_arena(void)
 	    (cxlcr_pool_zero(&pool, r.offset + CXLCR_ARENA_HEAP_OFFSET, heap_size) < 0 ||
 	     cxlcr_arena_free_extents(&pool, r.name) < 0))
 		goto fail;
-	init_header(h, &pool, &r, heap, heap_size, limit);
+	cxlcr_arena_header_init(h, &pool, &r, (uintptr_t)heap, heap_size, limit, getpid());
+	read_command_line(h->command, sizeof(h->command));
+	cxlcr_publish(h->command, sizeof(h->command));
 	if (preload_register_extent(heap, heap_size) < 0)
 		goto fail;
 	cxlcr_pool_close(&pool);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "../common/arena.h"
 #include "../common/catalog.h"
 #include "../common/checksum.h"
 #include "../common/error.h"
@@ -45,16 +46,9 @@ struct arena_map {
 /* What the preload writes when a process attaches an arena (attach.c). */
 static void write_arena_header(struct cxlcr_pool *pool, struct arena_map *a)
 {
-	struct cxlcr_arena_header *h = (void *)a->base;
-	memset(h, 0, sizeof(*h));
-	h->version = CXLCR_ARENA_VERSION;
-	h->slot_count = CXLCR_ARENA_STAT_SLOTS;
-	memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
-	h->region_generation = a->region.generation;
-	h->heap_address = (uint64_t)(uintptr_t)a->heap;
-	h->heap_size = a->region.size - CXLCR_ARENA_HEAP_OFFSET;
-	h->pid = getpid();
-	h->magic = CXLCR_ARENA_MAGIC;
+	uint64_t heap_size = a->region.size - CXLCR_ARENA_HEAP_OFFSET;
+	cxlcr_arena_header_init((void *)a->base, pool, &a->region, (uintptr_t)a->heap, heap_size, heap_size,
+				getpid());
 }
 
 /* An arena with heap_size bytes of heap, mapped like the preload maps it
@@ -1096,6 +1090,89 @@ static void remove_dir(void)
 	rmdir(dir);
 }
 
+/* Grows arena a by one extent region of size bytes, mapped right after
+ * its heap, as the preload does (grow.c); returns where it maps. */
+static uint8_t *grow_arena(struct cxlcr_pool *pool, struct arena_map *a, uint64_t size,
+			   struct cxlcr_region *ext)
+{
+	struct cxlcr_arena_header *h = (void *)a->base;
+	uint32_t n = h->extent_count;
+	char name[CXLCR_NAME_MAX];
+	CHECK(cxlcr_extent_name(name, sizeof(name), a->region.name, n) == 0);
+	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_EXTENT, name, size, ext) == 0, "%s", cxlcr_last_error());
+	uint8_t *at = (uint8_t *)(uintptr_t)(h->heap_address + h->heap_size);
+	CHECK(mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, pool->fd,
+		   (off_t)ext->offset) == at, "cannot map extent %s after the heap", name);
+	h->extents[n] = (struct cxlcr_arena_extent){ ext->generation, ext->offset, size, h->heap_size };
+	h->extent_count = n + 1;
+	h->heap_size += size;
+	return at;
+}
+
+/* An arena that grew: its heap is contiguous where its owner maps it, in
+ * pieces of the pool; a snapshot holds it all, a draft taken before the
+ * growth is refused at the finish (the table is too short), and freeing
+ * the service frees the extents. */
+static void test_extents(struct cxlcr_pool *pool)
+{
+	SAY("an arena of three extents: snapshot, draft outgrown, freed with its extents");
+	struct arena_map a;
+	struct cxlcr_region e1, e2;
+	struct cxlcr_snapshot_info info;
+	struct cxlcr_snapshot s;
+	static uint8_t got[PAGE];
+	/* Room after the heap for the extents, as the preload reserves it. */
+	make_arena(pool, "grown", TEST_HEAP, true, &a);
+	CHECK(munmap(a.base, a.region.size) == 0);
+	uint8_t *res = mmap(NULL, a.region.size + 3 * TEST_HEAP, PROT_NONE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	CHECK(res != MAP_FAILED);
+	CHECK(munmap(res, a.region.size + 3 * TEST_HEAP) == 0);
+	a.base = mmap(res, a.region.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, pool->fd,
+		      (off_t)a.region.offset);
+	CHECK(a.base == res);
+	a.heap = a.base + CXLCR_ARENA_HEAP_OFFSET;
+	write_arena_header(pool, &a);
+	struct cxlcr_arena_header *h = (void *)a.base;
+	h->heap_reserved = 4 * TEST_HEAP;
+	grow_arena(pool, &a, TEST_HEAP, &e1);
+	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "gdraft", &info) == 0, "%s", cxlcr_last_error());
+	grow_arena(pool, &a, 2 * TEST_HEAP, &e2);
+	a.pages = h->heap_size / PAGE;
+	uint64_t nonzero, holes;
+	fill_heap(&a, 0x9e, &nonzero, &holes);
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "gdraft", &info) == 1,
+	      "a draft of a smaller heap was finished");
+	struct cxlcr_region *draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "gdraft");
+	CHECK(draft && cxlcr_region_free(pool, draft->generation) == 0);
+
+	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "gsnap", &info) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(info.heap_size, 4 * TEST_HEAP);
+	CHECK_EQ(info.pages_cxl, nonzero);
+	CHECK(cxlcr_snapshot_open(pool, info.region_generation, &s) == 0, "%s", cxlcr_last_error());
+	check_snapshot_pages(&s, 0x9e, pool->fd);
+	for (uint64_t i = 0; i < a.pages; i += 97) {
+		CHECK(cxlcr_snapshot_read_page(&s, i, got) == 0, "%s", cxlcr_last_error());
+		CHECK(memcmp(got, a.heap + i * PAGE, PAGE) == 0, "page %llu", (unsigned long long)i);
+	}
+	cxlcr_snapshot_close(&s);
+	CHECK(cxlcr_region_free(pool, info.region_generation) == 0);
+
+	SAY("a header whose extent names a region of another kind is refused");
+	h->extents[1].generation = info.region_generation; /* freed: gone */
+	CHECK_ERROR(cxlcr_snapshot_create(pool, a.region.generation, "gbad", &info), "is gone");
+	h->extents[1].generation = e1.generation;
+	h->extents[2].offset += CXLCR_POOL_ALIGN;
+	CHECK_ERROR(cxlcr_snapshot_create(pool, a.region.generation, "gbad", &info), "its region is");
+	h->extents[2].offset -= CXLCR_POOL_ALIGN;
+
+	CHECK(munmap(a.base, a.region.size + 3 * TEST_HEAP) == 0);
+	CHECK_EQ(cxlcr_service_free(pool, &a.region), 0);
+	struct cxlcr_region gone;
+	CHECK(cxlcr_region_get(pool, e1.generation, &gone) < 0 && cxlcr_region_get(pool, e2.generation, &gone) < 0,
+	      "the extents outlived their arena");
+}
+
 int main(int argc, char **argv)
 {
 	bool quick = argc == 2 && !strcmp(argv[1], "--quick");
@@ -1114,6 +1191,7 @@ int main(int argc, char **argv)
 
 	test_snapshot_contents(&pool);
 	test_draft_and_finish(&pool);
+	test_extents(&pool);
 	test_refusals(&pool);
 
 	struct arena_map a;
