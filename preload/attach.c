@@ -54,13 +54,20 @@ mi_heap_t *preload_thread_heap_slow(void)
 	mi_heap_t *h = cx.mi.heap_new();
 	for (int i = 0; !h && i < 16 && preload_grow(0); i++)
 		h = cx.mi.heap_new();
-	if (!h)
+	if (!h) {
+		tls_state = THREAD_NO_ROOM;
 		return NULL;
+	}
 	pthread_setspecific(thread_exit_key, (void *)1);
 	stats_thread_start();
 	tls_heap = h;
 	tls_state = THREAD_ARENA;
 	return h;
+}
+
+bool preload_thread_without_room(void)
+{
+	return tls_state == THREAD_NO_ROOM;
 }
 
 /*
@@ -244,7 +251,7 @@ int preload_attach_arena(void)
 	cxlcr_publish(h->command, sizeof(h->command));
 	if (preload_register_extent(heap, heap_size) < 0)
 		goto fail;
-	cxlcr_pool_close(&pool);
+	cx.pool = pool;
 	cx.header = h;
 	cx.heap_lo = (uintptr_t)heap;
 	cx.heap_size = limit;

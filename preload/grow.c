@@ -125,13 +125,10 @@ bool preload_grow(size_t n)
 	int tries = extent_sizes(n, at, sizes);
 	if (tries == 0 || index >= CXLCR_ARENA_EXTENTS_MAX)
 		goto out;
-	struct cxlcr_pool pool;
 	struct cxlcr_region arena, ext;
-	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
-		goto out;
-	if (owned_arena(&pool, &arena) == 0) {
+	if (owned_arena(&cx.pool, &arena) == 0) {
 		for (int i = 0; i < tries && !grown; i++)
-			grown = add_extent(&pool, &arena, index, at, sizes[i], &ext) == 0;
+			grown = add_extent(&cx.pool, &arena, index, at, sizes[i], &ext) == 0;
 	}
 	if (grown) {
 		record_extent(index, &ext, at);
@@ -142,7 +139,6 @@ bool preload_grow(size_t n)
 		}
 		__atomic_store_n(&cx.grown, at + ext.size, __ATOMIC_RELEASE);
 	}
-	cxlcr_pool_close(&pool);
 out:
 	growing = false;
 	pthread_mutex_unlock(&grow_lock);

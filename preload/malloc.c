@@ -56,7 +56,7 @@ static inline void *arena_result(void *p)
 static inline void *glibc_result(mi_heap_t *h, void *p, size_t n)
 {
 	if (p) {
-		if (h)
+		if (h || unlikely(preload_thread_without_room()))
 			stats_fallback(n);
 		else
 			stats_early();

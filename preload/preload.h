@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../common/pool_format.h"
+#include "../common/pool.h"
 
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -57,7 +57,11 @@ enum thread_state {
 	THREAD_NEW = 0,     /* no heap yet */
 	THREAD_ARENA,       /* allocates from its arena heap */
 	THREAD_GLIBC,       /* exiting thread or fork child: glibc only */
+	THREAD_NO_ROOM,     /* no heap: the arena was full and could not grow */
 };
+
+/* Is this thread on glibc because the arena had no room for its heap? */
+HIDDEN bool preload_thread_without_room(void);
 
 struct preload {
 	uintptr_t heap_lo;         /* the arena's heap: [heap_lo, heap_lo+heap_size) */
@@ -66,6 +70,9 @@ struct preload {
 	bool ready;                /* arena registered: allocation may use it */
 	bool fork_child;           /* we are a child of fork(): hands off the arena */
 	struct cxlcr_arena_header *header;
+	/* The pool, kept open from the start: growing needs it, and a service
+	 * that drops its privileges (memcached -u) could not open it again. */
+	struct cxlcr_pool pool;
 	struct mimalloc_api mi;
 };
 

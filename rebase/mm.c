@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../common/arena.h"
 #include "../common/error.h"
 #include "image_io.h"
 #include "internal.h"
@@ -101,23 +102,31 @@ static void emit_zero(struct vma_out *o, const VmaEntry *orig, uint64_t start, u
 
 /*
  * [start, end) of a pool VMA that record rec describes: the arena header
- * part becomes a view of the arena, the heap part one mapping per run of
- * the snapshot's run table.
+ * part becomes a view of the arena, the heap part (all of an extent's
+ * record) one mapping per run of the snapshot's run table. Heap pages are
+ * found by their address: an arena's heap is one range where its owner
+ * maps it, whichever extents of the pool it lies in.
  */
 static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct cxlcr_arena_record *rec,
 			   uint64_t start, uint64_t end, const struct cxlcr_snapshot *snap,
 			   struct cxlcr_rebase_stats *stats, const char *img)
 {
 	uint64_t dev = rec->map_pgoff + (start - rec->map_address);
-	uint64_t dev_end = dev + (end - start);
-	uint64_t heap_dev = rec->region_offset + CXLCR_ARENA_HEAP_OFFSET;
-	if (dev < heap_dev) {
-		uint64_t stop = dev_end < heap_dev ? dev_end : heap_dev;
-		emit_pool_view(o, orig, start, start + (stop - dev), dev);
-		dev = stop;
+	if (rec->region_kind == CXLCR_KIND_ARENA) {
+		uint64_t heap_dev = rec->region_offset + CXLCR_ARENA_HEAP_OFFSET;
+		if (dev < heap_dev) {
+			uint64_t stop = start + (heap_dev - dev) < end ? start + (heap_dev - dev) : end;
+			emit_pool_view(o, orig, start, stop, dev);
+			start = stop;
+		}
 	}
+	if (start >= end)
+		return 0;
 	uint64_t heap_address = snap->header.heap_address;
-	uint64_t page = (dev - heap_dev) / REBASE_PAGE, last = (dev_end - heap_dev) / REBASE_PAGE;
+	if (start < heap_address || end > heap_address + snap->header.heap_size)
+		return cxlcr_error("%s: %s maps heap at %#" PRIx64 "-%#" PRIx64 ", outside snapshot %s's heap",
+				   img, rec->region_name, start, end, snap->region.name);
+	uint64_t page = (start - heap_address) / REBASE_PAGE, last = (end - heap_address) / REBASE_PAGE;
 	/* The snapshot's runs, as checked on open, from the one holding `page`. */
 	const struct cxlcr_snapshot_run *run = snap->runs, *runs_end = snap->runs + snap->run_count;
 	size_t lo = 0, hi = snap->run_count;
@@ -169,11 +178,23 @@ static int check_record(const struct cxlcr_arena_record *rec, const struct cxlcr
 	if (rec->flags & CXLCR_RECORD_F_DEVDAX)
 		return cxlcr_error("%s: arena %s lies on a devdax pool, which cannot be mapped privately",
 				   img, name);
+	if (memcmp(rec->pool_uuid, h->pool_uuid, sizeof(h->pool_uuid)))
+		return cxlcr_error("%s: arena %s is of another pool than snapshot %s", img, name, h->name);
+	if (rec->region_kind == CXLCR_KIND_EXTENT && (rec->flags & CXLCR_RECORD_F_SHARED)) {
+		/* More of the heap: it must be this arena's, all inside the
+		 * snapshot's heap (emit_arena_part() maps it by address). */
+		if (!cxlcr_extent_of(name, h->arena_name))
+			return cxlcr_error("%s: %s is not an extent of arena %s, whose snapshot %s this is", img,
+					   name, h->arena_name, h->name);
+		if ((rec->map_address | rec->map_length) % REBASE_PAGE || rec->map_address < h->heap_address ||
+		    rec->map_address + rec->map_length > h->heap_address + h->heap_size)
+			return cxlcr_error("%s: extent %s is mapped at %#" PRIx64 "+%" PRIu64 ", outside snapshot "
+					   "%s's heap", img, name, rec->map_address, rec->map_length, h->name);
+		return 0;
+	}
 	if (rec->region_kind != CXLCR_KIND_ARENA || !(rec->flags & CXLCR_RECORD_F_SHARED))
 		return cxlcr_error("%s: region %s is not a shared mapping of an arena (kind %u, flags %#x)",
 				   img, name, rec->region_kind, rec->flags);
-	if (memcmp(rec->pool_uuid, h->pool_uuid, sizeof(h->pool_uuid)))
-		return cxlcr_error("%s: arena %s is of another pool than snapshot %s", img, name, h->name);
 	if (rec->region_generation != h->arena_generation)
 		return cxlcr_error("%s: snapshot %s was taken of arena generation %" PRIu64
 				   ", the checkpoint maps arena %s of generation %" PRIu64,
@@ -183,7 +204,7 @@ static int check_record(const struct cxlcr_arena_record *rec, const struct cxlcr
 				   ") and the checkpoint (epoch %" PRIu64 ")", img, name, h->arena_epoch,
 				   rec->owner_epoch);
 	if (rec->region_size < CXLCR_ARENA_HEAP_OFFSET ||
-	    h->heap_size != rec->region_size - CXLCR_ARENA_HEAP_OFFSET)
+	    h->heap_size < rec->region_size - CXLCR_ARENA_HEAP_OFFSET)
 		return cxlcr_error("%s: arena %s holds %" PRIu64 " bytes, snapshot %s a heap of %" PRIu64,
 				   img, name, rec->region_size, h->name, h->heap_size);
 	if ((rec->map_address | rec->map_length | rec->map_pgoff) % REBASE_PAGE)

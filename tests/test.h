@@ -110,10 +110,9 @@ static inline void *launder(void *p)
 }
 
 /*
- * The arena of this process: the mapping of the pool file ($CXLCR_POOL).
- * The preload maps only the arena region of the pool (it unmaps the
- * metadata once it has attached), so that mapping is the arena: its header
- * first, the heap at CXLCR_ARENA_HEAP_OFFSET.
+ * The arena of this process: the mapping of the pool file ($CXLCR_POOL)
+ * past its metadata (which the preload keeps mapped, to grow the arena):
+ * its header first, the heap at CXLCR_ARENA_HEAP_OFFSET.
  */
 struct arena {
 	uintptr_t base, end;        /* the whole region */
@@ -174,7 +173,7 @@ static inline int arena_find(struct arena *a)
 		strtoull(p, &p, 10);          /* inode */
 		while (*p == ' ')
 			p++;
-		if (!strcmp(p, pool)) {
+		if (!strcmp(p, pool) && off >= CXLCR_DATA_OFFSET) {
 			if (found && lo == a->end && off == a->file_offset + (a->end - a->base)) {
 				a->end = hi;  /* another piece of the same mapping */
 			} else {
