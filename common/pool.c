@@ -299,6 +299,25 @@ fail:
 	return -1;
 }
 
+void cxlcr_pool_detach(struct cxlcr_pool *pool)
+{
+	if (pool->sb)
+		munmap(pool->sb, META_SIZE);
+	pool->sb = NULL;
+	pool->table = NULL;
+}
+
+int cxlcr_pool_attach(struct cxlcr_pool *pool)
+{
+	if (map_metadata(pool) < 0)
+		return -1;
+	if (check_superblock(pool) < 0) {
+		cxlcr_pool_detach(pool);
+		return -1;
+	}
+	return 0;
+}
+
 void cxlcr_pool_close(struct cxlcr_pool *pool)
 {
 	if (pool->sb)

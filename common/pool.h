@@ -59,6 +59,13 @@ int cxlcr_pool_format(const char *path, uint64_t size, bool force,
 int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path);
 void cxlcr_pool_close(struct cxlcr_pool *pool);
 
+/* A process that keeps the pool open for long (the preload) holds only its
+ * file descriptor between uses: detach unmaps the metadata, attach maps
+ * and checks it again. A checkpoint of such a process then carries no
+ * shared mapping of the pool's metadata, nor does a fork child made of it. */
+void cxlcr_pool_detach(struct cxlcr_pool *pool);
+int cxlcr_pool_attach(struct cxlcr_pool *pool);
+
 /* The pool-wide allocation lock (see struct cxlcr_pool_lock). Unlocking
  * fails, saying so, if the lock was taken over meanwhile. */
 int cxlcr_pool_lock(struct cxlcr_pool *pool);

@@ -195,7 +195,8 @@ struct cxlcr_arena_header {
 	 * its page tables over the heap and stores the request in shed_done. */
 	uint32_t shed_request;
 	uint32_t shed_done;
-	uint8_t  pad1[CXLCR_CACHELINE - 40];
+	uint64_t released_bytes; /* freed heap given back to the pool (punched out) */
+	uint8_t  pad1[CXLCR_CACHELINE - 48];
 
 	struct cxlcr_arena_slot slots[CXLCR_ARENA_STAT_SLOTS];
 

@@ -84,6 +84,7 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->fallback_allocs = h->fallback_allocs;
 		s->fallback_bytes = h->fallback_bytes;
 		s->early_allocs = h->early_allocs;
+		s->released_bytes = h->released_bytes;
 		s->heap_address = h->heap_address;
 		s->heap_size = h->heap_size;
 		s->heap_limit = h->heap_reserved;
@@ -187,6 +188,7 @@ void service_print_json(struct json *j, const struct service *s)
 	json_u64(j, "glibc_fallbacks", s->fallback_allocs);
 	json_u64(j, "glibc_fallback_bytes", s->fallback_bytes);
 	json_u64(j, "early_allocs", s->early_allocs);
+	json_u64(j, "arena_released", s->released_bytes);
 	json_u64(j, "owner_epoch", s->region.owner_epoch);
 	if (s->rss_anon_kb >= 0) {
 		json_i64(j, "rss_anon_kb", s->rss_anon_kb);

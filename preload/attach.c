@@ -205,10 +205,13 @@ static char *map_reserved(struct cxlcr_pool *pool, const struct cxlcr_region *r,
 	return base;
 }
 
+/* Registered as not committed, so that mimalloc decommits what it frees
+ * (release.c gives that back to the pool); its commits are mprotect()s to
+ * the protection the mapping already has. */
 int preload_register_extent(void *start, size_t size)
 {
 	mi_arena_id_t id;
-	if (!cx.mi.manage_os_memory_ex(start, size, true, false, true, -1, false, &id))
+	if (!cx.mi.manage_os_memory_ex(start, size, false, false, true, -1, false, &id))
 		return cxlcr_error("mimalloc refused %zu bytes of heap at %p", size, start);
 	return 0;
 }
@@ -251,6 +254,7 @@ int preload_attach_arena(void)
 	cxlcr_publish(h->command, sizeof(h->command));
 	if (preload_register_extent(heap, heap_size) < 0)
 		goto fail;
+	cxlcr_pool_detach(&pool);
 	cx.pool = pool;
 	cx.header = h;
 	cx.heap_lo = (uintptr_t)heap;

@@ -11,8 +11,11 @@
  *
  * Extents grow geometrically (each as large as the heap so far, at most
  * EXTENT_MAX), so that a heap that grows a lot takes few region slots.
- * Only the arena's owner grows it: a fork child sees its parent's header
- * and has copy-on-write views of a snapshot; it falls back to glibc.
+ * Only the arena's owner grows it. A fork child restored from a snapshot
+ * has copy-on-write views of the heap and, in its memory, its parent's
+ * state of this library (the same pid, possibly, on another host): it
+ * recognises itself by its heap mapping being private, and falls back to
+ * glibc.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -126,10 +129,13 @@ bool preload_grow(size_t n)
 	if (tries == 0 || index >= CXLCR_ARENA_EXTENTS_MAX)
 		goto out;
 	struct cxlcr_region arena, ext;
+	if (!preload_heap_is_shared() || cxlcr_pool_attach(&cx.pool) < 0)
+		goto out;
 	if (owned_arena(&cx.pool, &arena) == 0) {
 		for (int i = 0; i < tries && !grown; i++)
 			grown = add_extent(&cx.pool, &arena, index, at, sizes[i], &ext) == 0;
 	}
+	cxlcr_pool_detach(&cx.pool);
 	if (grown) {
 		record_extent(index, &ext, at);
 		if (preload_register_extent((void *)(cx.heap_lo + at), ext.size) < 0) {

@@ -9,6 +9,7 @@
  *   stats.c    per-thread "bytes used" counters kept in the arena header
  *   malloc.c   the malloc family, routed by address
  *   shed.c     drops the heap's page tables when a checkpoint is coming
+ *   release.c  gives freed heap memory back to the pool
  */
 #ifndef CXLCR_PRELOAD_H
 #define CXLCR_PRELOAD_H
@@ -70,7 +71,8 @@ struct preload {
 	bool ready;                /* arena registered: allocation may use it */
 	bool fork_child;           /* we are a child of fork(): hands off the arena */
 	struct cxlcr_arena_header *header;
-	/* The pool, kept open from the start: growing needs it, and a service
+	/* The pool, kept open from the start (its metadata mapped only while
+	 * growing, see cxlcr_pool_detach()): growing needs it, and a service
 	 * that drops its privileges (memcached -u) could not open it again. */
 	struct cxlcr_pool pool;
 	struct mimalloc_api mi;
@@ -96,8 +98,11 @@ HIDDEN pid_t preload_outer_pid(void);
  * at its limit, the pool is full, or this process does not own the arena. */
 HIDDEN bool preload_grow(size_t n);
 HIDDEN int  preload_register_extent(void *start, size_t size);
+/* release.c: the madvise system call itself (ours interposes the name). */
+HIDDEN int  preload_madvise(void *addr, size_t len, int advice);
 /* shed.c: starts the thread that drops the heap's page tables on request. */
 HIDDEN int  preload_shed_start(void);
+HIDDEN bool preload_heap_is_shared(void);
 
 /* stats.c */
 extern TLS struct cxlcr_arena_slot *tls_slot HIDDEN;

@@ -17,6 +17,7 @@
  * view of a snapshot, and the thread is restored with it) is never shed:
  * MADV_DONTNEED would throw its private pages away.
  */
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,23 +30,43 @@
 
 #include "preload.h"
 
-/* Is the heap still a shared mapping (of the pool)? */
-static bool heap_is_shared(void)
+/* Is the heap still a shared mapping (of the pool)? A fork child made from
+ * a snapshot has private views of it instead, and everything else in its
+ * memory (this library's state too) is its parent's. Reads /proc/self/maps
+ * without allocating: it runs when the arena is full (grow.c). */
+bool preload_heap_is_shared(void)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	if (!f)
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return false;
-	char line[512];
-	bool shared = false;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char perms[5];
-		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && cx.heap_lo >= lo && cx.heap_lo < hi) {
-			shared = perms[3] == 's';
+	char buf[4096];
+	size_t have = 0;
+	bool shared = false, found = false;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
 			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while (!found && (nl = strchr(line, '\n'))) {
+			*nl = 0;
+			unsigned long lo, hi;
+			char perms[5];
+			if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && cx.heap_lo >= lo && cx.heap_lo < hi) {
+				shared = perms[3] == 's';
+				found = true;
+			}
+			line = nl + 1;
 		}
+		if (found)
+			break;
+		have = (size_t)(buf + have - line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer: not ours */
 	}
-	fclose(f);
+	close(fd);
 	return shared;
 }
 
@@ -61,8 +82,9 @@ static void *shed_thread(void *unused)
 			syscall(SYS_futex, &h->shed_request, FUTEX_WAIT, seen, NULL, NULL, 0);
 			continue;
 		}
-		if (heap_is_shared())
-			madvise((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE), MADV_DONTNEED);
+		if (preload_heap_is_shared())
+			preload_madvise((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE),
+					MADV_DONTNEED);
 		seen = want;
 		__atomic_store_n(&h->shed_done, want, __ATOMIC_RELEASE);
 		syscall(SYS_futex, &h->shed_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
