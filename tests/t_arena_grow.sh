@@ -2,8 +2,9 @@
 # An arena is not a cliff. Real servers on an emulated pod:
 #  - a Redis (linked with jemalloc) started with a 64 MiB arena, filled to
 #    four times that: its arena grows in extents, nothing falls back to
-#    glibc, every value reads back; then it is migrated, snapshotted and
-#    forked (checkpoint, restore, plugin and rebase over several extents),
+#    glibc, every value reads back; then it is migrated, checkpointed and
+#    restored, grows again, is snapshotted and forked (the plugin and the
+#    rebase over several extents),
 #    and stopping it frees every extent;
 #  - a Redis held at --arena-max 64M filled past it: the rest goes to glibc
 #    (status says so), every value reads back, and it migrates with that
@@ -50,6 +51,16 @@ addr=$(field grow address)
 python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 11 --quiet ||
 	die "values lost in the migrate of a grown arena"
 ok "migrated with its $ext extents, every value read back"
+
+say "checkpoint it, restore it on h0, and back to h1 by migrate"
+"$CXLCR" checkpoint grow >/dev/null || die "checkpoint of a grown arena failed"
+"$CXLCR" restore grow --host h0 >/dev/null || die "restore of a grown arena failed"
+addr=$(field grow address)
+python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 11 --quiet ||
+	die "values lost in the checkpoint and restore of a grown arena"
+"$CXLCR" migrate grow --to h1 >/dev/null || die "second migrate failed"
+addr=$(field grow address)
+ok "checkpoint + restore with every extent, every value read back"
 
 say "it grows again after the migrate, on h1"
 python3 "$KV" fill --host "$addr" --port $PORT --count 60000 --start $COUNT --size $SIZE --seed 11
