@@ -78,10 +78,10 @@ for r in $(seq "$ROUNDS"); do
 done
 
 pid=$("$CXLCR" status cost --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
-perf record -q -e cpu-clock -F 2000 -g -o "$WORK/perf.data" -p "$pid" -- \
-	"${CLIENT_CPU[@]}" redis-benchmark -p 7003 -t set -n "$N" -c 50 -P 16 -r $KEYSPACE -d $VALUE -q >/dev/null 2>&1
-perf report -i "$WORK/perf.data" --stdio --no-children --sort dso,symbol 2>/dev/null |
-	grep -E '^ +[0-9]' | head -40 >"$WORK/profile.txt"
+perf record -q -e cpu-clock -F 2000 -o "$WORK/perf.data" -p "$pid" -- \
+	"${CLIENT_CPU[@]}" redis-benchmark -p 7003 -t set -n "$N" -c 50 -P 16 -r $KEYSPACE -d $VALUE -q >/dev/null 2>&1 || true
+{ perf report -i "$WORK/perf.data" --stdio --no-children --sort dso,symbol 2>/dev/null |
+	grep -E '^ +[0-9]' | head -40; } >"$WORK/profile.txt" || true
 
 python3 - "$OUT/alloc_cost.csv" "$WORK/profile.txt" <<'EOF' | tee "$OUT/alloc_cost.txt"
 import csv, statistics, sys
