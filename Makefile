@@ -14,26 +14,30 @@ O       ?= build
 
 # What every component needs of common/ (the preload and the CRIU plugin
 # take only this), and the rest of it.
-POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c
+POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c \
+               tracking/scan.c
 COMMON_SRC  := $(POOL_SRC) \
                common/snapshot.c common/catalog.c common/rtnl.c
-PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c
+PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c preload/track.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
-               daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/prefetch.c
+               daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/prefetch.c \
+               tracking/tracker.c tracking/since.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
 VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c
-TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust alloc_grow pool_test snapshot_test
+TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust alloc_grow pool_test snapshot_test track_test
 
 all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(addprefix $(O)/tests/,$(TEST_PROGS))
 
 $(O)/common/%.o: common/%.c common/*.h | $(O)/common
 	$(CC) $(BASE) -c -o $@ $<
-$(O)/preload/%.o: preload/%.c preload/*.h common/*.h | $(O)/preload
+$(O)/preload/%.o: preload/%.c preload/*.h common/*.h tracking/*.h | $(O)/preload
 	$(CC) $(BASE) -fvisibility=hidden -ftls-model=initial-exec -c -o $@ $<
 $(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/tracking/%.o: tracking/%.c tracking/*.h common/*.h | $(O)/tracking
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tests/%: tests/%.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldl -lpthread
@@ -71,7 +75,7 @@ $(O)/bench/mcload: bench/mcload.c | $(O)/bench
 $(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 
-$(O)/common $(O)/preload $(O)/daemon $(O)/tests $(O)/bench:
+$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:
@@ -115,7 +119,7 @@ clean:
 PLUGIN_HELPERS  := criu-plugin/pool_id.c criu-plugin/proc.c criu-plugin/dump.c \
                    criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c criu-plugin/netlock.c
 PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
-                   $(O)/common/snapshot.o $(O)/common/catalog.o $(O)/common/rtnl.o
+                   $(O)/common/snapshot.o $(O)/common/catalog.o $(O)/common/rtnl.o $(O)/tracking/since.o
 CRIU_PLUGIN_DIR ?= /usr/lib/criu
 
 all: plugin
@@ -129,8 +133,8 @@ $(O)/cxlcr_criu.so: $(PLUGIN_OBJS) $(POOL_SRC:%.c=$(O)/%.o) criu-plugin/exports.
 $(O)/criu/cxlcr_criu.so: $(O)/cxlcr_criu.so | $(O)/criu
 	ln -sf ../cxlcr_criu.so $@
 $(O)/tests/criu_plugin_test: tests/criu_plugin_test.c tests/*.h criu-plugin/*.h common/*.h \
-		$(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o $(O)/libcxlcr-common.a | $(O)/tests
-	$(CC) $(BASE) -o $@ $< $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
+		$(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o $(O)/tracking/since.o $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o $(O)/tracking/since.o \
 		$(O)/libcxlcr-common.a -ldl -lpthread
 $(O)/criu-plugin $(O)/criu:
 	mkdir -p $@

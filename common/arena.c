@@ -29,6 +29,7 @@ void cxlcr_arena_header_init(struct cxlcr_arena_header *h, const struct cxlcr_po
 						     .offset = r->offset + CXLCR_ARENA_HEAP_OFFSET,
 						     .size = heap_size, .heap_offset = 0 };
 	h->extent_count = 1;
+	h->track_fd = -1;
 	cxlcr_publish(h, sizeof(*h));
 	h->magic = CXLCR_ARENA_MAGIC;
 	cxlcr_publish(h, sizeof(*h));

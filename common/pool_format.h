@@ -190,9 +190,9 @@ struct cxlcr_arena_header {
 	uint64_t fallback_allocs;   /* arena full: served by glibc instead */
 	uint64_t fallback_bytes;
 	uint64_t early_allocs;   /* before the arena was ready, or in a fork child */
-	/* Page-table shedding (preload/shed.c), futex words of the host that
-	 * runs the service: the daemon bumps shed_request, the service drops
-	 * its page tables over the heap and stores the request in shed_done. */
+	/* Page-table shedding (preload/shed.c): the daemon bumps shed_request
+	 * (then the doorbell below), the service drops its page tables over
+	 * the heap and stores the request in shed_done. */
 	uint32_t shed_request;
 	uint32_t shed_done;
 	uint64_t released_bytes; /* freed heap given back to the pool (punched out) */
@@ -204,8 +204,17 @@ struct cxlcr_arena_header {
 
 	/* growth (see above) */
 	uint64_t heap_reserved;  /* address space reserved for the heap (the limit) */
-	uint32_t extent_count;   /* entries of extents[] in use, >= 1 */
-	uint32_t reserved0;
+	uint32_t extent_count;   /* entries of extents[] in use, >= 1 (a futex word) */
+
+	/* Requests to the service's helper thread (preload/shed.c), futex
+	 * words of the host that runs it: a requester bumps its *_request
+	 * word, then the doorbell; the thread answers in *_done. */
+	uint32_t doorbell;
+	uint32_t track_request;  /* make a userfaultfd for write tracking, or close it */
+	uint32_t track_done;
+	int32_t  track_fd;       /* that userfaultfd, in the service; -1: none */
+	uint32_t tracked;        /* 1 while a tracker holds it with the heap registered */
+	uint64_t fork_count;     /* fork() children the service made: their writes are not tracked */
 	struct cxlcr_arena_extent {
 		uint64_t generation; /* its region (extent 0: the arena region) */
 		uint64_t offset;     /* device offset of its heap bytes */
@@ -449,7 +458,13 @@ struct cxlcr_snapshot_header {
 	uint32_t checksum;           /* CRC-32C of everything above */
 	uint32_t reserved1;
 	uint64_t complete;           /* CXLCR_SNAPSHOT_COMPLETE once published */
-	uint8_t  pad[512 - 384];
+	/* A draft's notes (cxlcr_snapshot_draft_note), kept for its finish;
+	 * not part of a snapshot (after `complete`, outside the checksum). */
+	uint64_t draft_fork_count;   /* the arena header's fork_count then */
+	uint32_t draft_tracked;      /* 1: the heap's written pages were re-armed right before the copy */
+	uint32_t draft_runs;         /* runs of its leaf table */
+	uint64_t draft_nonzero;      /* pages it stored */
+	uint8_t  pad[512 - 408];
 };
 
 /* One entry of the run table: pages [first_page, first_page + pages) of

@@ -19,6 +19,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "../tracking/track.h"
 #include "arena.h"
 #include "checksum.h"
 #include "error.h"
@@ -441,6 +442,8 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 		 * many pages its table is (the header stays a draft's: magic 0). */
 		struct cxlcr_snapshot_header *h = (void *)snap;
 		h->page_count = m->pages;
+		h->draft_runs = (uint32_t)l.run_count;
+		h->draft_nonzero = m->nonzero;
 		cxlcr_publish(h, sizeof(*h));
 	}
 	munmap(snap, snap_region->size);
@@ -809,8 +812,72 @@ static int refresh_page(const uint8_t *p, uint64_t leaf, uint8_t *snap, uint64_t
 	return 1;
 }
 
+/* A draft's header, mapped (NULL if there is no draft of that name). */
+static struct cxlcr_snapshot_header *map_draft_header(struct cxlcr_pool *pool, const char *name)
+{
+	struct cxlcr_region r;
+	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name);
+	if (!found) {
+		cxlcr_error("no draft snapshot '%s'", name);
+		return NULL;
+	}
+	r = *found;
+	struct cxlcr_snapshot_header *h = cxlcr_pool_map(pool, r.offset, sizeof(*h), 0, 0);
+	if (h && (h->magic != 0 || h->complete == CXLCR_SNAPSHOT_COMPLETE)) {
+		munmap(h, sizeof(*h));
+		cxlcr_error("snapshot '%s' is not a draft", name);
+		return NULL;
+	}
+	return h;
+}
+
+int cxlcr_snapshot_draft_note(struct cxlcr_pool *pool, const char *name, bool tracked, uint64_t fork_count)
+{
+	struct cxlcr_snapshot_header *h = map_draft_header(pool, name);
+	if (!h)
+		return -1;
+	h->draft_tracked = tracked;
+	h->draft_fork_count = fork_count;
+	cxlcr_publish(h, sizeof(*h));
+	munmap(h, sizeof(*h));
+	return 0;
+}
+
+int cxlcr_snapshot_draft_notes(struct cxlcr_pool *pool, const char *name, bool *tracked, uint64_t *fork_count)
+{
+	struct cxlcr_snapshot_header *h = map_draft_header(pool, name);
+	if (!h)
+		return -1;
+	cxlcr_refresh(h, sizeof(*h));
+	*tracked = h->draft_tracked == 1;
+	*fork_count = h->draft_fork_count;
+	munmap(h, sizeof(*h));
+	return 0;
+}
+
+/* The tracked finish: only the pages in the written ranges are brought up
+ * to date; the table's shape (stored pages, runs) is the draft's, since a
+ * written page that was zero in the draft makes the caller start afresh. */
+static int refresh_written(const struct source *src, const struct cxlcr_written *written, const uint64_t *table,
+			   uint8_t *snap, uint64_t snap_offset, uint64_t *refreshed, uint64_t *looked)
+{
+	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
+	for (size_t k = 0; k < written->count; k++) {
+		uint64_t a = written->ranges[k].start > lo ? written->ranges[k].start : lo;
+		uint64_t b = written->ranges[k].end < hi ? written->ranges[k].end : hi;
+		for (uint64_t i = (a - lo) / PAGE; a < b && i < (b - lo + PAGE - 1) / PAGE; i++) {
+			int r = refresh_page(src->heap + i * PAGE, table[i], snap, snap_offset);
+			if (r < 0)
+				return 1;
+			*refreshed += (uint64_t)r;
+			(*looked)++;
+		}
+	}
+	return 0;
+}
+
 int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
-			  struct cxlcr_snapshot_info *out)
+			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out)
 {
 	uint64_t start = cxlcr_mono_ns();
 	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name);
@@ -838,8 +905,16 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 		goto unmap;
 	}
 	const uint64_t *table = (const void *)(snap + l.table_offset);
+	uint64_t refreshed = 0, runs = 0, want = 0, looked = 0;
+	if (written) {
+		rc = refresh_written(&src, written, table, snap, snap_region.offset, &refreshed, &looked);
+		if (rc != 0)
+			goto unmap;
+		m.nonzero = h->draft_nonzero;
+		runs = h->draft_runs;
+		goto publish;
+	}
 	prefault(snap + l.data_offset, snap_region.size - l.data_offset, MADV_POPULATE_READ);
-	uint64_t refreshed = 0, runs = 0, want = 0;
 	/* Pool-file holes are zero pages: not read. */
 	uint64_t end = src.heap_size, at = 0, lo, hi;
 	for (bool more = true; more; at = hi) {
@@ -861,6 +936,7 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 			want = next_in_run(table[i]);
 		}
 	}
+publish:
 	cxlcr_fence();
 	/* The draft planned its layout with these runs: a page that became
 	 * zero since stays stored, so none has changed. */
@@ -874,6 +950,8 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 	if (out) {
 		describe(out, &snap_region, &src, &m);
 		out->pages_refreshed = refreshed;
+		out->pages_written = looked;
+		out->tracked = written != NULL;
 		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
 	}
 	rc = 0;

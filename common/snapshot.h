@@ -27,6 +27,8 @@ struct cxlcr_snapshot_info {
 	uint64_t pages_zero;         /* not stored */
 	uint64_t holes_skipped;      /* zero pages skipped without reading them (file pools) */
 	uint64_t pages_refreshed;    /* cxlcr_snapshot_finish(): pages that changed after the draft */
+	uint64_t pages_written;      /* ... of which written pages it looked at (tracked finish) */
+	bool tracked;                /* the finish copied only written pages, compared none */
 	uint64_t scan_ns;            /* finding the non-zero pages */
 	uint64_t copy_ns;            /* copying them and writing the table */
 	uint64_t total_ns;
@@ -63,8 +65,20 @@ int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, co
  */
 int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			 struct cxlcr_snapshot_info *out);
+
+/*
+ * With write tracking (tracking/track.h) the finish need not compare: the
+ * caller re-arms the heap's written pages right before the draft copy and
+ * notes that on the draft (tracked, and the arena's fork_count then); in
+ * the freeze it scans again, and passes what was written since as written:
+ * only those pages are copied again. written NULL compares every page.
+ */
+struct cxlcr_written;
+int cxlcr_snapshot_draft_note(struct cxlcr_pool *pool, const char *name, bool tracked, uint64_t fork_count);
+/* The draft's notes: 0, or -1 if there is no such draft. */
+int cxlcr_snapshot_draft_notes(struct cxlcr_pool *pool, const char *name, bool *tracked, uint64_t *fork_count);
 int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
-			  struct cxlcr_snapshot_info *out);
+			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out);
 
 /* An open snapshot: its region mapped read-only, its header and run table
  * checked (copies). */

@@ -28,6 +28,7 @@
 #include "../common/pool.h"
 #include "../common/record.h"
 #include "../common/snapshot.h"
+#include "../tracking/track.h"
 #include "../common/util.h"
 #include "plugin.h"
 
@@ -58,15 +59,27 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 	if (cxlcr_pool_open(&pool, id->path) < 0)
 		return -1;
 	/* The daemon copied the heap while the service ran (a draft): here it
-	 * is only brought up to date, unless it cannot be (then afresh). */
+	 * is only brought up to date, unless it cannot be (then afresh). With
+	 * write tracking, only the pages written since the draft are copied
+	 * again; without, every page is compared with the draft. */
 	struct cxlcr_snapshot_info info;
 	int rc = 1;
+	const char *untracked = "no draft";
 	struct cxlcr_region *draft = cxlcr_region_find(&pool, CXLCR_KIND_SNAPSHOT, name);
 	if (draft) {
 		uint64_t generation = draft->generation;
-		rc = cxlcr_snapshot_finish(&pool, arena, name, &info);
-		if (rc != 0)
+		struct cxlcr_written written = { 0 };
+		int t = cxlcr_track_since_draft(&pool, arena, pid, name, &written, &untracked);
+		if (t < 0)
+			untracked = "its write tracking could not be read";
+		rc = cxlcr_snapshot_finish(&pool, arena, name, t == 0 ? &written : NULL, &info);
+		cxlcr_written_free(&written);
+		if (rc != 0) {
 			cxlcr_region_free(&pool, generation);
+			untracked = "a page that was zero in the draft holds data now";
+		} else if (t == 0) {
+			untracked = NULL;
+		}
 	}
 	if (rc != 0)
 		rc = cxlcr_snapshot_create(&pool, arena, name, &info);
@@ -79,9 +92,10 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 		return cxlcr_error("cannot write %s: %s", CXLCR_SNAPSHOT_INFO_FILE, strerror(errno));
 	dprintf(fd,
 		"generation %" PRIu64 "\npages_cxl %" PRIu64 "\npages_zero %" PRIu64 "\npages_refreshed %" PRIu64
-		"\nscan_ns %" PRIu64 "\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64 "\n",
-		info.region_generation, info.pages_cxl, info.pages_zero, info.pages_refreshed, info.scan_ns,
-		info.copy_ns, info.total_ns);
+		"\npages_written %" PRIu64 "\nscan_ns %" PRIu64 "\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64
+		"\ntracked %d\nuntracked_because %s\n",
+		info.region_generation, info.pages_cxl, info.pages_zero, info.pages_refreshed, info.pages_written,
+		info.scan_ns, info.copy_ns, info.total_ns, untracked == NULL, untracked ? untracked : "-");
 	close(fd);
 	return 0;
 }

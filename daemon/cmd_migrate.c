@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../tracking/track.h"
 #include "../common/error.h"
 #include "../common/util.h"
 #include "cli.h"
@@ -238,6 +239,12 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	cxlcr_region_set_veth(pool, meta.arena_generation, link);
 	image_store_reclaim(pool, name, 0);
 	image_work_dir_remove(dir);
+	/* Tracking does not survive a checkpoint (its userfaultfd stayed with
+	 * the source's tracker): the restored service is tracked anew, and
+	 * its first scan reports every page. */
+	struct cxlcr_region now;
+	if (cxlcr_region_get(pool, meta.arena_generation, &now) == 0)
+		cxlcr_tracker_start(pool, &now);
 	return 0;
 }
 

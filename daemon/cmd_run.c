@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tracking/track.h"
 #include "../common/error.h"
 #include "../common/util.h"
 #include "cli.h"
@@ -366,6 +367,10 @@ int cmd_run(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "%s did not start: %s (log: %s)", name, msg, log);
 	}
+	/* Its writes are tracked from now on (snapshots copy only those). */
+	struct cxlcr_region now;
+	if (cxlcr_region_get(&pool, region.generation, &now) == 0)
+		cxlcr_tracker_start(&pool, &now);
 	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	if (json) {
 		struct json j;

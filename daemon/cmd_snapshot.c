@@ -22,6 +22,7 @@
 #include "../common/error.h"
 #include "../common/snapshot.h"
 #include "../common/util.h"
+#include "../tracking/track.h"
 #include "cli.h"
 #include "container.h"
 #include "criu.h"
@@ -37,7 +38,15 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return cxlcr_error("the dump took no snapshot (%s: %s)", path, strerror(errno));
-	while (fscanf(f, "%31s %llu", key, &v) == 2) {
+	char line[256];
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "untracked_because ", 18)) {
+			line[strcspn(line, "\n")] = 0;
+			cxlcr_copy_field(r->untracked_because, sizeof(r->untracked_because), line + 18);
+			continue;
+		}
+		if (sscanf(line, "%31s %llu", key, &v) != 2)
+			continue;
 		if (!strcmp(key, "generation"))
 			r->generation = v;
 		else if (!strcmp(key, "pages_cxl"))
@@ -46,6 +55,10 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 			r->pages_zero = v;
 		else if (!strcmp(key, "pages_refreshed"))
 			r->pages_refreshed = v;
+		else if (!strcmp(key, "pages_written"))
+			r->pages_written = v;
+		else if (!strcmp(key, "tracked"))
+			r->tracked = v != 0;
 		else if (!strcmp(key, "total_ns"))
 			r->snapshot_ms = (double)v / 1e6;
 	}
@@ -130,8 +143,13 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 	 * plugin only copies again what changed since (snapshot.h). Without a
 	 * draft it copies everything then. */
 	uint64_t d0 = cxlcr_mono_ns();
-	if (cxlcr_snapshot_draft(pool, s->region.generation, out->name, NULL) == 0)
+	bool tracked = false;
+	uint64_t forks = 0;
+	cxlcr_track_before_draft(pool, s->region.generation, s->region.owner_pid, &tracked, &forks);
+	if (cxlcr_snapshot_draft(pool, s->region.generation, out->name, NULL) == 0) {
+		cxlcr_snapshot_draft_note(pool, out->name, tracked, forks);
 		out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
+	}
 	uint64_t f0 = cxlcr_mono_ns();
 	if (criu_dump_for_fork(s->region.owner_pid, dir, out->name) < 0) {
 		char why[CXLCR_ERROR_MAX];
@@ -200,6 +218,12 @@ int cmd_snapshot(int argc, char **argv)
 		json_u64(&j, "pages_changed", r.pages_changed);
 		json_double(&j, "draft_ms", r.draft_ms);
 		json_u64(&j, "pages_refreshed", r.pages_refreshed);
+		json_bool(&j, "write_tracking", r.tracked);
+		json_u64(&j, "pages_written", r.pages_written);
+		if (r.tracked)
+			json_null(&j, "compared_because");
+		else
+			json_str(&j, "compared_because", r.untracked_because);
 		json_end(&j);
 	} else {
 		char b[32], c[32];

@@ -90,6 +90,9 @@ struct snapshot_result {
 	uint64_t pages_cxl, pages_zero;
 	uint64_t pages_changed;       /* since the previous snapshot: prefetched into children */
 	uint64_t pages_refreshed;     /* copied again in the freeze: changed after the draft */
+	uint64_t pages_written;       /* ... of the pages write tracking said were written */
+	bool tracked;                 /* the freeze copied only written pages (tracking/) */
+	char untracked_because[160];  /* else why it compared every page */
 };
 struct service;
 /* Snapshots service s, which runs on this host, and publishes the snapshot

@@ -85,6 +85,7 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->fallback_bytes = h->fallback_bytes;
 		s->early_allocs = h->early_allocs;
 		s->released_bytes = h->released_bytes;
+		s->tracked = __atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE) != 0;
 		s->heap_address = h->heap_address;
 		s->heap_size = h->heap_size;
 		s->heap_limit = h->heap_reserved;
@@ -103,7 +104,8 @@ void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, 
 		return;
 	if (h->magic == CXLCR_ARENA_MAGIC && h->region_generation == s->region.generation) {
 		uint32_t want = __atomic_add_fetch(&h->shed_request, 1, __ATOMIC_ACQ_REL);
-		syscall(SYS_futex, &h->shed_request, FUTEX_WAKE, 1, NULL, NULL, 0);
+		__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
+		syscall(SYS_futex, &h->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
 		uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 		for (;;) {
 			uint32_t done = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
@@ -189,6 +191,7 @@ void service_print_json(struct json *j, const struct service *s)
 	json_u64(j, "glibc_fallback_bytes", s->fallback_bytes);
 	json_u64(j, "early_allocs", s->early_allocs);
 	json_u64(j, "arena_released", s->released_bytes);
+	json_bool(j, "write_tracking", s->tracked);
 	json_u64(j, "owner_epoch", s->region.owner_epoch);
 	if (s->rss_anon_kb >= 0) {
 		json_i64(j, "rss_anon_kb", s->rss_anon_kb);

@@ -79,6 +79,10 @@ bool preload_thread_without_room(void)
  */
 void preload_enter_fork_child(void)
 {
+	/* Its writes to the heap, if any, are not tracked: snapshots compare
+	 * instead while one may have written (see tracking/track.h). */
+	if (cx.header)
+		__atomic_fetch_add(&cx.header->fork_count, 1, __ATOMIC_ACQ_REL);
 	cx.fork_child = true;
 	tls_heap = NULL;
 	tls_state = THREAD_GLIBC;

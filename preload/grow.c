@@ -20,7 +20,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../common/arena.h"
 #include "../common/error.h"
@@ -88,6 +91,7 @@ static void record_extent(uint32_t index, const struct cxlcr_region *ext, uint64
 	cxlcr_publish(&h->extents[index], sizeof(h->extents[index]));
 	__atomic_store_n(&h->extent_count, index + 1, __ATOMIC_RELEASE);
 	cxlcr_publish(&h->extent_count, sizeof(h->extent_count));
+	syscall(SYS_futex, &h->extent_count, FUTEX_WAKE, 1 << 30, NULL, NULL, 0); /* the tracker */
 	__atomic_store_n(&h->heap_size, at + ext->size, __ATOMIC_RELEASE);
 	cxlcr_publish(&h->heap_size, sizeof(h->heap_size));
 }

@@ -10,6 +10,7 @@
  *   malloc.c   the malloc family, routed by address
  *   shed.c     drops the heap's page tables when a checkpoint is coming
  *   release.c  gives freed heap memory back to the pool
+ *   track.c    the service's part of write tracking (tracking/)
  */
 #ifndef CXLCR_PRELOAD_H
 #define CXLCR_PRELOAD_H
@@ -103,6 +104,8 @@ HIDDEN int  preload_madvise(void *addr, size_t len, int advice);
 /* shed.c: starts the thread that drops the heap's page tables on request. */
 HIDDEN int  preload_shed_start(void);
 HIDDEN bool preload_heap_is_shared(void);
+/* track.c: makes or closes the userfaultfd of write tracking, on request. */
+HIDDEN void preload_track_serve(struct cxlcr_arena_header *h);
 
 /* stats.c */
 extern TLS struct cxlcr_arena_slot *tls_slot HIDDEN;

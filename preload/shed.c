@@ -70,24 +70,35 @@ bool preload_heap_is_shared(void)
 	return shared;
 }
 
+/*
+ * The service's helper thread: it sleeps on the arena header's doorbell and
+ * does what the daemon on this host asks of the service itself: drop its
+ * page tables over the heap before a checkpoint, make or close the
+ * userfaultfd of write tracking (track.c).
+ */
 static void *shed_thread(void *unused)
 {
 	(void)unused;
 	prctl(PR_SET_NAME, "cxlcr-shed");
 	struct cxlcr_arena_header *h = cx.header;
-	uint32_t seen = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
 	for (;;) {
-		uint32_t want = __atomic_load_n(&h->shed_request, __ATOMIC_ACQUIRE);
-		if (want == seen) {
-			syscall(SYS_futex, &h->shed_request, FUTEX_WAIT, seen, NULL, NULL, 0);
-			continue;
+		uint32_t bell = __atomic_load_n(&h->doorbell, __ATOMIC_ACQUIRE);
+		uint32_t shed = __atomic_load_n(&h->shed_request, __ATOMIC_ACQUIRE);
+		if (shed != __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE)) {
+			if (preload_heap_is_shared())
+				preload_madvise((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE),
+						MADV_DONTNEED);
+			__atomic_store_n(&h->shed_done, shed, __ATOMIC_RELEASE);
+			syscall(SYS_futex, &h->shed_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 		}
-		if (preload_heap_is_shared())
-			preload_madvise((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE),
-					MADV_DONTNEED);
-		seen = want;
-		__atomic_store_n(&h->shed_done, want, __ATOMIC_RELEASE);
-		syscall(SYS_futex, &h->shed_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+		uint32_t track = __atomic_load_n(&h->track_request, __ATOMIC_ACQUIRE);
+		if (track != __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE)) {
+			preload_track_serve(h);
+			__atomic_store_n(&h->track_done, track, __ATOMIC_RELEASE);
+			syscall(SYS_futex, &h->track_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+		}
+		if (__atomic_load_n(&h->doorbell, __ATOMIC_ACQUIRE) == bell)
+			syscall(SYS_futex, &h->doorbell, FUTEX_WAIT, bell, NULL, NULL, 0);
 	}
 	return NULL;
 }

@@ -145,6 +145,7 @@ flavour() {
 	local dir=$1 prefix=$2
 	plain_test "$dir" "$prefix" pool_test
 	plain_test "$dir" "$prefix" snapshot_test ${prefix:+--quick}
+	plain_test "$dir" "$prefix" track_test
 	alloc_test "$dir" "$prefix" alloc_api
 	alloc_test "$dir" "$prefix" alloc_stress
 	alloc_test "$dir" "$prefix" alloc_fork

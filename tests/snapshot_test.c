@@ -434,7 +434,7 @@ static void test_draft_and_finish(struct cxlcr_pool *pool)
 			a.heap[i * PAGE + 17] ^= 0x5a;
 		changed++;
 	}
-	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap", &info) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap", NULL, &info) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(info.pages_refreshed, changed);
 	CHECK(cxlcr_snapshot_open(pool, draft_generation, &s) == 0, "%s", cxlcr_last_error());
 	for (uint64_t i = 0; i < a.pages; i++) {
@@ -451,7 +451,7 @@ static void test_draft_and_finish(struct cxlcr_pool *pool)
 	while (kind_of(seed, hole) != HOLE)
 		hole++;
 	a.heap[hole * PAGE] = 1;
-	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap2", &info) == 1, "finish did not refuse");
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap2", NULL, &info) == 1, "finish did not refuse");
 	draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap2");
 	CHECK(draft, "the refused draft is gone");
 	CHECK(cxlcr_region_free(pool, draft->generation) == 0, "%s", cxlcr_last_error());
@@ -1141,7 +1141,7 @@ static void test_extents(struct cxlcr_pool *pool)
 	a.pages = h->heap_size / PAGE;
 	uint64_t nonzero, holes;
 	fill_heap(&a, 0x9e, &nonzero, &holes);
-	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "gdraft", &info) == 1,
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "gdraft", NULL, &info) == 1,
 	      "a draft of a smaller heap was finished");
 	struct cxlcr_region *draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "gdraft");
 	CHECK(draft && cxlcr_region_free(pool, draft->generation) == 0);

@@ -1,0 +1,66 @@
+/*
+ * Write tracking of an arena's heap: which pages a service wrote since the
+ * last look, read and re-armed from outside in one call.
+ *
+ * The heap mapping is registered with a userfaultfd in asynchronous
+ * write-protect mode (the service makes the userfaultfd on request, see
+ * preload/track.c; a tracker process takes it over and holds it open,
+ * tracker.c). Then PAGEMAP_SCAN on /proc/PID/pagemap lists the pages whose
+ * write protection a write has lifted, and protects them again in the
+ * same walk, so that a write racing with the scan is reported by this
+ * scan or by the next, never lost.
+ *
+ * What the kernel does not see: writes by a fork() child of the service,
+ * through another mapping, or with write(2) into the heap (none of these
+ * happen in a service under the preload; fork children are counted in the
+ * arena header, and a snapshot compares instead when one ran).
+ */
+#ifndef CXLCR_TRACK_H
+#define CXLCR_TRACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Written ranges [start, end) of addresses, ascending, not overlapping. */
+struct cxlcr_written {
+	struct cxlcr_range { uint64_t start, end; } *ranges;
+	size_t count, cap;
+	uint64_t bytes;
+};
+
+void cxlcr_written_free(struct cxlcr_written *w);
+
+/* /proc/PID/pagemap of a service, opened for scans (-1 on error). */
+int cxlcr_track_open(pid_t pid);
+
+/* Appends to *w the written ranges of [lo, hi) since the last scan and
+ * re-arms them. Returns 0; 1 if part of the range is not tracked (never
+ * registered, or tracking was lost with its userfaultfd: the caller must
+ * take every page as written, and the tracked parts were re-armed up to
+ * there); -1 on error. */
+int cxlcr_track_scan(int pagemap_fd, uint64_t lo, uint64_t hi, struct cxlcr_written *w);
+
+/* Makes a userfaultfd for the heap [lo, hi) of the calling process, in
+ * asynchronous write-protect mode (the preload, on request). */
+int cxlcr_track_make_uffd(void);
+/* Registers [lo, hi) of the userfaultfd's process for write tracking. */
+int cxlcr_track_register(int uffd, uint64_t lo, uint64_t hi);
+
+/* since.c: for a snapshot's draft and finish (common/snapshot.h). Before
+ * the draft copy: re-arms the service's heap and says whether it is
+ * tracked (and its fork_count then), for cxlcr_snapshot_draft_note(). In
+ * the freeze: what it wrote since the draft (0), or 1 with why not. */
+struct cxlcr_pool;
+int cxlcr_track_before_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, bool *tracked,
+			     uint64_t *fork_count);
+int cxlcr_track_since_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, const char *draft,
+			    struct cxlcr_written *w, const char **why);
+
+/* Starts the tracker of a running service (tracker.c): a detached process
+ * that takes its userfaultfd and keeps its heap registered until it ends. */
+struct cxlcr_region;
+int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *arena);
+
+#endif
