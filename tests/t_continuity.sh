@@ -139,9 +139,7 @@ stop_service "$MC"
 
 # ---- c: racing restores of one checkpoint ----------------------------------------------------
 # The processes that map this test's pool: the service only.
-mappers() {
-	grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' || true
-}
+mappers() { pool_mappers; }
 say "c: $TRIALS trials of two restores of one checkpoint, raced on h0 and h1"
 wins_h0=0 wins_h1=0
 reasons=$POOL_DIR/reasons

@@ -35,9 +35,7 @@ say "cxlcr run --host h0 redis-server"
 pod_redis "$NAME" h0 512M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 11 --quiet
 
-mappers() {
-	grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' || true
-}
+mappers() { pool_mappers; }
 
 # intact HOST WHAT: the service runs on HOST, alone, and has every value.
 intact() {

@@ -58,9 +58,7 @@ LC_PID=$!
 python3 "$SERVED" --host "$addr" --port $PORT --more 500 || die "the load did not start"
 
 fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
-mappers() {
-	grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null | wc -l || true
-}
+mappers() { pool_mappers | wc -w; }
 workdirs() {
 	find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l || true
 }

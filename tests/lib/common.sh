@@ -168,6 +168,18 @@ sys.exit(0 if select.select([fd], [], [], float(sys.argv[2]))[0] else 1)
 PYEOF
 }
 
+# pool_mappers: the pids that map this test's pool, ascending, each followed
+# by a space. Trackers (tracking/tracker.c, process name cxlcr-tracker) map
+# only an arena's header, never its heap: they are left out.
+pool_mappers() {
+	local f pid
+	for f in $(grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null); do
+		pid=${f#/proc/}
+		pid=${pid%/maps}
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = cxlcr-tracker ] || echo "$pid"
+	done | sort -n | tr '\n' ' '
+}
+
 # is_json: stdin parses as JSON.
 is_json() {
 	python3 -c 'import json, sys; json.load(sys.stdin)'
