@@ -23,7 +23,8 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/prefetch.c \
-               tracking/tracker.c tracking/since.c
+               tracking/tracker.c tracking/since.c \
+               control/lease.c control/fence.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
 VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c
@@ -38,6 +39,8 @@ $(O)/preload/%.o: preload/%.c preload/*.h common/*.h tracking/*.h | $(O)/preload
 $(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tracking/%.o: tracking/%.c tracking/*.h common/*.h | $(O)/tracking
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/control/%.o: control/%.c control/*.h daemon/*.h common/*.h | $(O)/control
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tests/%: tests/%.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldl -lpthread
@@ -75,7 +78,7 @@ $(O)/bench/mcload: bench/mcload.c | $(O)/bench
 $(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 
-$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/tests $(O)/bench:
+$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/control $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:

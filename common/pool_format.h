@@ -108,6 +108,7 @@ enum cxlcr_region_kind {
 	CXLCR_KIND_CATALOG = 4,  /* the snapshot catalog (struct cxlcr_catalog_header), one per pool */
 	CXLCR_KIND_CHILD = 5,    /* a fork child: its name, owner and address (its heap is a snapshot's) */
 	CXLCR_KIND_EXTENT = 6,   /* more heap for an arena that grew: "<arena>.ext<n>" (see the arena header) */
+	CXLCR_KIND_LEASES = 7,   /* the verb leases: one control owner per service (struct cxlcr_verb_lease) */
 };
 
 /* Kinds whose entries are services: a process with a name, an owner and,
@@ -137,6 +138,50 @@ struct cxlcr_region {
 	uint32_t service_ip;     /* arenas in a pod: its IPv4 address (network order) */
 	uint32_t reserved1;
 };
+
+/*
+ * Verb leases: a service has one control owner at a time. A verb that acts
+ * on a service (migrate, checkpoint, restore, snapshot, fork, stop, rm)
+ * holds its lease from its first step to its last, and re-checks it before
+ * each step that changes anything; a second verb on the same service is
+ * refused at once, naming the holder. The table is one region of kind
+ * CXLCR_KIND_LEASES named CXLCR_LEASES_REGION, made on first use; entry i
+ * belongs to whatever region occupies slot i of the region table, and says
+ * which one in service_generation (a slot outlives its regions).
+ *
+ * Taking a lease happens under the pool lock (which survives dead holders
+ * on its own), and ends with a compare-and-swap of `word` from what the
+ * taker judged to that taker's token; every take bumps `fence`. A holder
+ * re-checks word == its token and fence == its fence (no lock): a lease
+ * taken over from it fails the check, so it stops before its next step.
+ * Release is a compare-and-swap of word from the token to 0.
+ *
+ * A holder that died is told from one that works by its pid and that pid's
+ * start time, on its own host's pid namespace (pid_ns); a holder seen from
+ * another pid namespace speaks only through renewals, judged on the
+ * observer's own CLOCK_MONOTONIC (never on a time another host wrote).
+ */
+#define CXLCR_LEASES_REGION      "leases"
+#define CXLCR_LEASE_VERB_MAX     16u
+
+struct cxlcr_verb_lease {
+	uint64_t word;               /* 0: free; else the holder's token (never 0) */
+	uint64_t fence;              /* bumped by every take: the holder's generation */
+	uint64_t service_generation; /* the region it is the lease of */
+	uint64_t renewals;           /* bumped by a holder while it works */
+	int32_t  pid;                /* the holder (in pid namespace pid_ns) */
+	int32_t  frozen_pid;         /* the service's process while the holder keeps it frozen, else 0 */
+	uint64_t pid_start;          /* its start time (/proc/PID/stat), against pid reuse */
+	uint64_t pid_ns;             /* inode of its pid namespace */
+	uint64_t taken_ns;           /* CLOCK_REALTIME, for people only */
+	char     host[CXLCR_HOST_MAX];
+	char     verb[CXLCR_LEASE_VERB_MAX];
+	uint64_t frozen_start;       /* frozen_pid's start time */
+	uint64_t frozen_epoch;       /* the service's owner_epoch when it was frozen */
+	uint8_t  pad[192 - 160];
+};
+_Static_assert(sizeof(struct cxlcr_verb_lease) == 192, "verb lease layout");
+#define CXLCR_LEASES_SIZE (CXLCR_REGION_MAX * sizeof(struct cxlcr_verb_lease))
 
 /*
  * An arena region starts with this header, then, at CXLCR_ARENA_HEAP_OFFSET,

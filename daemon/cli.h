@@ -72,6 +72,7 @@ struct verb_args {
 	const char *host;  /* the host option's value (--host, --to) */
 	bool json;
 	bool quiet;        /* restore for a migrate: the caller reports */
+	const char *lease; /* --lease: a step run under the lease of the verb that asked (control/lease.h) */
 };
 
 /* Parses "[NAME] [--json] [--quiet] [--HOST_OPT HOST]" (host_opt NULL: no

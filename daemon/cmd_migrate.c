@@ -21,6 +21,8 @@
 #include "../tracking/track.h"
 #include "../common/error.h"
 #include "../common/util.h"
+#include "../control/fence.h"
+#include "../control/lease.h"
 #include "cli.h"
 #include "container.h"
 #include "criu.h"
@@ -31,56 +33,42 @@
 #define KILL_WAIT_MS 10000
 #define SHED_TIMEOUT_MS 50 /* a service that does not answer is dumped as it is */
 
-/*
- * After a failed checkpoint or migrate the source, frozen or not, takes up
- * its work again: unless its arena has a new owner, which happens when a
- * restore got as far as the plugin's take-over before it failed (CRIU
- * killed just before the tasks resume). The source is fenced then: if the
- * new owner runs, the service lives on there and the source ends, so that
- * the arena never has two writers; if it died with the failed restore, the
- * source takes the arena back, with the same compare-and-set of the epoch
- * as a restore, and resumes. Writes where the service runs now into where.
- */
-static void resume_source(struct cxlcr_pool *pool, const struct service *s, char *where, size_t len)
+/* After a failed checkpoint or migrate: the source resumes with its arena,
+ * or is fenced if a restored copy owns and runs it (control/fence.h).
+ * Writes where the service runs now into where. */
+static void resume_source(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l, char *where,
+			  size_t len)
 {
-	struct cxlcr_region now;
-	snprintf(where, len, "%s", this_host());
-	if (cxlcr_region_get(pool, s->region.generation, &now) == 0 && now.owner_epoch != s->region.owner_epoch) {
-		bool runs = host_is_local_pod_host(now.owner_host) && now.owner_pid > 0 && pid_alive(now.owner_pid);
-		struct cxlcr_region after;
-		if (runs || cxlcr_region_claim_epoch(pool, now.generation, now.owner_epoch, s->region.owner_pid,
-						     this_host(), &after) < 0) {
-			kill(s->region.owner_pid, SIGKILL);
-			pid_wait_exit(s->region.owner_pid, KILL_WAIT_MS);
-			snprintf(where, len, "%s (restored there; the source was fenced)", now.owner_host);
-			return;
-		}
-	}
-	const struct pod *pod = pod_current(false);
-	if (pod)
-		container_link_attach(pod, s->region.veth);
-	container_signal_all(s->region.owner_pid, SIGCONT);
+	service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(), s->region.veth,
+				where, len);
+	verb_lease_note_frozen(l, 0, 0);
 }
 
 /* Dumps a service and publishes its images in the pool. */
-static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, bool leave_stopped,
+static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l,
 			      uint64_t *image_bytes, double *dump_ms)
 {
 	char dir[PATH_MAX];
+	if (verb_lease_check(l, "the freeze") < 0)
+		return -1;
 	if (image_work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
+	/* Whoever takes the lease over from a dead holder resumes or fences
+	 * what it froze. */
+	verb_lease_note_frozen(l, s->region.owner_pid, s->region.owner_epoch);
 	/* Fewer page tables for CRIU to walk in the freeze. */
 	service_shed_page_tables(pool, s, SHED_TIMEOUT_MS);
 	uint64_t t0 = cxlcr_mono_ns();
 	/* CRIU takes the service's link off the bridge once the tasks are
 	 * frozen: that is its network lock (criu.h). */
-	if (criu_dump(s->region.owner_pid, dir, s->region.veth, leave_stopped) < 0)
+	if (criu_dump(s->region.owner_pid, dir, s->region.veth, true) < 0)
 		return -1; /* the directory stays, with CRIU's log */
 	*dump_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	struct cxlcr_image_set meta;
 	image_set_describe(pool, &s->region, s->region.name, &meta);
 	struct cxlcr_region *r;
-	if (image_store_publish(pool, dir, &meta, image_bytes) < 0)
+	if (verb_lease_check(l, "publishing the checkpoint") < 0 ||
+	    image_store_publish(pool, dir, &meta, image_bytes) < 0)
 		return -1;
 	/* Only the newest checkpoint of a service is worth keeping. */
 	r = NULL;
@@ -97,21 +85,27 @@ int cmd_checkpoint(int argc, char **argv)
 	struct verb_args a;
 	struct cxlcr_pool pool;
 	struct service s;
+	struct verb_lease l;
 	int code;
 	if (!service_verb_here(argc, argv, "cxlcr checkpoint NAME [--json]", NULL, &a, &pool, &s, &code))
 		return code;
+	if ((code = verb_begin_here(&pool, &s, "checkpoint", a.lease, &l))) {
+		cxlcr_pool_close(&pool);
+		return code;
+	}
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	double dump_ms = 0;
 	/* Left stopped, and ended once the checkpoint is safe in the pool:
 	 * tearing down the page tables of a large arena mapping takes
 	 * ~100 ms per 4 GiB, which need not delay the checkpoint. */
-	if (checkpoint_service(&pool, &s, true, &bytes, &dump_ms) < 0) {
+	if (checkpoint_service(&pool, &s, &l, &bytes, &dump_ms) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		bool alive = pid_alive(s.region.owner_pid);
 		char where[CXLCR_HOST_MAX + 64];
 		if (alive)
-			resume_source(&pool, &s, where, sizeof(where));
+			resume_source(&pool, &s, &l, where, sizeof(where));
+		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "checkpoint of %s failed: %s%s", a.name, why,
 			    alive ? "; it goes on running" : "");
@@ -119,6 +113,8 @@ int cmd_checkpoint(int argc, char **argv)
 	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	kill(s.region.owner_pid, SIGKILL);
 	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
+	verb_lease_note_frozen(&l, 0, 0);
+	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (a.json) {
 		struct json j;
@@ -178,9 +174,11 @@ static bool renew_stale_checkpoint(struct cxlcr_pool *pool, const struct cxlcr_r
 }
 
 /* Fetches the newest checkpoint of a service and restores it here. */
-static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid, char *link,
-			   uint64_t *image_bytes)
+static int restore_service(struct cxlcr_pool *pool, const char *name, const struct verb_lease *l, pid_t *pid,
+			   char *link, uint64_t *image_bytes)
 {
+	if (verb_lease_check(l, "the restore") < 0)
+		return -1;
 	struct cxlcr_region images;
 	struct cxlcr_image_set meta;
 	if (image_store_find(pool, name, &images, &meta) < 0)
@@ -216,7 +214,7 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
 	else if (netns < 0 && container_netns_prepare(link, ntohl(meta.service_ip)) == 0)
 		netns = container_netns_open(link);
 	exec_adopt_orphans();
-	if (!pod || netns < 0 || criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, pid) < 0) {
+	if (!pod || netns < 0 || verb_lease_check(l, "CRIU's restore") < 0 || criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, pid) < 0) {
 		if (netns >= 0)
 			close(netns);
 		discard_restore(link);
@@ -253,17 +251,34 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, pid_t *pid
  * the migrate failed), so that the freeze does not wait for it. */
 int cmd_restore_prepare(int argc, char **argv)
 {
-	bool undo = argc > 2 && !strcmp(argv[argc - 1], "--undo");
-	if (argc != 2 + undo || !cli_host)
-		return fail(EXIT_USAGE, "usage: cxlcr restore-prepare NAME [--undo] (run by cxlcr migrate on "
-				       "the destination host)");
+	bool undo = false;
+	const char *lease = NULL;
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--undo"))
+			undo = true;
+		else if (!strcmp(argv[i], "--lease") && i + 1 < argc)
+			lease = argv[++i];
+		else
+			lease = NULL, argc = 0;
+	}
+	if (argc < 2 || !lease || !cli_host)
+		return fail(EXIT_USAGE, "usage: cxlcr restore-prepare NAME --lease LEASE [--undo] (run by cxlcr "
+				       "migrate on the destination host)");
 	struct cxlcr_pool pool;
 	struct service s;
+	struct verb_lease l;
 	int rc = service_find(&pool, argv[1], &s);
 	if (rc)
 		return rc;
+	/* Only under the lease of the migrate that asked: the link name is
+	 * the next epoch's, which a live service may carry already. */
+	if ((rc = verb_begin(&pool, &s, "migrate", lease, &l))) {
+		cxlcr_pool_close(&pool);
+		return rc;
+	}
 	char link[16];
 	container_link_name(pool.sb->uuid, s.region.generation, s.region.owner_epoch + 1, link);
+	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (undo) {
 		container_netns_release(link, true);
@@ -289,10 +304,24 @@ int cmd_restore(int argc, char **argv)
 	int rc = open_pool_or_fail(&pool);
 	if (rc)
 		return rc;
+	/* One verb at a time on the service (or this one under the lease
+	 * of the migrate that asked). */
+	struct verb_lease l = { 0 };
+	struct cxlcr_region *arena = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, a.name);
+	if (arena) {
+		struct service s;
+		service_load(&pool, arena, &s);
+		if ((rc = verb_begin(&pool, &s, "restore", a.lease, &l))) {
+			cxlcr_pool_close(&pool);
+			return rc;
+		}
+	}
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	pid_t pid = 0;
 	char link[16];
-	if (restore_service(&pool, a.name, &pid, link, &bytes) < 0) {
+	int restored = restore_service(&pool, a.name, &l, &pid, link, &bytes);
+	verb_lease_release(&l);
+	if (restored < 0) {
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "restore of %s on %s failed: %s", a.name, this_host(),
 			    cxlcr_last_error());
@@ -317,22 +346,22 @@ int cmd_restore(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Asks the destination's daemon to restore; its error line comes back so
- * that migrate reports one line. */
-static int restore_on(const char *host, const char *name, char *why, size_t len)
+/* Asks the destination's daemon to restore, under our lease; its error
+ * line comes back so that migrate reports one line. */
+static int restore_on(const char *host, const char *name, const char *lease, char *why, size_t len)
 {
-	char *argv[] = { "restore", (char *)name, "--host", (char *)host, "--quiet", NULL };
-	return rpc_call_capture(host, 5, argv, NULL, 0, why, len) == 0 ? 0 : -1;
+	char *argv[] = { "restore", (char *)name, "--host", (char *)host, "--quiet", "--lease", (char *)lease, NULL };
+	return rpc_call_capture(host, 7, argv, NULL, 0, why, len) == 0 ? 0 : -1;
 }
 
 /* The destination makes the restore's network namespace while the source
  * still runs (restore-prepare); only an optimisation: if it fails, the
  * restore makes it itself, or says why not. */
-static void prepare_on(const char *host, const char *name, bool undo)
+static void prepare_on(const char *host, const char *name, const char *lease, bool undo)
 {
 	char why[CXLCR_ERROR_MAX];
-	char *argv[] = { "restore-prepare", (char *)name, undo ? "--undo" : NULL, NULL };
-	rpc_call_capture(host, undo ? 3 : 2, argv, NULL, 0, why, sizeof(why));
+	char *argv[] = { "restore-prepare", (char *)name, "--lease", (char *)lease, undo ? "--undo" : NULL, NULL };
+	rpc_call_capture(host, undo ? 5 : 4, argv, NULL, 0, why, sizeof(why));
 }
 
 int cmd_migrate(int argc, char **argv)
@@ -340,6 +369,7 @@ int cmd_migrate(int argc, char **argv)
 	struct verb_args a;
 	struct cxlcr_pool pool;
 	struct service s;
+	struct verb_lease l;
 	int code;
 	if (!service_verb_here(argc, argv, "cxlcr migrate NAME --to HOST [--json]", "to", &a, &pool, &s, &code))
 		return code;
@@ -351,31 +381,41 @@ int cmd_migrate(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "host %s is not up (see cxlcr pod up)", a.host);
 	}
+	if ((code = verb_begin_here(&pool, &s, "migrate", a.lease, &l))) {
+		cxlcr_pool_close(&pool);
+		return code;
+	}
+	char lease[48];
+	verb_lease_arg(&l, lease, sizeof(lease));
 
 	/* 0. The destination readies the service's network. */
-	prepare_on(a.host, a.name, false);
+	prepare_on(a.host, a.name, lease, false);
 	/* 1. Freeze and checkpoint; the source stays frozen until the end. */
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	double dump_ms = 0;
-	if (checkpoint_service(&pool, &s, true, &bytes, &dump_ms) < 0) {
+	if (checkpoint_service(&pool, &s, &l, &bytes, &dump_ms) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-		char where[CXLCR_HOST_MAX + 64];
+		char where[CXLCR_HOST_MAX + 64] = "";
+		/* The namespace goes first: its name is the next epoch's, which
+		 * the source's resume moves on. */
+		prepare_on(a.host, a.name, lease, true);
 		if (pid_alive(s.region.owner_pid))
-			resume_source(&pool, &s, where, sizeof(where));
-		prepare_on(a.host, a.name, true);
+			resume_source(&pool, &s, &l, where, sizeof(where));
+		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "migrate of %s failed: %s; it goes on running on %s", a.name, why,
-			    this_host());
+			    where[0] ? where : this_host());
 	}
 	uint64_t t1 = cxlcr_mono_ns();
 	/* 2. The destination restores (the source's link is off the bridge
 	 * since the freeze: its address moves with it). */
 	char why[CXLCR_ERROR_MAX];
-	if (restore_on(a.host, a.name, why, sizeof(why)) < 0) {
+	if (restore_on(a.host, a.name, lease, why, sizeof(why)) < 0) {
 		char where[CXLCR_HOST_MAX + 64];
-		resume_source(&pool, &s, where, sizeof(where));
+		resume_source(&pool, &s, &l, where, sizeof(where));
 		image_store_reclaim(&pool, a.name, 0);
+		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "migrate of %s to %s failed: %s; it goes on running on %s with all its data",
 			    a.name, a.host, why, where);
@@ -384,6 +424,8 @@ int cmd_migrate(int argc, char **argv)
 	/* 3. Only now does the frozen source end. */
 	kill(s.region.owner_pid, SIGKILL);
 	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
+	verb_lease_note_frozen(&l, 0, 0);
+	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	uint64_t t3 = cxlcr_mono_ns();
 	if (a.json) {

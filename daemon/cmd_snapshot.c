@@ -22,6 +22,7 @@
 #include "../common/error.h"
 #include "../common/snapshot.h"
 #include "../common/util.h"
+#include "../control/fence.h"
 #include "../tracking/track.h"
 #include "cli.h"
 #include "container.h"
@@ -191,12 +192,25 @@ int cmd_snapshot(int argc, char **argv)
 	int code;
 	if (!service_verb_here(argc, argv, "cxlcr snapshot NAME [--json]", NULL, &a, &pool, &s, &code))
 		return code;
+	struct verb_lease l;
+	if ((code = verb_begin_here(&pool, &s, "snapshot", a.lease, &l))) {
+		cxlcr_pool_close(&pool);
+		return code;
+	}
 	if (s.region.kind != CXLCR_KIND_ARENA) {
+		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "'%s' is a fork child; snapshot its parent", a.name);
 	}
 	struct snapshot_result r;
-	if (snapshot_service(&pool, &s, &r) < 0) {
+	int rc = verb_lease_check(&l, "the freeze");
+	if (rc == 0) {
+		verb_lease_note_frozen(&l, s.region.owner_pid, s.region.owner_epoch);
+		rc = snapshot_service(&pool, &s, &r);
+		verb_lease_note_frozen(&l, 0, 0);
+	}
+	verb_lease_release(&l);
+	if (rc < 0) {
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "snapshot of %s failed: %s; it goes on running", a.name,
 			    cxlcr_last_error());

@@ -10,6 +10,7 @@
 #include "../common/catalog.h"
 #include "../common/error.h"
 #include "../common/util.h"
+#include "../control/fence.h"
 #include "cli.h"
 #include "container.h"
 
@@ -135,6 +136,8 @@ static int free_arena(struct cxlcr_pool *pool, struct service *s)
 	return EXIT_OK;
 }
 
+static int stop_under_lease(struct cxlcr_pool *pool, struct service *sp, const char *name, bool json);
+
 int cmd_stop(int argc, char **argv)
 {
 	struct verb_args a;
@@ -153,25 +156,38 @@ int cmd_stop(int argc, char **argv)
 		return fail(EXIT_FAIL, "service '%s' runs on host %s; stop it there", name,
 			    s.region.owner_host);
 	}
+	struct verb_lease l;
+	if ((rc = verb_begin(&pool, &s, "stop", a.lease, &l))) {
+		cxlcr_pool_close(&pool);
+		return rc;
+	}
+	rc = stop_under_lease(&pool, &s, name, json);
+	verb_lease_release(&l);
+	cxlcr_pool_close(&pool);
+	return rc;
+}
+
+/* cxlcr stop, once it holds the service's lease. */
+static int stop_under_lease(struct cxlcr_pool *pool, struct service *sp, const char *name, bool json)
+{
+	struct service s = *sp;
+	int rc;
 	uint64_t t0 = cxlcr_mono_ns();
 	bool killed = false;
 	if (s.running) {
 		/* SIGTERM first, so the service can shut down cleanly. */
 		if (service_signal(&s, SIGTERM) < 0 && errno != ESRCH) {
-			cxlcr_pool_close(&pool);
 			return fail(EXIT_FAIL, "cannot signal pid %d: %s", s.region.owner_pid, strerror(errno));
 		}
 		if (pid_wait_exit(s.region.owner_pid, STOP_GRACE_MS) != 1) {
 			service_signal(&s, SIGKILL);
 			killed = true;
 			if (pid_wait_exit(s.region.owner_pid, STOP_GRACE_MS) != 1) {
-				cxlcr_pool_close(&pool);
 				return fail(EXIT_FAIL, "pid %d did not exit", s.region.owner_pid);
 			}
 		}
 	}
-	rc = free_arena(&pool, &s);
-	cxlcr_pool_close(&pool);
+	rc = free_arena(pool, &s);
 	if (rc)
 		return rc;
 	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
@@ -204,12 +220,19 @@ int cmd_rm(int argc, char **argv)
 	int rc = service_find(&pool, name, &s);
 	if (rc)
 		return rc;
+	struct verb_lease l;
+	if ((rc = verb_begin(&pool, &s, "rm", a.lease, &l))) {
+		cxlcr_pool_close(&pool);
+		return rc;
+	}
 	if (s.running || (!s.local && s.region.owner_pid)) {
+		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "service '%s' is %s (pid %d on %s); use `cxlcr stop %s`", name,
 			    s.state, s.region.owner_pid, s.region.owner_host, name);
 	}
 	rc = free_arena(&pool, &s);
+	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (rc)
 		return rc;

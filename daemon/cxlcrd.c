@@ -182,6 +182,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cxlcrd: the API port must be a number from 0 to 65535\n");
 		return EXIT_USAGE;
 	}
+	/* Services and CRIU inherit the daemon's working directory: CRIU's
+	 * leftovers of a killed dump (proc.crtools) or a service's own files
+	 * (Redis's dump.rdb) must not land in a directory someone shares. */
+	const char *pool_env = getenv("CXLCR_POOL");
+	if (pool_env && pool_env[0] != '/') {
+		char *abs = realpath(pool_env, NULL);
+		if (abs)
+			setenv("CXLCR_POOL", abs, 1);
+		free(abs);
+	}
+	if (chdir("/") < 0) {
+		fprintf(stderr, "cxlcrd: cannot change directory to /: %s\n", strerror(errno));
+		return EXIT_FAIL;
+	}
 	char path[128], api_path[128];
 	int s = rpc_listen(host_socket_path(cli_host, path, sizeof(path))), api_unix = -1, api_tcp = -1;
 	if (s >= 0 && listen_api(api_port, &api_unix, &api_tcp, api_path, sizeof(api_path)) < 0) {

@@ -44,15 +44,17 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 	const struct option opts[] = { { host_opt ? host_opt : "host", required_argument, 0, 'H' },
 				       { "json", no_argument, 0, 'j' },
 				       { "quiet", no_argument, 0, 'q' },
+				       { "lease", required_argument, 0, 'L' },
 				       { "help", no_argument, 0, 'h' },
 				       { 0, 0, 0, 0 } };
 	int c;
 	memset(a, 0, sizeof(*a));
-	while ((c = getopt_long(argc, argv, host_opt ? "H:jqh" : "jqh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, host_opt ? "H:jqhL:" : "jqhL:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H': a->host = optarg; break;
 		case 'j': a->json = true; break;
 		case 'q': a->quiet = true; break;
+		case 'L': a->lease = optarg; break;
 		case 'h': printf("usage: %s\n", usage); *code = EXIT_OK; return false;
 		default: *code = EXIT_USAGE; return false;
 		}
@@ -136,7 +138,9 @@ int cli_dispatch(int argc, char **argv)
 int forward_to_host(const char *host, int argc, char **argv)
 {
 	fflush(NULL);
-	int rc = rpc_call(host, argc, argv, STDOUT_FILENO, STDERR_FILENO);
+	/* The verb on the host may wait one deadline for another host and
+	 * then end what it started: the command line waits for that too. */
+	int rc = rpc_call_within(host, argc, argv, STDOUT_FILENO, STDERR_FILENO, 2 * rpc_timeout_ms() + 30000);
 	if (rc < 0)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	return rc;

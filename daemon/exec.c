@@ -51,6 +51,7 @@ int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, in
 	int err[2];
 	if (pipe2(err, O_CLOEXEC) < 0)
 		return cxlcr_error("%s: pipe: %s", argv[0], strerror(errno));
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(err[0]);
@@ -58,6 +59,12 @@ int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, in
 		return cxlcr_error("%s: fork: %s", argv[0], strerror(errno));
 	}
 	if (pid == 0) {
+		/* The tool dies with the verb that runs it: a CRIU left to go on
+		 * after its worker died would restore and take the arena over
+		 * behind the back of a source that resumed (docs/control-plane.md).
+		 * The re-check covers a parent that died before the prctl. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(127);
 		int null = open("/dev/null", O_RDWR);
 		dup2(null, 0);
 		dup2(null, 1);

@@ -37,6 +37,7 @@
 #include "container.h"
 #include "criu.h"
 #include "fork.h"
+#include "../control/fence.h"
 #include "image_store.h"
 #include "rpc.h"
 
@@ -395,9 +396,9 @@ static double json_number(const char *text, const char *key)
 	return at ? strtod(at + strlen(pattern), NULL) : 0;
 }
 
-int fork_service(const struct fork_request *req, struct fork_reply *rep)
+/* fork_service() under the parent's lease (lease: its --lease argument). */
+static int fork_under_lease(const struct fork_request *req, struct fork_reply *rep, const char *lease)
 {
-	memset(rep, 0, sizeof(*rep));
 	uint64_t t0 = cxlcr_mono_ns();
 	if (req->count < 1 || req->count > FORK_MAX_CHILDREN) {
 		snprintf(rep->error, sizeof(rep->error), "count must be from 1 to %d", FORK_MAX_CHILDREN);
@@ -426,13 +427,13 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep)
 	static char out[64 * 1024];
 	char why[CXLCR_ERROR_MAX];
 	if (need_snapshot) {
-		char *argv[] = { "snapshot", (char *)req->service, "--json", NULL };
+		char *argv[] = { "snapshot", (char *)req->service, "--json", "--lease", (char *)lease, NULL };
 		if (!host_is_local_pod_host(owner)) {
 			snprintf(rep->error, sizeof(rep->error), "service '%s' is not running on a pod host",
 				 req->service);
 			return -1;
 		}
-		if (rpc_call_capture(owner, 3, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+		if (rpc_call_capture(owner, 5, argv, out, sizeof(out), why, sizeof(why)) != 0) {
 			snprintf(rep->error, sizeof(rep->error), "%s", why);
 			return -1;
 		}
@@ -470,4 +471,34 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep)
 		return -1;
 	}
 	return 0;
+}
+
+/* A fork is a verb on its parent: it holds the parent's lease throughout,
+ * and hands it to the snapshot it asks for. */
+int fork_service(const struct fork_request *req, struct fork_reply *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0) {
+		snprintf(rep->error, sizeof(rep->error), "%s", cxlcr_last_error());
+		return -1;
+	}
+	struct cxlcr_region *parent = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, req->service);
+	struct verb_lease l = { 0 };
+	if (parent) {
+		struct service s;
+		service_load(&pool, parent, &s);
+		cxlcr_error("service '%s' is gone", req->service);
+		if (verb_begin(&pool, &s, "fork", NULL, &l) != 0) {
+			snprintf(rep->error, sizeof(rep->error), "%s", cxlcr_last_error());
+			cxlcr_pool_close(&pool);
+			return -1;
+		}
+	}
+	cxlcr_pool_close(&pool);
+	char lease[48];
+	verb_lease_arg(&l, lease, sizeof(lease));
+	int rc = fork_under_lease(req, rep, lease);
+	verb_lease_release(&l);
+	return rc;
 }

@@ -1,5 +1,8 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/util.h"
 #include "../common/pool_format.h"
 #include "pod.h"
 #include "rpc.h"
@@ -70,13 +74,74 @@ static int read_all(int fd, void *p, size_t n)
 	return 0;
 }
 
+int rpc_timeout_ms(void)
+{
+	const char *env = getenv(RPC_TIMEOUT_ENV);
+	char *end;
+	long ms = env && *env ? strtol(env, &end, 10) : 0;
+	return env && *env && !*end && ms > 0 && ms <= 86400000 ? (int)ms : RPC_TIMEOUT_DEFAULT_MS;
+}
+
+/* The milliseconds left until deadline (CLOCK_MONOTONIC ns), at least 1. */
+static int left_ms(uint64_t deadline)
+{
+	uint64_t now = cxlcr_mono_ns();
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* Sends and connects time out at deadline too (SO_SNDTIMEO bounds a Unix
+ * socket's connect when the daemon's backlog is full). */
+static void send_timeout(int s, uint64_t deadline)
+{
+	int ms = left_ms(deadline);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	if (!ms)
+		tv.tv_usec = 1000;
+	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* Waits for the daemon's exit status until deadline. */
+static int read_status(int s, int32_t *status, uint64_t deadline)
+{
+	char *c = (char *)status;
+	size_t n = sizeof(*status);
+	while (n) {
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		int ms = left_ms(deadline);
+		int rc = ms ? poll(&p, 1, ms) : 0;
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		ssize_t r = read(s, c, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			errno = EPIPE;
+			return -1;
+		}
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
 int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd)
 {
+	return rpc_call_within(host, argc, argv, out_fd, err_fd, rpc_timeout_ms());
+}
+
+int rpc_call_within(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms)
+{
+	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	host_socket_path(host, addr.sun_path, sizeof(addr.sun_path));
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return cxlcr_error("socket: %s", strerror(errno));
+	send_timeout(s, deadline);
 	if (connect(s, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		int e = errno;
 		close(s);
@@ -117,8 +182,11 @@ int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd)
 	int rc = -1;
 	if (sendmsg(s, &msg, MSG_NOSIGNAL) != sizeof(req) || write_all(s, payload, len) < 0)
 		cxlcr_error("host %s: cannot send the request: %s", host, strerror(errno));
-	else if (read_all(s, &status, sizeof(status)) < 0)
-		cxlcr_error("host %s: its daemon closed the connection before answering", host);
+	else if (read_status(s, &status, deadline) < 0)
+		cxlcr_error(errno == ETIMEDOUT ? "host %s: no answer within %d ms (the request's deadline, $"
+						 RPC_TIMEOUT_ENV ")"
+					       : "host %s: its daemon closed the connection before answering",
+			    host, timeout_ms);
 	else
 		rc = status;
 	free(payload);
@@ -185,6 +253,9 @@ int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 			      .msg_controllen = sizeof(control) };
 	if (rpc_check_peer(conn) < 0)
 		return -1;
+	/* A client that sends nothing does not hold a worker for ever. */
+	struct timeval tv = { RPC_REQUEST_READ_S, 0 };
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (recvmsg(conn, &msg, MSG_CMSG_CLOEXEC) != sizeof(req) || req.magic != RPC_MAGIC ||
 	    req.argc == 0 || req.argc > RPC_MAX_ARGS || req.len > RPC_MAX_LEN)
 		return cxlcr_error("malformed request");
@@ -198,6 +269,12 @@ int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 	if (!payload || !argv || read_all(conn, payload, req.len) < 0)
 		return cxlcr_error("truncated request");
 	payload[req.len] = 0;
+	/* A caller that has given up (past its deadline) gets nothing done:
+	 * what it asked for would happen behind the back of whoever decided
+	 * what to do instead. */
+	struct pollfd p = { .fd = conn, .events = POLLRDHUP };
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return cxlcr_error("the caller gave up before its request was served");
 	size_t at = 0;
 	for (uint32_t i = 0; i < req.argc; i++) {
 		if (at >= req.len)

@@ -18,9 +18,22 @@ const char *host_socket_path(const char *host, char *buf, size_t len);
 /* Is host a pod host whose daemon listens on this machine? */
 bool host_is_local_pod_host(const char *host);
 
+/* Every call has a whole-request deadline: connecting, sending and
+ * waiting for the answer together take at most $CXLCR_RPC_TIMEOUT_MS
+ * (default RPC_TIMEOUT_DEFAULT_MS). A verb that passes it goes on as
+ * docs/control-plane.md says (the source of a migrate resumes, fenced by
+ * the epoch); the daemon does not serve a request whose caller has gone. */
+#define RPC_TIMEOUT_ENV "CXLCR_RPC_TIMEOUT_MS"
+#define RPC_TIMEOUT_DEFAULT_MS 300000
+#define RPC_REQUEST_READ_S 10 /* the daemon reads a request's bytes within this */
+int rpc_timeout_ms(void);
+
 /* Runs `cxlcr argv...` on host's daemon; returns its exit status, or -1
- * (with cxlcr_last_error()) when the daemon cannot be reached. */
+ * (with cxlcr_last_error()) when the daemon cannot be reached or does not
+ * answer within rpc_timeout_ms(). */
 int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd);
+/* rpc_call() with a deadline of its own. */
+int rpc_call_within(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms);
 
 /* rpc_call() with the verb's output in memory: its stdout into out (may be
  * NULL), the first line of its stderr, without "cxlcr: ", into why (or why

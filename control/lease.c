@@ -1,0 +1,275 @@
+/* The verb leases of pool_format.h: take, check, release. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/persist.h"
+#include "../common/util.h"
+#include "lease.h"
+
+static uint64_t own_pid_namespace(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Whether pid runs, and its start time (clock ticks since boot), which
+ * tells a reused pid from the one recorded. */
+static bool process_start(int32_t pid, uint64_t *start)
+{
+	char path[64], line[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	line[n] = 0;
+	char *p = strrchr(line, ')'); /* comm may hold anything: parse from its end */
+	if (!p || p[1] != ' ')
+		return false;
+	p += 2;
+	if (*p == 'Z' || *p == 'X' || *p == 'x')
+		return false;
+	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
+		p = strchr(p, ' ');
+		if (!p)
+			return false;
+		p++;
+	}
+	*start = strtoull(p, NULL, 10);
+	return true;
+}
+
+/* The lease table, made by whoever needs it first (a racing maker's
+ * allocation fails on the name, and it takes the other's). */
+static int map_table(struct cxlcr_pool *pool, struct verb_lease *l)
+{
+	struct cxlcr_region r;
+	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION);
+	if (!found && cxlcr_region_alloc(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, CXLCR_LEASES_SIZE, &r) < 0) {
+		found = cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION);
+		if (!found)
+			return cxlcr_error("cannot make the lease table in pool %s: %s", pool->path,
+					   cxlcr_last_error());
+	}
+	if (found && cxlcr_region_get(pool, found->generation, &r) < 0)
+		return -1;
+	l->table_len = CXLCR_LEASES_SIZE;
+	l->table = cxlcr_pool_map(pool, r.offset, l->table_len, 0, 0);
+	if (!l->table)
+		return -1;
+	return 0;
+}
+
+/* Slot i of the region table holds the service: its lease is entry i. */
+static int slot_of(struct cxlcr_pool *pool, uint64_t generation)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		if (__atomic_load_n(&r->generation, __ATOMIC_ACQUIRE) == generation &&
+		    __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == CXLCR_REGION_LIVE)
+			return (int)i;
+	}
+	return -1;
+}
+
+static uint64_t new_token(void)
+{
+	uint64_t t = 0;
+	if (getrandom(&t, sizeof(t), 0) != sizeof(t))
+		t = cxlcr_mono_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	return t ? t : 1;
+}
+
+static void unmap(struct verb_lease *l)
+{
+	if (l->table)
+		munmap(l->table, l->table_len);
+	l->table = NULL;
+	l->entry = NULL;
+}
+
+/* A holder of the lease that cannot act any more: dead (or its pid reused)
+ * on our pid namespace. One on another namespace is judged alive: only a
+ * lease that ran out could say otherwise, and that takes a whole lease to
+ * see. */
+static bool holder_gone(const struct cxlcr_verb_lease *e)
+{
+	if (e->pid_ns != own_pid_namespace())
+		return false;
+	uint64_t start;
+	return !process_start(e->pid, &start) || start != e->pid_start;
+}
+
+static int busy(const struct cxlcr_region *service, const struct cxlcr_verb_lease *e)
+{
+	return cxlcr_error("service %.*s is busy: %.*s by pid %d on %.*s", (int)CXLCR_NAME_MAX, service->name,
+			   (int)CXLCR_LEASE_VERB_MAX, e->verb, (int)e->pid, (int)CXLCR_HOST_MAX, e->host);
+}
+
+/* Checks a lease handed down by the verb holding it. */
+static int adopt(const char *passed, struct verb_lease *l)
+{
+	char *end;
+	l->token = strtoull(passed, &end, 16);
+	if (*end != ':' || !l->token)
+		return cxlcr_error("malformed lease '%s'", passed);
+	l->fence = strtoull(end + 1, &end, 16);
+	if (*end)
+		return cxlcr_error("malformed lease '%s'", passed);
+	l->borrowed = true;
+	return verb_lease_check(l, "start");
+}
+
+int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service, const char *verb,
+		    const char *passed, struct verb_lease *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->service_generation = service->generation;
+	int slot = slot_of(pool, service->generation);
+	if (slot < 0)
+		return cxlcr_error("service %.*s is gone", (int)CXLCR_NAME_MAX, service->name);
+	if (map_table(pool, l) < 0)
+		return -1;
+	l->entry = (struct cxlcr_verb_lease *)l->table + slot;
+	if (passed) {
+		if (adopt(passed, l) < 0) {
+			unmap(l);
+			return -1;
+		}
+		return 0;
+	}
+	if (cxlcr_pool_lock(pool) < 0) {
+		unmap(l);
+		return -1;
+	}
+	struct cxlcr_verb_lease *e = l->entry;
+	cxlcr_refresh(e, sizeof(*e));
+	uint64_t seen = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
+	int rc = 0;
+	if (seen && e->service_generation == service->generation) {
+		if (!holder_gone(e))
+			rc = busy(service, e);
+		else {
+			l->took_over = true;
+			l->dead_pid = e->pid;
+			cxlcr_copy_field(l->dead_verb, sizeof(l->dead_verb), e->verb);
+			cxlcr_copy_field(l->dead_host, sizeof(l->dead_host), e->host);
+			l->frozen_pid = e->frozen_pid;
+			l->frozen_start = e->frozen_start;
+			l->frozen_epoch = e->frozen_epoch;
+		}
+	}
+	if (rc == 0) {
+		/* The holder's description first, the word last: a reader that
+		 * sees the word sees who holds it. */
+		l->token = new_token();
+		e->service_generation = service->generation;
+		e->pid = getpid();
+		process_start(e->pid, &e->pid_start);
+		e->pid_ns = own_pid_namespace();
+		e->taken_ns = cxlcr_now_ns();
+		e->renewals = 0;
+		/* What a dead holder left frozen stays recorded until the taker
+		 * has resumed or fenced it (verb_lease_note_frozen). */
+		if (!l->took_over)
+			e->frozen_pid = 0;
+		cxlcr_copy_field(e->host, sizeof(e->host), cxlcr_host_name());
+		cxlcr_copy_field(e->verb, sizeof(e->verb), verb);
+		l->fence = __atomic_add_fetch(&e->fence, 1, __ATOMIC_ACQ_REL);
+		cxlcr_publish(e, sizeof(*e));
+		if (!__atomic_compare_exchange_n(&e->word, &seen, l->token, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			rc = cxlcr_error("service %.*s: its lease changed hands while it was taken",
+					 (int)CXLCR_NAME_MAX, service->name);
+		cxlcr_publish(&e->word, sizeof(e->word));
+	}
+	if (cxlcr_pool_unlock(pool) < 0 && rc == 0) {
+		verb_lease_release(l);
+		return cxlcr_error("lost the pool lock while taking the lease of %.*s", (int)CXLCR_NAME_MAX,
+				   service->name);
+	}
+	if (rc < 0)
+		unmap(l);
+	return rc;
+}
+
+int verb_lease_check(const struct verb_lease *l, const char *step)
+{
+	if (!l->entry)
+		return 0; /* no lease (a plain command line outside a pod) */
+	cxlcr_refresh(l->entry, sizeof(*l->entry));
+	if (__atomic_load_n(&l->entry->word, __ATOMIC_ACQUIRE) == l->token &&
+	    __atomic_load_n(&l->entry->fence, __ATOMIC_ACQUIRE) == l->fence &&
+	    l->entry->service_generation == l->service_generation) {
+		__atomic_add_fetch(&l->entry->renewals, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return cxlcr_error("the verb lost its lease before %s (another verb took the service over)", step);
+}
+
+void verb_lease_release(struct verb_lease *l)
+{
+	if (l->entry && !l->borrowed) {
+		uint64_t mine = l->token;
+		__atomic_compare_exchange_n(&l->entry->word, &mine, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+		cxlcr_publish(&l->entry->word, sizeof(l->entry->word));
+	}
+	unmap(l);
+}
+
+void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch)
+{
+	if (!l->entry || verb_lease_check(l, "recording a freeze") < 0)
+		return;
+	struct cxlcr_verb_lease *e = l->entry;
+	e->frozen_start = 0;
+	if (pid)
+		process_start(pid, &e->frozen_start);
+	e->frozen_epoch = epoch;
+	__atomic_store_n(&e->frozen_pid, pid, __ATOMIC_RELEASE);
+	cxlcr_publish(e, sizeof(*e));
+	l->frozen_pid = pid;
+	l->frozen_start = e->frozen_start;
+	l->frozen_epoch = epoch;
+}
+
+bool verb_lease_frozen_alive(const struct verb_lease *l)
+{
+	uint64_t start;
+	return l->frozen_pid > 0 && process_start(l->frozen_pid, &start) && start == l->frozen_start;
+}
+
+const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len)
+{
+	snprintf(buf, len, "%" PRIx64 ":%" PRIx64, l->token, l->fence);
+	return buf;
+}
+
+void verb_lease_describe(struct cxlcr_pool *pool, const struct cxlcr_region *service, char *buf, size_t len)
+{
+	buf[0] = 0;
+	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION);
+	int slot = slot_of(pool, service->generation);
+	if (!found || slot < 0)
+		return;
+	struct cxlcr_verb_lease *t = cxlcr_pool_map(pool, found->offset, CXLCR_LEASES_SIZE, 0, 0);
+	if (!t)
+		return;
+	struct cxlcr_verb_lease e = t[slot];
+	munmap(t, CXLCR_LEASES_SIZE);
+	if (e.word && e.service_generation == service->generation)
+		snprintf(buf, len, "%.*s by pid %d on %.*s%s", (int)CXLCR_LEASE_VERB_MAX, e.verb, (int)e.pid,
+			 (int)CXLCR_HOST_MAX, e.host, holder_gone(&e) ? " (dead)" : "");
+}
