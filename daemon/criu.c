@@ -188,7 +188,7 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 	 * through our socket (CRIU's fd 4). */
 	netlock_env(4, link, bridge);
 	int fds[2] = { pool_fd, rtnl };
-	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, fds, 2, netns_fd);
+	int rc = exec_argv_kept(argv, CRIU_TIMEOUT_S, fds, 2, netns_fd);
 	netlock_env_clear();
 	close(rtnl);
 	if (rc != 0)

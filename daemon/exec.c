@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 #include "exec.h"
 
 #define EXEC_MAX_ARGS 64
+
+static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, bool keep);
 
 /* The last non-empty line of what the tool wrote to stderr. */
 static void last_line(const char *buf, char *out, size_t len)
@@ -46,7 +49,73 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
 	return exec_argv_in(argv, timeout_s, fds, nfds, -1);
 }
 
+/*
+ * The keeper of a tool that builds processes (a criu restore): a process
+ * between the verb and the tool, the reaper of whatever the tool leaves
+ * behind, so that a tool killed half-way leaves nothing running when the
+ * verb died too. The tool dies with the keeper (PR_SET_PDEATHSIG), and the
+ * keeper learns of the verb's death by its own parent-death signal: it
+ * then kills the tool and every process it adopted (half-restored tasks,
+ * which would otherwise map the arena for ever). While the verb lives the
+ * keeper only passes the tool's exit on, and exits with it, handing the
+ * tool's result (a restored service) up to the verb.
+ */
+_Noreturn static void run_kept(char *const argv[], pid_t verb)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || prctl(PR_SET_PDEATHSIG, SIGUSR2) < 0 || getppid() != verb)
+		_exit(127);
+	pid_t keeper = getpid();
+	pid_t tool = fork();
+	if (tool == 0) {
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != keeper)
+			_exit(127);
+		execvp(argv[0], argv);
+		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (tool < 0)
+		_exit(127);
+	bool orphaned = false;
+	int status = 0;
+	for (;;) {
+		int sig = sigwaitinfo(&set, NULL);
+		if (sig == SIGUSR2 || getppid() != verb) {
+			orphaned = true;
+			kill(tool, SIGKILL);
+		}
+		pid_t w = waitpid(tool, &status, WNOHANG);
+		if (w == tool)
+			break;
+	}
+	if (orphaned || getppid() != verb) {
+		exec_kill_orphans();
+		_exit(1);
+	}
+	if (WIFSIGNALED(status)) {
+		signal(WTERMSIG(status), SIG_DFL);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(WTERMSIG(status));
+	}
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
 int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd)
+{
+	return exec_tool(argv, timeout_s, fds, nfds, netns_fd, false);
+}
+
+int exec_argv_kept(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd)
+{
+	return exec_tool(argv, timeout_s, fds, nfds, netns_fd, true);
+}
+
+static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, bool keep)
 {
 	int err[2];
 	if (pipe2(err, O_CLOEXEC) < 0)
@@ -81,6 +150,8 @@ int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, in
 		for (int i = 0; i < nfds && i < 8; i++)
 			dup2(high[i], 3 + i);
 		close_range(3 + (unsigned)(nfds < 8 ? nfds : 8), ~0u, 0);
+		if (keep)
+			run_kept(argv, parent);
 		execvp(argv[0], argv);
 		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);

@@ -19,6 +19,11 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds);
  * (-1: ours). */
 int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd);
 
+/* exec_argv_in() for a tool that builds processes (criu restore), run by
+ * a keeper: if the verb dies, the tool and everything it left behind die
+ * too (see run_kept() in exec.c). */
+int exec_argv_kept(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd);
+
 /* exec_argv() on a NULL-terminated list of arguments. */
 int exec_run(int timeout_s, const char *arg0, ...) __attribute__((sentinel));
 

@@ -129,6 +129,45 @@ killed pre-resume "restore, criu restore killed at pre-resume" "$CXLCR" restore 
 "$CXLCR" restore "$NAME" --host $host >/dev/null || die "a restore after the one killed at pre-resume failed"
 intact $host "restore, criu restore killed at pre-resume, then restored again"
 
+# The destination's worker killed while its CRIU waits at post-restore
+# (issue 13 point 2): the source resumes, and the CRIU that worker started
+# must not go on to restore and take the arena over behind its back (it
+# dies with its worker, and the source claimed the epoch before it
+# resumed). Then CRIU is let go: one process maps the arena, nothing lost.
+to=$([ $host = h0 ] && echo h1 || echo h0)
+rm -f "$HOOK/go" "$HOOK/criu.pid"
+echo post-restore >"$HOOK/pause-at"
+"$CXLCR" migrate "$NAME" --to $to >/dev/null 2>"$POOL_DIR/worker.err" &
+mpid=$!
+for i in $(seq 1 600); do
+	[ -s "$HOOK/criu.pid" ] && break
+	kill -0 "$mpid" 2>/dev/null || break
+	sleep 0.05
+done
+[ -s "$HOOK/criu.pid" ] || { cat "$POOL_DIR/worker.err" >&2; die "CRIU never reached post-restore"; }
+criu=$(cat "$HOOK/criu.pid")
+# The worker: of CRIU's cxlcrd ancestors, the one just below the daemon.
+chain=() p=$(ps -o ppid= -p "$criu" | tr -d ' ')
+while [ -n "$p" ] && [ "$p" != 1 ] && [ "$(ps -o comm= -p "$p")" = cxlcrd ]; do
+	chain+=("$p")
+	p=$(ps -o ppid= -p "$p" | tr -d ' ')
+done
+[ ${#chain[@]} -ge 2 ] || die "CRIU ($criu) does not run under a cxlcrd worker: ${chain[*]}"
+worker=${chain[${#chain[@]} - 2]}
+kill -KILL "$worker"
+rc=0
+wait "$mpid" || rc=$?
+[ $rc -ne 0 ] || die "the migrate succeeded although its destination worker was killed"
+[ "$(wc -l <"$POOL_DIR/worker.err")" -eq 1 ] || die "not one line: $(cat "$POOL_DIR/worker.err")"
+touch "$HOOK/go"
+wait_exit "$criu" 60
+rm -f "$HOOK/pause-at" "$HOOK/go"
+intact $host "migrate, the destination's worker killed while CRIU waited at post-restore"
+ok "destination worker killed: $(cat "$POOL_DIR/worker.err")"
+"$CXLCR" migrate "$NAME" --to $to >/dev/null || die "the migrate after the killed destination worker failed"
+intact $to "the migrate after the killed destination worker"
+host=$to
+
 left=$(find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l)
 say "$left work directories (with CRIU's logs) left by the failed runs"
 stop_service "$NAME"
