@@ -329,10 +329,13 @@ void cxlcr_pool_close(struct cxlcr_pool *pool)
 	pool->fd = -1;
 }
 
+/* Whether anything but the pool's own bookkeeping (the verb leases, made
+ * by the first verb and kept) is in the pool: the data of someone. */
 static bool pool_has_regions(struct cxlcr_pool *pool)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
-		if (pool->table[i].state != CXLCR_REGION_FREE)
+		if (pool->table[i].state != CXLCR_REGION_FREE &&
+		    !(pool->table[i].state == CXLCR_REGION_LIVE && pool->table[i].kind == CXLCR_KIND_LEASES))
 			return true;
 	return false;
 }

@@ -12,6 +12,7 @@
 #include "../common/util.h"
 #include "../control/fence.h"
 #include "cli.h"
+#include "image_store.h"
 #include "container.h"
 
 #define STOP_GRACE_MS 10000
@@ -124,13 +125,19 @@ int cmd_status(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Frees a service's arena: only once nothing runs in it. A fork child has
+/* Frees a service's arena (and its checkpoints): only once nothing runs
+ * in it. A fork child has
  * no arena; what it gives back is its borrow of the snapshot it came from,
  * recorded for its pid: the reaper ends it now that the pid is gone. */
 static int free_arena(struct cxlcr_pool *pool, struct service *s)
 {
 	if (cxlcr_service_free(pool, &s->region) < 0)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	/* Its checkpoints go with it: a new service of the same name starts
+	 * its epochs again, and would find their names taken (issue 13
+	 * point 6). */
+	if (s->region.kind == CXLCR_KIND_ARENA)
+		image_store_reclaim(pool, s->region.name, 0);
 	if (s->region.kind == CXLCR_KIND_CHILD)
 		cxlcr_catalog_reap(pool, NULL);
 	return EXIT_OK;

@@ -171,13 +171,14 @@ for t in $(seq 1 "$TRIALS"); do
 	[ ! -s "$POOL_DIR/r.$win.err" ] || die "trial $t: the successful restore complained: $(cat "$POOL_DIR/r.$win.err")"
 	[ "$(wc -l <"$POOL_DIR/r.$lose.err")" -eq 1 ] ||
 		die "trial $t: the refused restore on $lose did not say one line: $(cat "$POOL_DIR/r.$lose.err")"
-	# It stopped at the claim (being restored), or found the checkpoint
-	# spent already (the winner was done first): never in CRIU.
-	grep -Eq "is being restored on $win already|was restored already|no checkpoint of" "$POOL_DIR/r.$lose.err" ||
+	# It stopped at the service's lease (the winner's restore holds it),
+	# at the claim (being restored), or found the checkpoint spent already
+	# (the winner was done first): never in CRIU.
+	grep -Eq "is busy: restore by pid [0-9]+ on $win|is being restored on $win already|was restored already|no checkpoint of" "$POOL_DIR/r.$lose.err" ||
 		die "trial $t: unclear refusal on $lose: $(cat "$POOL_DIR/r.$lose.err")"
 	left=$(find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "restore.$NAME.*" 2>/dev/null | wc -l)
 	[ "$left" -eq 0 ] || die "trial $t: $left restore work directories left behind"
-	sed -E -e 's/ \(log [^)]*\)$//' -e "s/ on $lose / on LOSER /" -e "s/ on $win / on WINNER /" \
+	sed -E -e 's/ \(log [^)]*\)$//' -e 's/by pid [0-9]+/by pid N/' -e "s/ on $lose / on LOSER /" -e "s/ on $win / on WINNER /" \
 		-e "s/$NAME\.[0-9]+/$NAME.N/" "$POOL_DIR/r.$lose.err" >>"$reasons"
 	[ "$(status_field "$NAME" host)" = "$win" ] || die "trial $t: $win won, but the service is on $(status_field "$NAME" host)"
 	[ "$(status_field "$NAME" state)" = running ] || die "trial $t: the service is not running"

@@ -138,4 +138,21 @@ for ((i = 0; i < ${#VERBS[@]}; i++)); do
 	done
 done
 ok "$pairs pairs raced: exactly one verb went on each time (wins: $(for k in "${!wins[@]}"; do printf '%s %s ' "$k" "${wins[$k]}"; done))"
+
+# A checkpointed service removed, and a new one of the same name (issue 13
+# point 6): its epochs start again, so its first checkpoint has the name
+# the old one's had, which must have gone with the old service.
+"$CXLCR" stop "$NAME" >/dev/null || die "stop failed"
+SERVICES=()
+start
+"$CXLCR" checkpoint "$NAME" >/dev/null || die "checkpoint failed"
+"$CXLCR" rm "$NAME" >/dev/null || die "rm of the checkpointed service failed"
+SERVICES=()
+start
+"$CXLCR" checkpoint "$NAME" >/dev/null 2>"$POOL_DIR/ck.err" ||
+	die "the checkpoint of a new service of the same name failed: $(cat "$POOL_DIR/ck.err")"
+"$CXLCR" restore "$NAME" --host h0 >/dev/null || die "its restore failed"
+python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 21 --quiet ||
+	die "values differ after the restore of the new service"
+ok "a service removed with its checkpoint; a new one of the same name checkpoints and restores"
 stop_service "$NAME"
