@@ -34,9 +34,7 @@ CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 pod_redis "$NAME" h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 31 --quiet
 
-mappers() {
-	grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' || true
-}
+mappers() { pool_mappers; }
 
 intact() {
 	[ "$(status_field "$NAME" host)" = "$1" ] || die "$2: the service is on $(status_field "$NAME" host), not $1"

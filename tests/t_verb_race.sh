@@ -47,9 +47,7 @@ start() {
 }
 start
 
-mappers() {
-	grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' || true
-}
+mappers() { pool_mappers; }
 
 # The fork children of the service (they map its snapshot, not its arena).
 stop_children() {
