@@ -20,6 +20,25 @@ new_pool 8G
 pod_up 2
 pod_redis cut h0 256M
 [ "$(status_field cut write_tracking)" = True ] || die "write tracking is not on for a new service"
+# Writes the kernel would not track: through a second mapping of the heap's
+# pool bytes (there must be none: each piece of the pool is mapped once, by
+# the heap) or by write(2) into it (nothing but the service's own threads
+# write its memory; its fork children are counted, see tracking/since.c).
+python3 - "$(status_field cut pid)" "$CXLCR_POOL" <<'PYEOF' || die "the service maps pool bytes twice"
+import sys
+pid, pool = sys.argv[1], sys.argv[2]
+seen = []
+for line in open("/proc/%s/maps" % pid):
+    f = line.split()
+    if len(f) >= 6 and f[5] == pool:
+        lo, hi = (int(x, 16) for x in f[0].split("-"))
+        off = int(f[2], 16)
+        for (a, b) in seen:
+            if off < b and a < off + (hi - lo):
+                sys.exit("pool bytes %d..%d mapped twice" % (off, off + hi - lo))
+        seen.append((off, off + hi - lo))
+print("the service maps %d pieces of the pool, each once" % len(seen))
+PYEOF
 
 python3 - "$CXLCR" "$addr" $PORT $KEYS $ROUNDS "$POOL_DIR" <<'PYEOF' || die "a child does not hold a consistent cut"
 import json, random, socket, subprocess, sys, threading
