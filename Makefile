@@ -218,6 +218,10 @@ $(O)/libcxlcr.a: $(LIBCXLCR_OBJ)
 $(O)/libcxlcr.so: $(LIBCXLCR_OBJ) lib/exports.map
 	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(LIBCXLCR_OBJ) -Wl,-z,defs \
 		-Wl,--version-script=lib/exports.map
+# The protocol against hostile input, on the objects themselves.
+all: $(O)/tests/protocol_test
+$(O)/tests/protocol_test: tests/protocol_test.c tests/*.h api/*.h daemon/json.h $(LIBCXLCR_OBJ) | $(O)/tests
+	$(CC) $(BASE) -Iinclude -o $@ $< $(LIBCXLCR_OBJ)
 $(O)/tests/api_test: tests/api_test.c include/cxlcr/*.h $(O)/libcxlcr.a | $(O)/tests
 	$(CC) $(BASE) -Iinclude -o $@ $< $(O)/libcxlcr.a
 $(O)/api $(O)/lib:

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -215,6 +216,15 @@ static bool reply_number(struct json_reader *r, double *out)
 	return jr_peek(r) == 'n' ? jr_number(r, out) : (jr_skip(r), false);
 }
 
+/* A whole number in [lo, hi]: a reply comes from the network, and casting
+ * a double outside the target's range is undefined. MAX_EXACT: 2^53, the
+ * largest count a double holds exactly. */
+#define MAX_EXACT 9007199254740992.0
+static bool reply_whole(struct json_reader *r, double lo, double hi, double *out)
+{
+	return reply_number(r, out) && *out >= lo && *out <= hi && *out == (double)(long long)*out;
+}
+
 static bool reply_string(struct json_reader *r, char *out, size_t len)
 {
 	return jr_peek(r) == '"' && jr_string(r, out, len);
@@ -237,11 +247,11 @@ static bool reply_child(struct json_reader *r, struct cxlcr_fork_child *c)
 		else if (!strcmp(key, "address"))
 			ok = reply_string(r, c->address, sizeof(c->address));
 		else if (!strcmp(key, "pid"))
-			ok = reply_number(r, &v) && (c->pid = (int)v, true);
+			ok = reply_whole(r, 1, INT_MAX, &v) && (c->pid = (int)v, true);
 		else if (!strcmp(key, "restore_ms"))
 			ok = reply_number(r, &c->restore_ms);
 		else if (!strcmp(key, "prefetched_pages"))
-			ok = reply_number(r, &v) && (c->prefetched_pages = (unsigned long long)v, true);
+			ok = reply_whole(r, 0, MAX_EXACT, &v) && (c->prefetched_pages = (unsigned long long)v, true);
 		else
 			ok = jr_skip(r);
 		if (!ok)
@@ -290,11 +300,11 @@ int api_reply_decode(const char *line, size_t len, struct cxlcr_fork_result *res
 		} else if (!strcmp(key, "total_ms")) {
 			good = reply_number(&r, &res->total_ms);
 		} else if (!strcmp(key, "image_bytes")) {
-			good = reply_number(&r, &v) && v >= 0;
-			res->image_bytes = (uint64_t)v;
+			good = reply_whole(&r, 0, MAX_EXACT, &v);
+			res->image_bytes = good ? (uint64_t)v : 0;
 		} else if (!strcmp(key, "snapshot_bytes")) {
-			good = reply_number(&r, &v) && v >= 0;
-			res->snapshot_bytes = (uint64_t)v;
+			good = reply_whole(&r, 0, MAX_EXACT, &v);
+			res->snapshot_bytes = good ? (uint64_t)v : 0;
 		} else {
 			good = jr_skip(&r);
 		}

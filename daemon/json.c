@@ -1,11 +1,40 @@
 #include <inttypes.h>
 #include "json.h"
 
+/* Length of the valid UTF-8 sequence at s (2 to 4 bytes, lead byte >=
+ * 0x80), or 0 if it is not one: overlong forms, surrogates and code points
+ * past U+10FFFF are not. */
+static int utf8_length(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
+	    (c == 0xf4 && s[1] > 0x8f))
+		return 0;
+	return n;
+}
+
+/* A JSON string. Bytes that are not UTF-8 (a service name or an error
+ * message can carry what a client sent) become U+FFFD, so that the output
+ * is always valid JSON. */
 static void put_string(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; s && *s; s++) {
 		unsigned char c = (unsigned char)*s;
+		if (c >= 0x80) {
+			int n = utf8_length((const unsigned char *)s);
+			if (n) {
+				fwrite(s, 1, (size_t)n, f);
+				s += n - 1;
+			} else {
+				fputs("\\ufffd", f);
+			}
+			continue;
+		}
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')

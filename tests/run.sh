@@ -146,6 +146,7 @@ flavour() {
 	plain_test "$dir" "$prefix" pool_test
 	plain_test "$dir" "$prefix" snapshot_test ${prefix:+--quick}
 	plain_test "$dir" "$prefix" track_test
+	plain_test "$dir" "$prefix" protocol_test
 	alloc_test "$dir" "$prefix" alloc_api
 	alloc_test "$dir" "$prefix" alloc_stress
 	alloc_test "$dir" "$prefix" alloc_fork
