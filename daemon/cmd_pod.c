@@ -160,7 +160,7 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 		if (fork() != 0)
 			_exit(0);
 		setsid();
-		int in = open("/dev/null", O_RDONLY), out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int in = open("/dev/null", O_RDONLY), out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0640);
 		dup2(in, 0);
 		dup2(out < 0 ? in : out, 1);
 		dup2(out < 0 ? in : out, 2);

@@ -1,5 +1,8 @@
 /* cxlcr pool format | cxlcr pool info */
 #include <getopt.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +62,45 @@ static void print_pool(const struct cxlcr_pool *pool, bool json, const char *ver
 	       regions, regions == 1 ? "" : "s", cxlcr_format_size(used, used_s, sizeof(used_s)));
 }
 
+/*
+ * How many processes of this host map the pool at path: a pool formatted
+ * under a running service is no longer that service's heap, but it would go
+ * on running on it. /proc/PID/maps names a mapping's device and inode,
+ * whatever path it was opened by. (Other hosts of a pod are not seen here.)
+ */
+static int mapped_by_processes(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return 0;
+	DIR *proc = opendir("/proc");
+	if (!proc)
+		return 0;
+	int count = 0;
+	struct dirent *e;
+	while ((e = readdir(proc))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char maps[64], line[512];
+		snprintf(maps, sizeof(maps), "/proc/%.20s/maps", e->d_name);
+		FILE *f = fopen(maps, "re");
+		if (!f)
+			continue;
+		bool found = false;
+		while (!found && fgets(line, sizeof(line), f)) {
+			unsigned int maj, min;
+			unsigned long long ino;
+			if (sscanf(line, "%*x-%*x %*s %*x %x:%x %llu", &maj, &min, &ino) == 3)
+				found = ino == (unsigned long long)st.st_ino && maj == major(st.st_dev) &&
+					min == minor(st.st_dev);
+		}
+		fclose(f);
+		count += found;
+	}
+	closedir(proc);
+	return count;
+}
+
 static int pool_format(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -92,6 +134,11 @@ static int pool_format(int argc, char **argv)
 	}
 	if (optind < argc)
 		return fail(EXIT_USAGE, "pool format: unexpected argument '%s'", argv[optind]);
+	int busy = mapped_by_processes(device ? device : cxlcr_pool_path());
+	if (busy > 0)
+		return fail(EXIT_FAIL, "pool %s is in use: %d process%s of this host map it (stop the "
+				       "services first; --force does not override this)", device ? device : cxlcr_pool_path(),
+			    busy, busy == 1 ? "" : "es");
 	struct cxlcr_pool pool;
 	int rc = cxlcr_pool_format(device, size, force, &pool);
 	if (rc < 0)

@@ -116,7 +116,7 @@ static void exec_service(void *arg)
 	const struct launch *l = arg;
 	setsid();
 	int in = open("/dev/null", O_RDONLY);
-	int out = open(l->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	int out = open(l->log, O_WRONLY | O_CREAT | O_APPEND, 0640); /* a service's output is its own */
 	if (in < 0 || out < 0) {
 		dprintf(l->ready, "error: cannot open %s: %s\n", in < 0 ? "/dev/null" : l->log,
 			strerror(errno));

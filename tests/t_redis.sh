@@ -38,6 +38,15 @@ ok "every value read back as written"
 check_heap redis $((150 * 1000 * 1000))
 ok "heap in the arena"
 
+say "pool format --force while the service maps the pool: refused"
+if out=$("$CXLCR" pool format --force 2>&1); then
+	die "the pool was formatted under a running service"
+fi
+[ "$(echo "$out" | wc -l)" -eq 1 ] || die "more than one line: $out"
+python3 "$KV" verify --port "$port" --count 1000 --size $SIZE --types $TYPES --seed 7 --start 10 >/dev/null ||
+	die "the service lost values after the refused format"
+ok "refused: $out"
+
 say "redis-server with fork-based persistence left on"
 port2=$(free_port)
 run_service redis-save 256M redis-server --port "$port2" --bind 127.0.0.1 --appendonly no \
