@@ -68,7 +68,7 @@ $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) p
 # The command line and the per-host daemon share all the verb code.
 $(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
-$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
+$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
 
 # A pipelined Memcached load client for the benchmark, and the paced

@@ -1,6 +1,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,14 @@
 #include "rpc.h"
 
 #define REQUEST_TIMEOUT_S 10 /* for the request to arrive, and the reply to leave */
+#define REQUEST_TIMEOUT_ENV "CXLCR_API_TIMEOUT_S" /* the daemon's environment may shorten it */
+
+static unsigned request_timeout_s(void)
+{
+	const char *s = getenv(REQUEST_TIMEOUT_ENV);
+	long v = s && *s ? strtol(s, NULL, 10) : 0;
+	return v > 0 && v <= REQUEST_TIMEOUT_S ? (unsigned)v : REQUEST_TIMEOUT_S;
+}
 
 _Static_assert(CXLCR_API_MAX_CHILDREN == FORK_MAX_CHILDREN, "one limit on children");
 _Static_assert(CXLCR_API_NAME_MAX == CXLCR_NAME_MAX && CXLCR_API_NAME_MAX == CXLCR_HOST_MAX,
@@ -139,7 +148,9 @@ static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char
 	struct api_request req;
 	/* The request is read first, so the client gets its answer after
 	 * sending it, whatever the answer. */
-	if (api_read_line(conn, line, API_REQUEST_MAX, &len, err, err_len) < 0) {
+	int got = api_read_line(conn, line, API_REQUEST_MAX, &len, err, err_len);
+	alarm(0); /* the request is in (see api_serve()) */
+	if (got < 0) {
 		snprintf(what, what_len, "refused: %s", err);
 		return -1;
 	}
@@ -194,9 +205,18 @@ static void drain(int conn)
 		;
 }
 
+/*
+ * SO_RCVTIMEO bounds each read, not the request: a client that sends a
+ * byte every few seconds kept a worker for ever. The whole request must
+ * arrive, and the whole reply leave, within REQUEST_TIMEOUT_S each: past
+ * that SIGALRM ends the worker, and the connection with it.
+ */
 int api_serve(int conn, bool over_tcp, char *summary, size_t len)
 {
-	struct timeval tv = { .tv_sec = REQUEST_TIMEOUT_S };
+	unsigned timeout = request_timeout_s();
+	signal(SIGALRM, SIG_DFL);
+	alarm(timeout);
+	struct timeval tv = { .tv_sec = timeout };
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	char peer[64], what[API_ERROR_MAX + 128] = "", err[API_ERROR_MAX] = "";
@@ -206,11 +226,13 @@ int api_serve(int conn, bool over_tcp, char *summary, size_t len)
 	int rc = handle(conn, over_tcp, &reply, &reply_len, what, sizeof(what), err, sizeof(err));
 	if (rc < 0)
 		reply = api_error_encode(err, &reply_len);
+	alarm(timeout);
 	if (!reply || api_write_all(conn, reply, reply_len) < 0)
 		snprintf(what + strlen(what), sizeof(what) - strlen(what), " (reply not sent: %s)",
 			 reply ? strerror(errno) : "out of memory");
 	free(reply);
 	drain(conn);
+	alarm(0);
 	snprintf(summary, len, "api request (%s): %s", peer, what);
 	return rc;
 }

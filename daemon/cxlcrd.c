@@ -31,6 +31,8 @@
 #include "cli.h"
 #include "container.h"
 #include "rpc.h"
+#include "workers.h"
+#include "../api/protocol.h"
 
 static volatile sig_atomic_t stopping;
 static int log_fd = STDERR_FILENO; /* the daemon's log, even in a worker */
@@ -39,6 +41,11 @@ static void on_term(int sig)
 {
 	(void)sig;
 	stopping = 1;
+}
+
+static void on_child(int sig)
+{
+	(void)sig; /* only wakes the poll: the loop reaps */
 }
 
 static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -127,9 +134,32 @@ static int listen_api(int port, int *unix_fd, int *tcp_fd, char *path, size_t le
 	return 0;
 }
 
-/* Hands a connection to a worker process, which serves it and exits. */
+/* A connection over the limits gets one line and is closed: a JSON
+ * error on the fork API, the verb protocol's refusal otherwise. */
+static void refuse(int conn, int kind, const char *why)
+{
+	if (kind != 0) {
+		size_t len;
+		char *line = api_error_encode(why, &len);
+		if (line && write(conn, line, len) < 0)
+			(void)0;
+		free(line);
+	}
+	log_line("connection refused: %s", why);
+	close(conn);
+}
+
+/* Hands a connection to a worker process, which serves it and exits;
+ * unless the endpoint or the peer has as many workers as it may. */
 static void spawn_worker(int conn, int kind, const int *listeners, int n)
 {
+	char why[128];
+	uint64_t peer = workers_peer_of(conn);
+	workers_reap();
+	if (!workers_admit(kind, peer, why, sizeof(why))) {
+		refuse(conn, kind, why);
+		return;
+	}
 	pid_t pid = fork();
 	if (pid == 0) {
 		for (int i = 0; i < n; i++)
@@ -142,6 +172,8 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 	}
 	if (pid < 0)
 		log_line("cannot fork a worker: %s", strerror(errno));
+	else
+		workers_add(pid, kind, peer);
 	close(conn);
 }
 
@@ -212,7 +244,10 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_term };
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	signal(SIGCHLD, SIG_IGN); /* workers are not waited for */
+	/* Workers are counted (workers.c) and reaped as they end: SIGCHLD
+	 * interrupts the poll below. */
+	struct sigaction chld = { .sa_handler = on_child };
+	sigaction(SIGCHLD, &chld, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	log_line("listening on %s, pool %s; fork API on %s%s", path, cxlcr_pool_path(), api_path,
 		 api_tcp >= 0 ? " and TCP" : "");
@@ -226,8 +261,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 3; i++)
 		p[i] = (struct pollfd){ .fd = listeners[i], .events = POLLIN };
 	while (!stopping) {
+		workers_reap();
 		if (poll(p, 3, -1) < 0)
-			continue; /* EINTR from SIGTERM ends the loop */
+			continue; /* EINTR from SIGTERM ends the loop, from SIGCHLD reaps */
 		for (int i = 0; i < 3; i++) {
 			if (p[i].fd < 0 || !(p[i].revents & POLLIN))
 				continue;

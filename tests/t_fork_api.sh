@@ -99,7 +99,8 @@ has "$OUT" "^error: malformed reply from the daemon" "a reply that is not JSON"
 ok "the library sends the request and reads children, figures and errors; bad replies are one clear line"
 
 # --- a pod, its token, a parent ---------------------------------------------------
-pod_up 2
+# (with a short whole-request deadline for the limits at the end)
+CXLCR_API_TIMEOUT_S=2 pod_up 2
 pool=$(realpath "$CXLCR_POOL")
 POD_DIR=
 for d in /run/cxlcr/pod*; do
@@ -266,3 +267,65 @@ has "$OUT" "^error: cannot connect to .*h9.api: No such file or directory$" "con
 "$API_TEST" connect "tcp:$H0_IP" >"$OUT" 2>&1 && die "connect to tcp without a port worked"
 has "$OUT" "expected tcp:HOST:PORT" "connect to tcp without a port"
 ok "no token file: TCP refused; unreachable endpoints are one clear line"
+
+# --- limits: idle connections, a request that trickles in ----------------------
+# 100 connections opened and left idle: the daemon serves at most
+# WORKERS_PER_PEER (daemon/workers.h) of one peer at once, and answers the
+# others "busy" at once; its workers stay bounded.
+DAEMON=
+for p in $(pgrep -f "cxlcrd --host h0" || true); do # the daemon, not one of its workers
+	if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "CXLCR_POOL=$CXLCR_POOL" &&
+		[ "$(cat "/proc/$p/comm")" = cxlcrd ] &&
+		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$p" | tr -d ' ')")" != cxlcrd ]; then
+		DAEMON=$p
+	fi
+done
+[ -n "$DAEMON" ] || die "cannot find h0's daemon"
+python3 - "$H0_IP" "$DAEMON" <<'PYEOF' || die "the API's limits do not hold"
+import os, socket, sys, time
+ip, daemon = sys.argv[1], int(sys.argv[2])
+def workers():
+    kids = 0
+    for t in os.listdir("/proc/%d/task" % daemon):
+        kids += len(open("/proc/%d/task/%s/children" % (daemon, t)).read().split())
+    return kids
+conns = [socket.create_connection((ip, 7390), timeout=5) for _ in range(100)]
+busy = 0
+for c in conns:
+    c.setblocking(False)
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline and busy < 92:   # a bounded wait for the refusals
+    busy = 0
+    for c in conns:
+        try:
+            data = c.recv(256, socket.MSG_PEEK)
+            busy += b"busy" in data
+        except BlockingIOError:
+            pass
+    time.sleep(0.05)
+w = workers()
+print("100 idle connections: %d workers, %d answered busy" % (w, busy))
+if w < 1 or w > 8 or busy < 92:
+    sys.exit(1)
+for c in conns:
+    c.close()
+PYEOF
+ok "100 idle connections from one peer: at most 8 workers, the rest answered busy"
+
+# A client that sends its request one byte at a time, slower than the
+# daemon's whole-request deadline allows (CXLCR_API_TIMEOUT_S, 2 s here),
+# is cut off before it has sent it all.
+python3 - "$H0_IP" <<'PYEOF' || die "a trickling request kept its worker"
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 7390), timeout=30)
+req = b'{"op":"fork","service":"web","host":"h7","count":1,"token":"' + b"0" * 64 + b'"}\n'
+for i, b in enumerate(req):
+    try:
+        s.send(bytes([b]))
+    except (BrokenPipeError, ConnectionResetError):
+        print("cut off after %d of %d bytes" % (i, len(req)))
+        sys.exit(0)
+    time.sleep(0.2)   # the behaviour under test: a request that trickles in
+sys.exit("the whole trickled request was taken (%d bytes over %.0f s)" % (len(req), len(req) * 0.2))
+PYEOF
+ok "a request that trickles in is cut off at the daemon's deadline"
