@@ -60,8 +60,10 @@ char *api_request_encode(const struct api_request *req, size_t *len)
 		return NULL;
 	json_str(&l.j, "op", req->op);
 	json_str(&l.j, "service", req->service);
-	json_str(&l.j, "host", req->host);
-	json_u64(&l.j, "count", req->count);
+	if (strcmp(req->op, "release")) {
+		json_str(&l.j, "host", req->host);
+		json_u64(&l.j, "count", req->count);
+	}
 	if (req->token[0])
 		json_str(&l.j, "token", req->token);
 	return line_end(&l, len);
@@ -195,16 +197,20 @@ int api_request_decode(const char *line, size_t len, struct api_request *req, ch
 	req->readable = true;
 	if (!(seen & F_OP))
 		return say(err, errlen, "bad request: missing field 'op'");
-	if (strcmp(req->op, "fork"))
-		return say(err, errlen, "bad request: unknown op '%s' (known: fork)", req->op);
+	bool release = !strcmp(req->op, "release");
+	if (strcmp(req->op, "fork") && !release)
+		return say(err, errlen, "bad request: unknown op '%s' (known: fork, release)", req->op);
 	if (first[0])
 		return say(err, errlen, "%s", first);
+	/* fork: service, host, count; release: the child's name, as service. */
 	static const char *const names[] = { "service", "host", "count" };
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < (release ? 1 : 3); i++)
 		if (!(seen & (F_SERVICE << i)))
 			return say(err, errlen, "bad request: missing field '%s'", names[i]);
 	if (!cxlcr_valid_name(req->service))
 		return say(err, errlen, "bad request: '%s' is not a service name", req->service);
+	if (release)
+		return seen & (F_HOST | F_COUNT) ? say(err, errlen, "bad request: release takes no host or count") : 0;
 	if (!cxlcr_valid_name(req->host))
 		return say(err, errlen, "bad request: '%s' is not a host name", req->host);
 	return 0;

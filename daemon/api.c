@@ -1,5 +1,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
+#include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "../common/pool.h"
 #include "../common/util.h"
 #include "api.h"
+#include "cli.h"
 #include "fork.h"
 #include "rpc.h"
 
@@ -117,6 +119,64 @@ static int service_exists(const char *name, char *err, size_t len)
 	return found ? 0 : -1;
 }
 
+/* The pod's quota of live children (CXLCR_API_CHILDREN_MAX may lower it):
+ * the API can make children, and everything a child holds (a region slot
+ * of 1,024, an address, processes) comes from the pod's shared supply. */
+#define CHILDREN_MAX 256
+static unsigned children_quota(void)
+{
+	const char *s = getenv("CXLCR_API_CHILDREN_MAX");
+	long v = s && *s ? strtol(s, NULL, 10) : 0;
+	return v > 0 && v < CHILDREN_MAX ? (unsigned)v : CHILDREN_MAX;
+}
+
+/* Would count more children pass the quota? If so, why in err. */
+static bool over_quota(unsigned count, char *err, size_t len)
+{
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0) {
+		snprintf(err, len, "%s", cxlcr_last_error());
+		return true;
+	}
+	unsigned live = 0, quota = children_quota();
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		if (cxlcr_region_get(&pool, pool.table[i].generation, &r) == 0 && r.kind == CXLCR_KIND_CHILD)
+			live++;
+	}
+	cxlcr_pool_close(&pool);
+	if (live + count <= quota)
+		return false;
+	snprintf(err, len, "quota: %u children live, %u more would pass the pod's %u (release some)", live,
+		 count, quota);
+	return true;
+}
+
+/* The release op: stops a child (on its host, through its daemon). */
+static int release_child(const char *name, char *err, size_t len)
+{
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0) {
+		snprintf(err, len, "%s", cxlcr_last_error());
+		return -1;
+	}
+	bool child = cxlcr_region_find(&pool, CXLCR_KIND_CHILD, name) != NULL;
+	bool service = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name) != NULL;
+	cxlcr_pool_close(&pool);
+	if (!child) {
+		snprintf(err, len, service ? "'%s' is a service, not a child: only children can be released"
+					   : "no child named '%s'", name);
+		return -1;
+	}
+	char *argv[] = { "stop", (char *)name, NULL };
+	optind = 0;
+	if (service_forward_to_owner(name, 2, argv) != EXIT_OK) {
+		snprintf(err, len, "release of '%s' failed: %s", name, cxlcr_last_error());
+		return -1;
+	}
+	return 0;
+}
+
 static void result_from_reply(const struct fork_reply *rep, struct cxlcr_fork_result *res)
 {
 	memset(res, 0, sizeof(*res));
@@ -170,8 +230,24 @@ static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char
 		snprintf(what, what_len, "refused: %s", err);
 		return -1;
 	}
+	if (!strcmp(req.op, "release")) {
+		snprintf(what, what_len, "release %s: ", req.service);
+		size_t at = strlen(what);
+		if (release_child(req.service, err, err_len) < 0) {
+			snprintf(what + at, what_len - at, "%s", err);
+			return -1;
+		}
+		snprintf(what + at, what_len - at, "ok");
+		struct cxlcr_fork_result none = { 0 };
+		*reply = api_reply_encode(&none, reply_len);
+		return 0;
+	}
 	snprintf(what, what_len, "fork %s -> %s x%u: ", req.service, req.host, req.count);
 	size_t at = strlen(what);
+	if (over_quota(req.count, err, err_len)) {
+		snprintf(what + at, what_len - at, "refused: %s", err);
+		return -1;
+	}
 	if (service_exists(req.service, err, err_len) < 0) {
 		snprintf(what + at, what_len - at, "%s", err);
 		return -1;

@@ -196,6 +196,21 @@ int cxlcr_api_fork(struct cxlcr_api *api, const char *service, const char *host,
 	return exchange(api, &req, result);
 }
 
+int cxlcr_api_release(struct cxlcr_api *api, const char *child)
+{
+	if (!api)
+		return -1;
+	if (!child)
+		return set_error(api->error, sizeof(api->error), "release: the child's name is required");
+	struct api_request req = { .op = "release" };
+	if (strlen(child) >= sizeof(req.service))
+		return set_error(api->error, sizeof(api->error), "release: name too long");
+	strcpy(req.service, child);
+	strcpy(req.token, api->token);
+	struct cxlcr_fork_result ignored;
+	return exchange(api, &req, &ignored);
+}
+
 const char *cxlcr_api_error(const struct cxlcr_api *api)
 {
 	const char *e = api ? api->error : connect_error;

@@ -11,6 +11,8 @@
  *       daemon (the same one), the second on a connection of its own.
  *   api_test connect ENDPOINT
  *       exit 0 if the daemon can be reached, else "error: ..." (exit 1).
+ *   api_test release ENDPOINT CHILD [TOKEN]
+ *       stops a child the API made: "ok", or "error: MESSAGE" (exit 1).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +25,7 @@ static struct cxlcr_fork_result result;
 static int usage(void)
 {
 	fprintf(stderr, "usage: api_test fork ENDPOINT SERVICE HOST COUNT [TOKEN] | "
-			"twice ENDPOINT SERVICE HOST [TOKEN] | connect ENDPOINT\n");
+			"twice ENDPOINT SERVICE HOST [TOKEN] | connect ENDPOINT | release ENDPOINT CHILD [TOKEN]\n");
 	return 2;
 }
 
@@ -71,6 +73,20 @@ int main(int argc, char **argv)
 						    (unsigned)strtoul(argv[5], NULL, 10), &result));
 		cxlcr_api_close(api);
 		return rc;
+	}
+	if (!strcmp(verb, "release") && (argc == 4 || argc == 5)) {
+		struct cxlcr_api *api = cxlcr_api_connect(endpoint, token_arg(argc, argv, 4));
+		if (!api) {
+			printf("error: %s\n", cxlcr_api_error(NULL));
+			return 1;
+		}
+		int rc = cxlcr_api_release(api, argv[3]);
+		if (rc < 0)
+			printf("error: %s\n", cxlcr_api_error(api));
+		else
+			printf("ok\n");
+		cxlcr_api_close(api);
+		return rc < 0;
 	}
 	if (!strcmp(verb, "twice") && (argc == 5 || argc == 6)) {
 		struct cxlcr_api *api = cxlcr_api_connect(endpoint, token_arg(argc, argv, 5));

@@ -49,10 +49,10 @@ ok "cxlcr fork: --help, usage errors exit 2, an unknown service exits 3"
 
 # --- the libraries export the API and nothing else --------------------------------
 exports=$(nm -D --defined-only "$BUILD/libcxlcr.so" | awk '{print $3}' | sort | tr '\n' ' ')
-[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork " ] ||
+[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork cxlcr_api_release " ] ||
 	die "libcxlcr.so exports: $exports"
 exports=$(nm -g --defined-only "$BUILD/libcxlcr.a" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
-[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork " ] ||
+[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork cxlcr_api_release " ] ||
 	die "libcxlcr.a defines: $exports"
 ok "libcxlcr.a and libcxlcr.so export cxlcr_api_* only"
 
@@ -100,7 +100,7 @@ ok "the library sends the request and reads children, figures and errors; bad re
 
 # --- a pod, its token, a parent ---------------------------------------------------
 # (with a short whole-request deadline for the limits at the end)
-CXLCR_API_TIMEOUT_S=2 pod_up 2
+CXLCR_API_TIMEOUT_S=2 CXLCR_API_CHILDREN_MAX=2 pod_up 2
 pool=$(realpath "$CXLCR_POOL")
 POD_DIR=
 for d in /run/cxlcr/pod*; do
@@ -226,7 +226,7 @@ refused "$UNIX" "{\"op\":\"fork\",$GOOD" "^bad request: malformed JSON at byte [
 refused "$UNIX" "{\"op\":\"fork\",$GOOD,}" '^bad request: malformed JSON'
 refused "$UNIX" "{\"op\":\"fork\",$GOOD} {}" 'junk after the message'
 refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"x\":[1,{\"y\":\"\\u00e9\"}]}" "^bad request: unknown field 'x'$"
-refused "$UNIX" "{\"op\":\"exec\",$GOOD}" "^bad request: unknown op 'exec' \(known: fork\)$"
+refused "$UNIX" "{\"op\":\"exec\",$GOOD}" "^bad request: unknown op 'exec' \(known: fork, release\)$"
 refused "$UNIX" "{$GOOD}" "^bad request: missing field 'op'$"
 refused "$UNIX" '{"op":"fork","service":"web","host":"h7"}' "^bad request: missing field 'count'$"
 refused "$UNIX" '{"op":"fork","host":"h7","count":1}' "^bad request: missing field 'service'$"
@@ -267,6 +267,30 @@ has "$OUT" "^error: cannot connect to .*h9.api: No such file or directory$" "con
 "$API_TEST" connect "tcp:$H0_IP" >"$OUT" 2>&1 && die "connect to tcp without a port worked"
 has "$OUT" "expected tcp:HOST:PORT" "connect to tcp without a port"
 ok "no token file: TCP refused; unreachable endpoints are one clear line"
+
+# --- release, and the pod's quota of live children (2 here) ---------------------
+api "$TCP" web h1 1 "$TOKEN"
+has "$OUT" "^ok 1$" "a real fork through the API"
+child=$(sed -n 2p "$OUT" | cut -d' ' -f1)
+SERVICES+=("$child")
+[ "$(status_field "$child" state)" = running ] || die "$child is not running"
+api "$TCP" web h1 2 "$TOKEN"
+has "$OUT" "^error: quota: 1 children live, 2 more would pass the pod's 2" "a fork past the quota"
+"$API_TEST" release "$TCP" web "$TOKEN" >"$OUT" 2>&1 && die "the API released a service"
+has "$OUT" "^error: 'web' is a service, not a child" "release of a service"
+"$API_TEST" release "$TCP" nosuch.1 "$TOKEN" >"$OUT" 2>&1 && die "the API released a child that does not exist"
+has "$OUT" "^error: no child named 'nosuch.1'" "release of a missing child"
+"$API_TEST" release "$TCP" "$child" - >"$OUT" 2>&1 && die "a release without the token worked"
+has "$OUT" "^error: not authorised" "release without the token"
+"$API_TEST" release "$TCP" "$child" "$TOKEN" >"$OUT" 2>&1 || die "release failed: $(cat "$OUT")"
+expect 3 "status of the released child" -- "$CXLCR" status "$child"
+api "$TCP" web h1 2 "$TOKEN"
+has "$OUT" "^ok 2$" "two forks once the first child is released"
+for c in $(sed -n '2,$p' "$OUT" | cut -d' ' -f1); do
+	SERVICES+=("$c")
+	"$API_TEST" release "$TCP" "$c" "$TOKEN" >/dev/null || die "release of $c failed"
+done
+ok "the API releases its children (not services, not without the token), within a quota of live children"
 
 # --- limits: idle connections, a request that trickles in ----------------------
 # 100 connections opened and left idle: the daemon serves at most

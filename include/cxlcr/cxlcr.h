@@ -108,6 +108,17 @@ struct cxlcr_api *cxlcr_api_connect(const char *endpoint, const char *token);
 int cxlcr_api_fork(struct cxlcr_api *api, const char *service, const char *host, unsigned count,
 		   struct cxlcr_fork_result *result);
 
+/*
+ * Stops a child that the fork API made (its name from cxlcr_api_fork's
+ * result) and gives back what it held: its processes, its address, its
+ * borrow of the snapshot. Returns 0, or -1 with cxlcr_api_error(api).
+ * Only children can be released, and only those the API made count
+ * against the pod's quota of live children (the daemon refuses a fork past
+ * it).
+ *   wire: {"op":"release","service":CHILD,"token":...} -> {"ok":true,...}
+ */
+int cxlcr_api_release(struct cxlcr_api *api, const char *child);
+
 /* The last error of api (of the last cxlcr_api_connect() if api is NULL):
  * one line, never NULL. */
 const char *cxlcr_api_error(const struct cxlcr_api *api);
