@@ -17,7 +17,7 @@ O       ?= build
 POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c \
                tracking/scan.c
 COMMON_SRC  := $(POOL_SRC) \
-               common/snapshot.c common/catalog.c common/rtnl.c
+               common/snapshot.c common/catalog.c common/heartbeat.c common/rtnl.c
 PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c preload/track.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
@@ -39,6 +39,8 @@ $(O)/preload/%.o: preload/%.c preload/*.h common/*.h tracking/*.h | $(O)/preload
 $(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tracking/%.o: tracking/%.c tracking/*.h common/*.h | $(O)/tracking
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/pod/%.o: pod/%.c pod/*.h common/*.h | $(O)/pod
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/control/%.o: control/%.c control/*.h daemon/*.h common/*.h | $(O)/control
 	$(CC) $(BASE) -c -o $@ $<
@@ -68,7 +70,7 @@ $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) p
 # The command line and the per-host daemon share all the verb code.
 $(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
-$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
+$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(O)/pod/liveness.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
 
 # A pipelined Memcached load client for the benchmark, and the paced
@@ -78,7 +80,7 @@ $(O)/bench/mcload: bench/mcload.c | $(O)/bench
 $(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 
-$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/control $(O)/tests $(O)/bench:
+$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/control $(O)/pod $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:
@@ -122,7 +124,7 @@ clean:
 PLUGIN_HELPERS  := criu-plugin/pool_id.c criu-plugin/proc.c criu-plugin/dump.c \
                    criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c criu-plugin/netlock.c
 PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
-                   $(O)/common/snapshot.o $(O)/common/catalog.o $(O)/common/rtnl.o $(O)/tracking/since.o
+                   $(O)/common/snapshot.o $(O)/common/catalog.o $(O)/common/heartbeat.o $(O)/common/rtnl.o $(O)/tracking/since.o
 CRIU_PLUGIN_DIR ?= /usr/lib/criu
 
 all: plugin

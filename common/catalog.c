@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "checksum.h"
 #include "error.h"
+#include "heartbeat.h"
 #include "persist.h"
 #include "snapshot.h"
 #include "util.h"
@@ -312,22 +313,17 @@ static int free_if_unheld_tombstone(struct catalog *c, uint32_t index)
 
 /* ---- borrow slots ---- */
 
-/* A slot token: the claim time, random bits, and the reaping flag (see
+/* A slot token: random bits, never 0, and the closing flag (see
  * CXLCR_BORROW_TOKEN_* in pool_format.h). */
-static uint64_t new_token(bool reaping)
+static uint64_t new_token(bool closing)
 {
 	uint64_t random = 0;
 	if (getrandom(&random, sizeof(random), 0) != sizeof(random))
 		random = cxlcr_mono_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-	uint64_t low = random & ((1ull << CXLCR_BORROW_TOKEN_TIME_SHIFT) - 1) & ~CXLCR_BORROW_TOKEN_REAPING;
-	return (cxlcr_now_ns() / MS) << CXLCR_BORROW_TOKEN_TIME_SHIFT | low |
-	       (reaping ? CXLCR_BORROW_TOKEN_REAPING : 0);
-}
-
-static uint64_t token_age_ns(uint64_t token, uint64_t now)
-{
-	uint64_t claimed_ms = token >> CXLCR_BORROW_TOKEN_TIME_SHIFT, now_ms = now / MS;
-	return now_ms > claimed_ms ? (now_ms - claimed_ms) * MS : 0;
+	random &= ~CXLCR_BORROW_TOKEN_REAPING;
+	if (random == 0)
+		random = 2;
+	return random | (closing ? CXLCR_BORROW_TOKEN_REAPING : 0);
 }
 
 /* Who holds a borrow, as recorded in its slot. */
@@ -336,7 +332,6 @@ struct holder {
 	uint64_t pid_start;
 	uint64_t pid_ns;
 	char host[CXLCR_HOST_MAX];
-	uint64_t lease_ns;
 };
 
 static uint64_t own_pid_namespace(void)
@@ -381,23 +376,34 @@ static int resolve_holder(const struct cxlcr_borrower *who, struct holder *h)
 	memset(h, 0, sizeof(*h));
 	h->pid = who && who->pid ? who->pid : getpid();
 	cxlcr_copy_field(h->host, sizeof(h->host), who && who->host ? who->host : cxlcr_host_name());
-	h->lease_ns = who && who->lease_ns ? who->lease_ns : CXLCR_CATALOG_LEASE_NS;
 	if (strcmp(h->host, cxlcr_host_name()) != 0)
-		return 0;    /* another host's process: only its lease speaks for it */
+		return 0;    /* another host's process: only its host's heartbeat speaks for it */
 	h->pid_ns = own_pid_namespace();
 	if (!process_alive(h->pid, &h->pid_start))
 		return cxlcr_error("cannot borrow for pid %d: no such process", (int)h->pid);
 	return 0;
 }
 
-/*
- * Claims a free borrow slot of the entry and records the holder in it.
- * The lease goes in last: a slot whose lease is still 0 belongs to a
- * claimer that may have died before recording itself, and the reaper
- * judges it by the claim time in its token. Returns the slot, or -1.
- */
-static int claim_slot(struct cxlcr_catalog_entry *e, const struct holder *h, uint64_t *token)
+/* The heartbeat table in the catalog's header page. */
+static struct cxlcr_host_heartbeat *heartbeats(const struct catalog *c)
 {
+	return (struct cxlcr_host_heartbeat *)(void *)(c->base + CXLCR_HEARTBEAT_OFFSET);
+}
+
+/*
+ * Claims a free borrow slot of the entry and records the holder in it,
+ * with the heartbeat slot of the daemon of its host if one runs there.
+ * `filled` goes in last: a slot still without it belongs to a claimer that
+ * may have died before recording itself, which a watching reaper takes
+ * back once it has seen it so for a whole lease. Returns the slot, or -1.
+ */
+static int claim_slot(const struct catalog *c, struct cxlcr_catalog_entry *e, const struct holder *h,
+		      uint64_t *token)
+{
+	struct cxlcr_host_heartbeat *table = heartbeats(c);
+	cxlcr_refresh(table, CXLCR_HEARTBEAT_SLOTS * sizeof(*table));
+	uint64_t incarnation = 0;
+	int beat = cxlcr_heartbeat_lookup(table, h->host, &incarnation);
 	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++) {
 		struct cxlcr_catalog_borrow *s = &e->borrows[i];
 		if (load_shared(&s->token) != 0)
@@ -405,41 +411,53 @@ static int claim_slot(struct cxlcr_catalog_entry *e, const struct holder *h, uin
 		uint64_t mine = new_token(false);
 		if (!cas_shared(&s->token, 0, mine))
 			continue;
-		uint64_t now = cxlcr_now_ns();
 		s->pid = h->pid;
 		s->pid_start = h->pid_start;
 		s->pid_ns = h->pid_ns;
 		memcpy(s->host, h->host, sizeof(s->host));
-		s->borrowed_ns = now;
+		s->heartbeat = beat >= 0 ? (uint32_t)beat + 1 : 0;
+		s->heartbeat_incarnation = incarnation;
+		s->borrowed_ns = cxlcr_now_ns();
 		cxlcr_publish(s, sizeof(*s));
-		store_shared(&s->lease_end_ns, now + h->lease_ns);
+		store_shared(&s->filled, 1);
 		*token = mine;
 		return (int)i;
 	}
 	return -1;
 }
 
-/* Empties a slot we own (by its token, or as its reaper). */
-static void clear_slot(struct cxlcr_catalog_borrow *s, uint64_t owned_token)
-{
-	s->lease_end_ns = 0;
-	s->borrowed_ns = 0;
-	s->pid = 0;
-	s->pid_start = 0;
-	s->pid_ns = 0;
-	memset(s->host, 0, sizeof(s->host));
-	cxlcr_publish(s, sizeof(*s));
-	cas_shared(&s->token, owned_token, 0);
-}
-
-/* Drops the reference of a slot and empties it. Whoever clears the last
- * bit of a tombstone frees the snapshot. Returns 1 if this call did. */
-static int drop_reference(struct catalog *c, uint32_t index, uint32_t slot, uint64_t owned_token)
+/*
+ * Empties slot of entry index, if its token still is `owned`: first the
+ * token is swapped to a closing one of ours (so nobody else empties it,
+ * and a newcomer cannot take it meanwhile), then the reference is dropped
+ * and the fields cleared, and only then is the slot free. Whoever clears
+ * the last bit of a tombstone frees the snapshot. Returns -1 if the slot
+ * was not ours (any more), else 1 if this call freed the snapshot, else 0;
+ * *held says whether the slot held a reference.
+ */
+static int take_back(struct catalog *c, uint32_t index, uint32_t slot, uint64_t owned, bool *held)
 {
 	struct cxlcr_catalog_entry *e = &c->entries[index];
+	struct cxlcr_catalog_borrow *s = &e->borrows[slot];
+	uint64_t closing = new_token(true);
+	if (held)
+		*held = false;
+	if (!cas_shared(&s->token, owned, closing))
+		return -1;
 	uint64_t bit = 1ull << slot;
 	uint64_t before = fetch_and_shared(&e->holders, ~bit);
-	clear_slot(&e->borrows[slot], owned_token);
+	store_shared(&s->filled, 0);
+	s->borrowed_ns = 0;
+	s->pid = 0;
+	s->heartbeat = 0;
+	s->pid_start = 0;
+	s->pid_ns = 0;
+	s->heartbeat_incarnation = 0;
+	memset(s->host, 0, sizeof(s->host));
+	cxlcr_publish(s, sizeof(*s));
+	cas_shared(&s->token, closing, 0);
+	if (held)
+		*held = (before & bit) != 0;
 	if ((before & bit) && (before & ~bit) == 0)
 		return free_if_unheld_tombstone(c, index);
 	return 0;
@@ -586,14 +604,14 @@ static int confirm(struct catalog *c, const struct holder *h, struct cxlcr_borro
 		return cxlcr_error("borrow of '%s' was never looked up", b->name);
 	struct cxlcr_catalog_entry *e = &c->entries[b->entry];
 	uint64_t token;
-	int slot = claim_slot(e, h, &token);
+	int slot = claim_slot(c, e, h, &token);
 	if (slot < 0)
 		return cxlcr_error("snapshot '%s' has %u borrowers already", b->name, CXLCR_CATALOG_BORROWERS);
 	fetch_or_shared(&e->holders, 1ull << slot);
 	cxlcr_fence();
 	uint64_t now = load_shared(&e->status);
 	if (now != CXLCR_CATALOG_STATUS(b->generation, CXLCR_CATALOG_PUBLISHED)) {
-		drop_reference(c, b->entry, (uint32_t)slot, token);
+		take_back(c, b->entry, (uint32_t)slot, token, NULL);
 		if (CXLCR_CATALOG_STATUS_GENERATION(now) == b->generation)
 			cxlcr_error("snapshot '%s' was tombstoned while it was being borrowed", b->name);
 		else
@@ -645,48 +663,21 @@ int cxlcr_catalog_borrow(struct cxlcr_pool *pool, const char *name, const struct
 	return rc == 0 ? 0 : -1;
 }
 
-/* The slot of a confirmed borrow, if it is still ours (a reaper may have
- * taken it back when its lease ran out). */
-static struct cxlcr_catalog_borrow *own_slot(const struct catalog *c, const struct cxlcr_borrow *b)
-{
-	if (b->token == 0 || b->entry >= CXLCR_CATALOG_ENTRIES || b->slot >= CXLCR_CATALOG_BORROWERS) {
-		cxlcr_error("snapshot '%s' is not borrowed", b->name);
-		return NULL;
-	}
-	struct cxlcr_catalog_borrow *s = &c->entries[b->entry].borrows[b->slot];
-	if (load_shared(&s->token) != b->token) {
-		cxlcr_error("the borrow of snapshot '%s' was taken back (its lease ran out)", b->name);
-		return NULL;
-	}
-	return s;
-}
-
 int cxlcr_catalog_return(struct cxlcr_pool *pool, struct cxlcr_borrow *b)
 {
 	struct catalog c;
+	if (b->token == 0 || b->entry >= CXLCR_CATALOG_ENTRIES || b->slot >= CXLCR_CATALOG_BORROWERS)
+		return cxlcr_error("snapshot '%s' is not borrowed", b->name);
 	if (catalog_open_for(pool, b->name, &c) < 0)
 		return -1;
-	int rc = -1;
-	if (own_slot(&c, b)) {
-		drop_reference(&c, b->entry, b->slot, b->token);
-		rc = 0;
-	}
+	int rc = take_back(&c, b->entry, b->slot, b->token, NULL) < 0
+			 ? cxlcr_error("the borrow of snapshot '%s' was taken back (its holder was taken for dead)",
+				       b->name)
+			 : 0;
 	b->token = 0;
 	b->slot = NO_SLOT;
 	catalog_close(&c);
 	return rc;
-}
-
-int cxlcr_catalog_renew(struct cxlcr_pool *pool, const struct cxlcr_borrow *b, uint64_t lease_ns)
-{
-	struct catalog c;
-	if (catalog_open_for(pool, b->name, &c) < 0)
-		return -1;
-	struct cxlcr_catalog_borrow *s = own_slot(&c, b);
-	if (s)
-		store_shared(&s->lease_end_ns, cxlcr_now_ns() + (lease_ns ? lease_ns : CXLCR_CATALOG_LEASE_NS));
-	catalog_close(&c);
-	return s ? 0 : -1;
 }
 
 int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *freed)
@@ -722,50 +713,50 @@ int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *fre
 
 struct reaper {
 	struct catalog *c;
-	uint64_t now;
+	struct cxlcr_heartbeat_watch *watch;   /* NULL: judge only this host's processes */
+	uint64_t now;                          /* CLOCK_MONOTONIC, with a watch */
 	uint64_t pid_ns;
 	const char *host;
 	struct cxlcr_reap_report report;
 };
 
-/* Whether the holder of a claimed slot is gone, by what its slot says. */
-static bool holder_is_gone(const struct reaper *r, struct cxlcr_catalog_borrow *s, uint64_t token)
+/* Whether the holder of a claimed slot is gone, by what its slot says;
+ * see pool_format.h for the three cases. */
+static bool holder_is_gone(struct reaper *r, uint32_t index, uint32_t slot, uint64_t token)
 {
-	if (token & CXLCR_BORROW_TOKEN_REAPING)      /* a reaper died taking it back */
-		return token_age_ns(token, r->now) > CXLCR_CATALOG_LEASE_NS;
-	if (load_shared(&s->lease_end_ns) == 0)      /* claimed, never filled in */
-		return token_age_ns(token, r->now) > CXLCR_CATALOG_LEASE_NS;
+	struct cxlcr_catalog_borrow *s = &r->c->entries[index].borrows[slot];
+	if ((token & CXLCR_BORROW_TOKEN_REAPING) || load_shared(&s->filled) == 0)
+		return r->watch && cxlcr_heartbeat_claim_stale(r->watch, index, slot, token, r->now);
 	cxlcr_fence();
 	cxlcr_refresh(s, sizeof(*s));
 	if (!strncmp(s->host, r->host, sizeof(s->host)) && s->pid_ns == r->pid_ns) {
 		uint64_t start = 0;
 		return !process_alive(s->pid, &start) || (s->pid_start && start != s->pid_start);
 	}
-	return s->lease_end_ns < r->now;
+	if (!r->watch || s->heartbeat == 0 || s->heartbeat > CXLCR_HEARTBEAT_SLOTS)
+		return false;
+	const struct cxlcr_host_heartbeat *beat = &heartbeats(r->c)[s->heartbeat - 1];
+	if (strncmp(beat->host, s->host, sizeof(s->host)) != 0)
+		return false;   /* not the slot of its host: no way to judge it */
+	return cxlcr_heartbeat_stalled(r->watch, s->heartbeat - 1, r->now);
 }
 
-/* Takes a dead holder's slot back: marks it as being reaped (so no other
- * reaper drops the same reference), drops its reference if it held one,
- * and frees a tombstone that this leaves without holders. */
+/* Takes a dead holder's slot back (take_back: claimed first, so no other
+ * reaper or late returner drops the same reference), and frees a
+ * tombstone that this leaves without holders. */
 static void reap_slot(struct reaper *r, uint32_t index, uint32_t slot)
 {
-	struct cxlcr_catalog_entry *e = &r->c->entries[index];
-	struct cxlcr_catalog_borrow *s = &e->borrows[slot];
+	struct cxlcr_catalog_borrow *s = &r->c->entries[index].borrows[slot];
 	uint64_t token = load_shared(&s->token);
-	if (token == 0 || !holder_is_gone(r, s, token))
+	if (token == 0 || !holder_is_gone(r, index, slot, token))
 		return;
-	uint64_t reaping = new_token(true);
-	if (!cas_shared(&s->token, token, reaping))
+	bool held;
+	int freed = take_back(r->c, index, slot, token, &held);
+	if (freed < 0)
 		return;   /* it changed meanwhile: not ours to take */
-	uint64_t bit = 1ull << slot;
-	uint64_t before = fetch_and_shared(&e->holders, ~bit);
-	clear_slot(s, reaping);
 	r->report.borrows_dropped++;
-	if (!(before & bit))
-		return;
-	r->report.references_dropped++;
-	if ((before & ~bit) == 0 && free_if_unheld_tombstone(r->c, index) > 0)
-		r->report.snapshots_freed++;
+	r->report.references_dropped += held;
+	r->report.snapshots_freed += freed > 0;
 }
 
 /* Entries a dead process left in WRITING: a publisher holds the pool lock
@@ -813,14 +804,29 @@ static bool settle_entry(struct reaper *r, uint32_t index)
 
 int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report)
 {
+	return cxlcr_catalog_reap_watched(pool, NULL, 0, report);
+}
+
+int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_heartbeat_watch *watch, uint64_t now,
+			       struct cxlcr_reap_report *report)
+{
 	struct catalog c;
-	struct reaper r = { .c = &c, .now = cxlcr_now_ns(), .pid_ns = own_pid_namespace(),
+	struct reaper r = { .c = &c, .watch = watch, .now = now, .pid_ns = own_pid_namespace(),
 			    .host = cxlcr_host_name() };
 	if (report)
 		memset(report, 0, sizeof(*report));
 	int rc = catalog_open(pool, false, &c);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
+	if (watch) {
+		if (memcmp(watch->pool_uuid, pool->sb->uuid, sizeof(watch->pool_uuid)) != 0) {
+			cxlcr_heartbeat_watch_init(watch, watch->lease_ns);   /* a new pool: start over */
+			memcpy(watch->pool_uuid, pool->sb->uuid, sizeof(watch->pool_uuid));
+		}
+		cxlcr_refresh(heartbeats(&c), CXLCR_HEARTBEAT_SLOTS * sizeof(struct cxlcr_host_heartbeat));
+		cxlcr_heartbeat_observe(watch, heartbeats(&c), now);
+		cxlcr_heartbeat_claims_begin(watch);
+	}
 	bool writing = false;
 	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
 		/* One refresh of all the slots, rather than a fence per slot:
@@ -832,10 +838,32 @@ int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report
 				reap_slot(&r, i, slot);
 		writing |= settle_entry(&r, i);
 	}
+	if (watch)
+		cxlcr_heartbeat_claims_end(watch);
 	if (writing)
 		repair_abandoned_publishes(&r);
 	catalog_close(&c);
 	if (report)
 		*report = r.report;
 	return (int)r.report.borrows_dropped;
+}
+
+int cxlcr_catalog_map_heartbeats(struct cxlcr_pool *pool, struct cxlcr_catalog_heartbeats *m)
+{
+	struct catalog c;
+	memset(m, 0, sizeof(*m));
+	int rc = catalog_open(pool, false, &c);
+	if (rc != 0)
+		return rc;
+	m->base = c.base;
+	m->size = c.region.size;
+	m->table = heartbeats(&c);
+	return 0;
+}
+
+void cxlcr_catalog_unmap_heartbeats(struct cxlcr_catalog_heartbeats *m)
+{
+	if (m->base)
+		munmap(m->base, m->size);
+	m->base = NULL;
 }

@@ -37,13 +37,13 @@ struct cxlcr_catalog_info {
 	char     name[CXLCR_NAME_MAX];
 };
 
-/* Who a borrow is recorded for. Zero fields mean: this process, this host,
- * CXLCR_CATALOG_LEASE_NS. A daemon that restores a child borrows for the
- * child's pid, so that the borrow ends when the child does. */
+/* Who a borrow is recorded for. Zero fields mean: this process, this host.
+ * A daemon that restores a child borrows for the child's pid, so that the
+ * borrow ends when the child does. A borrow for a process of another host
+ * lives as long as that host's heartbeat goes on (heartbeat.h). */
 struct cxlcr_borrower {
 	int32_t pid;
 	const char *host;
-	uint64_t lease_ns;           /* how long a borrow from another host lasts unless renewed */
 };
 
 /* One borrow, from borrow_begin() to return. */
@@ -101,20 +101,38 @@ int cxlcr_catalog_borrow(struct cxlcr_pool *pool, const char *name, const struct
  * freed here. Fails if the borrow was reaped meanwhile. */
 int cxlcr_catalog_return(struct cxlcr_pool *pool, struct cxlcr_borrow *b);
 
-/* Extends a borrow's lease to now + lease_ns (0: the default). */
-int cxlcr_catalog_renew(struct cxlcr_pool *pool, const struct cxlcr_borrow *b, uint64_t lease_ns);
-
 /* Stops new borrows of name. If nobody holds it, its snapshot is freed now
  * (*freed = true), else by the last borrower to return it. */
 int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *freed);
 
 /*
  * Drops every borrow whose holder is gone: a process of this host (and pid
- * namespace) that no longer exists, or a borrow from elsewhere whose lease
- * ran out. Frees the tombstoned snapshots that leaves without borrowers, and
- * finishes publishes and frees that a dead process left half done. report
- * may be NULL. Returns the number of borrows dropped, or -1.
+ * namespace) that no longer exists. Frees the tombstoned snapshots that
+ * leaves without borrowers, and finishes publishes and frees that a dead
+ * process left half done. report may be NULL. Returns the number of
+ * borrows dropped, or -1.
  */
 int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report);
+
+/*
+ * The same, by a reaper that lives long enough to watch: it also drops the
+ * borrows of hosts whose heartbeat it has seen stand still for a whole
+ * lease, and slots left claimed but not filled in (or half emptied) that
+ * long. now is the reaper's CLOCK_MONOTONIC (cxlcr_mono_ns()); what it saw
+ * is kept in watch between calls (cxlcr_heartbeat_watch_init() first).
+ */
+struct cxlcr_heartbeat_watch;
+int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_heartbeat_watch *watch, uint64_t now,
+			       struct cxlcr_reap_report *report);
+
+/* The heartbeat table in the catalog's header page, mapped (for
+ * heartbeat.c) until unmapped. 1 if the pool has no catalog yet. */
+struct cxlcr_catalog_heartbeats {
+	void *base;
+	uint64_t size;
+	struct cxlcr_host_heartbeat *table;
+};
+int cxlcr_catalog_map_heartbeats(struct cxlcr_pool *pool, struct cxlcr_catalog_heartbeats *m);
+void cxlcr_catalog_unmap_heartbeats(struct cxlcr_catalog_heartbeats *m);
 
 #endif

@@ -566,27 +566,50 @@ _Static_assert(sizeof(struct cxlcr_snapshot_run) == 24, "snapshot run layout");
  * frees the snapshot's region, and makes the entry FREE.
  *
  * A borrow slot is claimed by swapping its token from 0 to the claimer's
- * (which carries the claim time, see CXLCR_BORROW_TOKEN_*), then filled in
- * (host, pid, lease), and only then is the reference taken. The reaper
- * (cxlcr_catalog_reap) drops borrows whose holder is gone: on the reaper's
- * own host and pid namespace, a pid that no longer exists (or was reused:
- * its start time differs); elsewhere, a lease that ran out (borrowers on
- * other hosts renew theirs); and a slot claimed but never filled in for a
- * whole lease (leases are CLOCK_REALTIME: the pod's hosts must agree on the
- * time to well within one). While it takes a slot back, the reaper marks
- * the token with CXLCR_BORROW_TOKEN_REAPING, so that two reapers never drop
- * one reference twice.
+ * (random, see CXLCR_BORROW_TOKEN_*), then filled in (host, pid, the
+ * heartbeat slot of the borrower host's daemon), and only then is the
+ * reference taken. Whoever empties a slot (its borrower returning it, or a
+ * reaper) first swaps the token to a closing token of its own, and only if
+ * that succeeds drops the slot's bit and clears it: so a late returner can
+ * never wipe the bit or the fields of a newcomer that took the slot after a
+ * reaper.
+ *
+ * The reaper (cxlcr_catalog_reap) drops borrows whose holder is gone, and
+ * it never compares times written by another host (a pod shares no clock):
+ *   - a borrower on the reaper's own host and pid namespace: by its
+ *     process (the pid no longer runs, or its start time differs);
+ *   - a borrower on another host: by that host's heartbeat (below), which
+ *     its daemon bumps while the host lives. A reaper that has watched the
+ *     counter stand still for a whole lease on its own CLOCK_MONOTONIC,
+ *     remembered in its own memory (struct cxlcr_heartbeat_watch), takes
+ *     the host for dead. A borrow made where no daemon ran (heartbeat 0),
+ *     or whose daemon left in good order, is never reaped by age: only
+ *     by its return or by a reaper on its own host that sees the pid gone;
+ *   - a slot claimed but never filled in, or left half reaped: once the
+ *     same watching reaper has seen its token unchanged for a whole lease.
+ * Reapers that keep no watch (one-shot commands) judge only the first case.
+ *
+ * The heartbeat table lives in the catalog's header page
+ * (CXLCR_CATALOG_HEARTBEAT_OFFSET): one struct cxlcr_host_heartbeat per
+ * host of the pod, taken by a host's daemon under the pool lock when it
+ * starts and kept for good under that host's name.
  *
  * Every write to an entry is written back (persist.h) before anything that
  * depends on it, and every read is preceded by a refresh.
  */
 #define CXLCR_CATALOG_MAGIC        0x474c544143434c58ULL /* "XLCCATLG" */
-#define CXLCR_CATALOG_VERSION      1u
+/* 2: borrows are judged by their host's heartbeat, not by leases in
+ * CLOCK_REALTIME; version 1 writers would reap live borrows. */
+#define CXLCR_CATALOG_VERSION      2u
 #define CXLCR_CATALOG_REGION       "catalog"
 #define CXLCR_CATALOG_HEADER_SIZE  4096u
 #define CXLCR_CATALOG_ENTRIES      480u
 #define CXLCR_CATALOG_BORROWERS    64u    /* borrow slots per entry: bits of `holders` */
+/* How long a reaper watches a heartbeat stand still before it takes the
+ * host for dead, unless $CXLCR_LEASE_MS says otherwise (cxlcr_lease_ns()). */
 #define CXLCR_CATALOG_LEASE_NS     (60ull * 1000000000ull)
+#define CXLCR_HEARTBEAT_OFFSET     512u   /* in the catalog's header page */
+#define CXLCR_HEARTBEAT_SLOTS      24u
 
 enum cxlcr_catalog_state {
 	CXLCR_CATALOG_FREE = 0,
@@ -600,22 +623,33 @@ enum cxlcr_catalog_state {
 #define CXLCR_CATALOG_STATUS_STATE(status)       ((uint32_t)((status) & 0xffu))
 #define CXLCR_CATALOG_STATUS_GENERATION(status)  ((uint64_t)(status) >> 8)
 
-/* A borrow slot's token: the claim time in milliseconds (CLOCK_REALTIME)
- * above CXLCR_BORROW_TOKEN_TIME_SHIFT, random bits below it, and bit 0 set
- * while a reaper takes the slot back. Never 0. */
-#define CXLCR_BORROW_TOKEN_TIME_SHIFT  22
+/* A borrow slot's token: random, never 0, with bit 0 set while the slot
+ * is being emptied (by a reaper or its returner). */
 #define CXLCR_BORROW_TOKEN_REAPING     1ull
 
 struct cxlcr_catalog_borrow {
 	uint64_t token;              /* 0: free slot */
-	uint64_t lease_end_ns;       /* CLOCK_REALTIME; 0 until the slot is filled in */
-	uint64_t borrowed_ns;
+	uint64_t filled;             /* 1 once filled in; 0 while being claimed or emptied */
+	uint64_t borrowed_ns;        /* CLOCK_REALTIME, for people only */
 	int32_t  pid;                /* the borrower, in the pid namespace pid_ns */
-	uint32_t reserved0;
+	uint32_t heartbeat;          /* 1 + heartbeat slot of its host's daemon; 0: no daemon ran there */
 	uint64_t pid_start;          /* its start time (/proc/PID/stat), against pid reuse */
 	uint64_t pid_ns;             /* inode of its host's pid namespace */
 	char     host[CXLCR_HOST_MAX];
-	uint8_t  pad[128 - 112];
+	uint64_t heartbeat_incarnation; /* of that daemon when the borrow was made (for people) */
+	uint8_t  pad[128 - 120];
+};
+
+/* One host's heartbeat: its daemon bumps counter every period_ns while it
+ * runs. Others never read a time from it: they watch counter (and
+ * incarnation) change on their own monotonic clocks. */
+struct cxlcr_host_heartbeat {
+	char     host[CXLCR_HOST_MAX];   /* "": unused; a host keeps its slot for good */
+	uint64_t incarnation;        /* random, new at each daemon start; 0: no daemon runs there */
+	uint64_t counter;            /* bumped every period_ns, never goes back */
+	uint64_t period_ns;          /* how often the daemon means to bump it */
+	uint64_t joined_ns;          /* CLOCK_REALTIME of the daemon's start, for people only */
+	uint8_t  pad[128 - 96];
 };
 
 struct cxlcr_catalog_entry {
@@ -660,6 +694,10 @@ _Static_assert(sizeof(struct cxlcr_catalog_borrow) == 128, "catalog borrow slot 
 _Static_assert(sizeof(struct cxlcr_catalog_entry) == 4 * CXLCR_CACHELINE + CXLCR_CATALOG_BORROWERS * 128,
 	       "catalog entry layout");
 _Static_assert(sizeof(struct cxlcr_catalog_header) == 2 * CXLCR_CACHELINE, "catalog header layout");
+_Static_assert(sizeof(struct cxlcr_host_heartbeat) == 128, "heartbeat slot layout");
+_Static_assert(sizeof(struct cxlcr_catalog_header) <= CXLCR_HEARTBEAT_OFFSET &&
+	       CXLCR_HEARTBEAT_OFFSET + CXLCR_HEARTBEAT_SLOTS * sizeof(struct cxlcr_host_heartbeat) <=
+	       CXLCR_CATALOG_HEADER_SIZE, "heartbeats fit the catalog's header page");
 _Static_assert(CXLCR_CATALOG_BORROWERS == 64, "holders is a 64-bit mask");
 _Static_assert(CXLCR_CATALOG_SIZE <= 2 * CXLCR_POOL_ALIGN, "catalog fits its region");
 

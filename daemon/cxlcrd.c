@@ -8,6 +8,10 @@
  * itself lives in the host's network and UTS namespaces (its address and
  * name); the service plumbing and CRIU work in the machine's network
  * namespace, where the pod's bridge is.
+ *
+ * Between requests it keeps the host's heartbeat in the pool going and
+ * takes back the snapshot borrows of hosts whose heartbeat stopped
+ * (pod/liveness.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +31,7 @@
 
 #include "../common/error.h"
 #include "../common/util.h"
+#include "../pod/liveness.h"
 #include "api.h"
 #include "cli.h"
 #include "container.h"
@@ -260,9 +265,17 @@ int main(int argc, char **argv)
 	struct pollfd p[3];
 	for (int i = 0; i < 3; i++)
 		p[i] = (struct pollfd){ .fd = listeners[i], .events = POLLIN };
+	int period = liveness_period_ms();
+	uint64_t next_tick = 0;
 	while (!stopping) {
 		workers_reap();
-		if (poll(p, 3, -1) < 0)
+		uint64_t now = cxlcr_mono_ns();
+		if (now >= next_tick) {
+			liveness_tick(log_line);
+			next_tick = cxlcr_mono_ns() + (uint64_t)period * 1000000ull;
+			now = cxlcr_mono_ns();
+		}
+		if (poll(p, 3, (int)((next_tick - now) / 1000000ull) + 1) <= 0)
 			continue; /* EINTR from SIGTERM ends the loop, from SIGCHLD reaps */
 		for (int i = 0; i < 3; i++) {
 			if (p[i].fd < 0 || !(p[i].revents & POLLIN))
@@ -272,6 +285,7 @@ int main(int argc, char **argv)
 				spawn_worker(conn, i, listeners, 3);
 		}
 	}
+	liveness_leave();
 	unlink(path);
 	unlink(api_path);
 	log_line("stopped");

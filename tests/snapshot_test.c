@@ -18,6 +18,7 @@
 #include "../common/catalog.h"
 #include "../common/checksum.h"
 #include "../common/error.h"
+#include "../common/heartbeat.h"
 #include "../common/pool.h"
 #include "../common/snapshot.h"
 #include "../common/util.h"
@@ -29,6 +30,7 @@
 #define BENCH_HEAP      (1ull << 30)
 #define BORROWERS       8
 #define BORROWS_EACH    100
+#define LEASE           (1000ull * 1000000ull) /* a watching reaper's lease, on the times the tests pass it */
 
 static char dir[64];
 static char path[128];
@@ -652,8 +654,6 @@ static void test_catalog_basics(struct cxlcr_pool *pool, struct arena_map *a)
 	CHECK(cxlcr_catalog_return(pool, &b2) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(entry_info(pool, b1.entry).refcount, 1);
 	CHECK_ERROR(cxlcr_catalog_return(pool, &b2), "not borrowed");
-	SAY("a borrow's lease can be renewed");
-	CHECK(cxlcr_catalog_renew(pool, &b1, 0) == 0, "%s", cxlcr_last_error());
 	SAY("the reaper leaves a live borrower alone");
 	CHECK_EQ(cxlcr_catalog_reap(pool, NULL), 0);
 	CHECK_EQ(entry_info(pool, b1.entry).refcount, 1);
@@ -951,17 +951,49 @@ static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
 	CHECK(!region_live(pool, s6));
 	CHECK_EQ(entry_info(pool, info.index).state, CXLCR_CATALOG_FREE);
 
-	SAY("borrows from another host: the one whose lease ran out is reaped, the other stays");
+	SAY("borrows from other hosts: never reaped by a reaper that keeps no watch");
 	uint64_t s7 = publish_snapshot(pool, a, "s7", &info);
-	struct cxlcr_borrower elsewhere = { .pid = 4242, .host = "other-host", .lease_ns = 1000000 };
-	struct cxlcr_borrower elsewhere_live = { .pid = 4243, .host = "other-host", .lease_ns = 0 };
+	struct cxlcr_heartbeat beat;
+	CHECK(cxlcr_heartbeat_join(pool, "other-host", LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_borrower elsewhere = { .pid = 4242, .host = "other-host" };
+	struct cxlcr_borrower no_daemon = { .pid = 4243, .host = "host-without-daemon" };
 	CHECK(cxlcr_catalog_borrow(pool, "s7", &elsewhere, &far) == 0, "%s", cxlcr_last_error());
-	CHECK(cxlcr_catalog_borrow(pool, "s7", &elsewhere_live, &far_live) == 0, "%s", cxlcr_last_error());
-	struct timespec pause = { 0, 5 * 1000 * 1000 };
-	nanosleep(&pause, NULL);
-	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 1);
-	CHECK_EQ(entry_info(pool, info.index).refcount, 1);
+	CHECK(cxlcr_catalog_borrow(pool, "s7", &no_daemon, &far_live) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 0);
+
+	/* Times are our monotonic clock as the watching reaper passes it:
+	 * a lease is LEASE, and the borrows were made "long ago" by any
+	 * wall clock (nothing in them is a time the reaper reads). */
+	SAY("a watching reaper: other-host's borrow stays while its heartbeat advances, however long");
+	struct cxlcr_heartbeat_watch watch;
+	cxlcr_heartbeat_watch_init(&watch, LEASE);
+	uint64_t t = 1000 * LEASE;
+	for (int i = 0; i < 8; i++, t += LEASE) {
+		CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t, &rep), 0);
+		CHECK(cxlcr_heartbeat_beat(pool, &beat) == 0, "%s", cxlcr_last_error());
+	}
+	CHECK_EQ(entry_info(pool, info.index).refcount, 2);
+	SAY("... and after it stood still for less than a lease");
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t, &rep), 0);
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + LEASE - 1, &rep), 0);
+	SAY("a daemon started again (new incarnation, same slot): still alive");
+	CHECK(cxlcr_heartbeat_join(pool, "other-host", LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + LEASE + 1, &rep), 0);
+	t += LEASE + 1;
+	SAY("once its heartbeat stood still for a whole lease, as this reaper saw it: reaped");
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + LEASE, &rep), 1);
+	CHECK_EQ(rep.references_dropped, 1);
 	CHECK_ERROR(cxlcr_catalog_return(pool, &far), "was taken back");
+	SAY("a borrow from a host where no daemon runs is never reaped by age");
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + 100 * LEASE, &rep), 0);
+	CHECK_EQ(entry_info(pool, info.index).refcount, 1);
+	SAY("a host whose daemon left in order: its borrows are not reaped by age either");
+	CHECK(cxlcr_heartbeat_join(pool, "other-host", LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_borrow(pool, "s7", &elsewhere, &far) == 0, "%s", cxlcr_last_error());
+	cxlcr_heartbeat_leave(pool, &beat);
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + 200 * LEASE, &rep), 0);
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + 400 * LEASE, &rep), 0);
+	CHECK(cxlcr_catalog_return(pool, &far) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_catalog_return(pool, &far_live) == 0, "%s", cxlcr_last_error());
 
 	SAY("refused: a borrow for a pid of this host that does not exist");
@@ -975,6 +1007,21 @@ static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
 	CHECK(cm, "%s", cxlcr_last_error());
 	struct cxlcr_catalog_entry *entries = (void *)(cm + CXLCR_CATALOG_HEADER_SIZE);
 
+	SAY("a late returner whose slot was reaped and taken by a newcomer leaves the newcomer alone");
+	CHECK(cxlcr_catalog_borrow(pool, "s7", NULL, &mine) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_catalog_borrow *taken = &entries[info.index].borrows[mine.slot];
+	uint32_t taken_slot = mine.slot;
+	uint64_t newcomer = taken->token ^ 0x40;   /* what a reap and a new claim leave */
+	__atomic_store_n(&taken->token, newcomer, __ATOMIC_SEQ_CST);
+	CHECK_ERROR(cxlcr_catalog_return(pool, &mine), "was taken back");
+	CHECK_EQ(taken->token, newcomer);
+	CHECK_EQ(taken->pid, getpid());
+	CHECK(entries[info.index].holders & (1ull << taken_slot), "the newcomer's reference was dropped");
+	mine.token = newcomer;
+	mine.slot = taken_slot;
+	CHECK(cxlcr_catalog_return(pool, &mine) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(entry_info(pool, info.index).refcount, 0);
+
 	SAY("our own pid with another start time (the pid was reused): reaped");
 	CHECK(cxlcr_catalog_borrow(pool, "s7", NULL, &mine) == 0, "%s", cxlcr_last_error());
 	struct cxlcr_catalog_borrow *slot = slot_of(entries, info.index, getpid());
@@ -984,13 +1031,15 @@ static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
 	CHECK_EQ(rep.references_dropped, 1);
 	CHECK_EQ(entry_info(pool, info.index).refcount, 0);
 
-	SAY("a slot claimed but never filled in: reaped once its claim is a lease old, not before");
+	SAY("a slot claimed but never filled in: reaped once a watching reaper saw it so for a lease");
 	struct cxlcr_catalog_borrow *raw = &entries[info.index].borrows[CXLCR_CATALOG_BORROWERS - 1];
-	uint64_t now_ms = cxlcr_now_ns() / 1000000;
-	raw->token = now_ms << CXLCR_BORROW_TOKEN_TIME_SHIFT | 0x100;
+	raw->token = 0x100;
 	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 0);
-	raw->token = (now_ms - 2 * CXLCR_CATALOG_LEASE_NS / 1000000) << CXLCR_BORROW_TOKEN_TIME_SHIFT | 0x100;
-	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 1);
+	t += 1000 * LEASE;
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t, &rep), 0);
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + LEASE - 1, &rep), 0);
+	CHECK_EQ(cxlcr_catalog_reap(pool, &rep), 0);
+	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + LEASE, &rep), 1);
 	CHECK_EQ(rep.references_dropped, 0);
 	CHECK_EQ(raw->token, 0);
 
