@@ -122,7 +122,8 @@ clean:
 # `make install` copies the plugin into CRIU's default plugin directory
 # (/usr/lib/criu for the CRIU that `make deps` builds).
 PLUGIN_HELPERS  := criu-plugin/pool_id.c criu-plugin/proc.c criu-plugin/dump.c \
-                   criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c criu-plugin/netlock.c
+                   criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c criu-plugin/netlock.c \
+                   criu-plugin/live_source.c
 PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
                    $(O)/common/snapshot.o $(O)/common/catalog.o $(O)/common/heartbeat.o $(O)/common/rtnl.o $(O)/tracking/since.o
 CRIU_PLUGIN_DIR ?= /usr/lib/criu

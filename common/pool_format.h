@@ -367,6 +367,11 @@ _Static_assert(sizeof(struct cxlcr_changed_pages) == 32, "changed pages header l
 #define CXLCR_RECORD_F_DEVDAX      0x1u  /* the pool is a devdax device */
 #define CXLCR_RECORD_F_SHARED      0x2u  /* a MAP_SHARED mapping (else MAP_PRIVATE) */
 #define CXLCR_RECORD_F_FORK        0x4u  /* a fork child's view of a snapshot (region_* name the snapshot) */
+/* Dumped with the tasks left running (criu dump --leave-running): the
+ * source goes on owning the arena at the recorded epoch, so the record is
+ * restored only once the source (real_pid, started at source_start) is
+ * gone; see criu-plugin/live_source.c. */
+#define CXLCR_RECORD_F_LIVE_SOURCE 0x8u
 
 struct cxlcr_arena_record {
 	uint64_t magic;              /* CXLCR_ARENA_RECORD_MAGIC */
@@ -383,7 +388,7 @@ struct cxlcr_arena_record {
 	uint64_t map_length;
 	uint64_t map_pgoff;          /* device offset (bytes) mapped at map_address */
 	uint32_t map_prot;           /* PROT_* */
-	uint32_t reserved0;
+	uint32_t source_start;       /* low 32 bits of the task's start time (clock ticks since boot) */
 	uint64_t owner_epoch;        /* the region's owner_epoch at dump time */
 	int32_t  nspid;              /* the task's pid in its own pid namespace */
 	int32_t  real_pid;           /* ... and as the dumping host saw it */

@@ -47,6 +47,7 @@ static bool in_inventory;        /* this dump named us in its inventory */
 static bool refused;             /* this restore refused a task */
 static const char *snapshot_name; /* a fork dump: snapshot the arena under this name */
 static bool snapshot_taken;
+static bool leaves_running;       /* this dump lets the tasks run on (live_source.c) */
 static bool netlock_done;         /* taken (dump) or released (restore) */
 
 static const char plugin_name[] = "cxlcr";
@@ -69,6 +70,9 @@ static int dump_init(int stage)
 	const char *name = getenv("CXLCR_SNAPSHOT_NAME");
 	snapshot_name = stage == CR_PLUGIN_STAGE__DUMP && name && *name ? name : NULL;
 	snapshot_taken = false;
+	leaves_running = stage == CR_PLUGIN_STAGE__DUMP && criu_leaves_running();
+	if (leaves_running)
+		pr_info("the tasks run on after this dump: its arena records wait for them to end\n");
 	return 0;
 }
 
@@ -146,7 +150,7 @@ static int cxlcr_checkpoint_devices(int pid)
 		       pid, other, pool.known ? pool.path : "missing");
 		return -EINVAL;
 	}
-	rc = rc < 0 ? rc : dump_task_arenas(criu_get_image_dir(), pid, &pool);
+	rc = rc < 0 ? rc : dump_task_arenas(criu_get_image_dir(), pid, &pool, leaves_running);
 	if (rc < 0) {
 		pr_err("cannot record the arenas of pid %d: %s\n", pid, cxlcr_last_error());
 		return -EIO;

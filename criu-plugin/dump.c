@@ -24,7 +24,7 @@
 
 static void fill_record(struct cxlcr_arena_record *rec, const struct cxlcr_pool *pool,
 			const struct pool_id *id, const struct cxlcr_region *r,
-			const struct pool_mapping *m, pid_t pid, pid_t nspid)
+			const struct pool_mapping *m, pid_t pid, pid_t nspid, bool leaves_running)
 {
 	memset(rec, 0, sizeof(*rec));
 	memcpy(rec->pool_uuid, pool->sb->uuid, sizeof(rec->pool_uuid));
@@ -43,6 +43,11 @@ static void fill_record(struct cxlcr_arena_record *rec, const struct cxlcr_pool 
 	rec->nspid = nspid;
 	rec->real_pid = pid;
 	rec->owner_pid = r->owner_pid;
+	uint64_t start = 0;
+	if (leaves_running && proc_start_time(pid, &start) == 0) {
+		rec->flags |= CXLCR_RECORD_F_LIVE_SOURCE;
+		rec->source_start = (uint32_t)start;
+	}
 	rec->dumped_ns = cxlcr_now_ns();
 	cxlcr_copy_field(rec->host, sizeof(rec->host), cxlcr_host_name());
 	cxlcr_copy_field(rec->pool_path, sizeof(rec->pool_path), id->path);
@@ -59,7 +64,7 @@ static void fill_record(struct cxlcr_arena_record *rec, const struct cxlcr_pool 
  * restored safely and fails the dump.
  */
 static int build_records(struct cxlcr_pool *pool, const struct pool_id *id, pid_t pid,
-			 pid_t nspid, const struct pool_mapping *maps, size_t n,
+			 pid_t nspid, const struct pool_mapping *maps, size_t n, bool leaves_running,
 			 struct cxlcr_arena_record **recs)
 {
 	size_t count = 0, cap = 0;
@@ -87,14 +92,14 @@ static int build_records(struct cxlcr_pool *pool, const struct pool_id *id, pid_
 					return cxlcr_error("out of memory");
 				*recs = more;
 			}
-			fill_record(&(*recs)[count++], pool, id, &r, &piece, pid, nspid);
+			fill_record(&(*recs)[count++], pool, id, &r, &piece, pid, nspid, leaves_running);
 			off = stop;
 		}
 	}
 	return (int)count;
 }
 
-int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id)
+int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id, bool leaves_running)
 {
 	struct pool_mapping *maps;
 	size_t n;
@@ -115,7 +120,7 @@ int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id)
 		cxlcr_error("pool %s was re-formatted during the dump", id->path);
 		goto close;
 	}
-	rc = build_records(&pool, id, pid, nspid, maps, n, &recs);
+	rc = build_records(&pool, id, pid, nspid, maps, n, leaves_running, &recs);
 	if (rc > 0) {
 		char name[64];
 		cxlcr_arena_record_name(name, sizeof(name), nspid);

@@ -69,7 +69,16 @@ int proc_other_pool(pid_t pid, const struct pool_id *id, char *where, size_t len
 
 /* dump.c: writes the task's arena records into dirfd. Returns how many
  * (0: it maps no region of the pool), -1 on error. */
-int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id);
+int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id, bool leaves_running);
+
+/* live_source.c: checkpoints whose source runs on. Whether this criu dump
+ * lets the tasks run on (or cannot tell); a task's start time (-1 if it
+ * has ended); and whether a record may be restored (-1: it was dumped with
+ * the tasks left running and its arena is still the source's). */
+bool criu_leaves_running(void);
+int proc_start_time(pid_t pid, uint64_t *start);
+struct cxlcr_region;
+int live_source_check(const struct cxlcr_arena_record *rec, const struct cxlcr_region *now);
 /* Removes the records an earlier dump left in dirfd. */
 int dump_remove_old_records(int dirfd);
 

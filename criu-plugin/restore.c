@@ -76,7 +76,7 @@ int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_recor
 	if (r.owner_epoch != rec->owner_epoch && !(c && r.owner_epoch == c->to_epoch))
 		return cxlcr_error("checkpoint is stale: arena %s was taken over (epoch %" PRIu64
 				   ", now %" PRIu64 ")", name, rec->owner_epoch, r.owner_epoch);
-	return 0;
+	return c ? 0 : live_source_check(rec, &r);
 }
 
 /* restore_precheck()'s pass over the record files. The pool is opened only

@@ -187,7 +187,7 @@ static void test_dump_restore(void)
 	CHECK(nmaps >= 1 && nmaps <= 2); /* the arena, and the metadata that the open pool maps */
 	free(maps);
 
-	CHECK_EQ(dump_task_arenas(dirfd_, getpid(), &id), 1);
+	CHECK_EQ(dump_task_arenas(dirfd_, getpid(), &id, false), 1);
 	struct cxlcr_arena_record *recs;
 	CHECK_EQ(my_records(&recs), 1);
 	CHECK(!memcmp(recs[0].pool_uuid, pool.sb->uuid, 16));
@@ -232,7 +232,7 @@ static void test_dump_restore(void)
 
 	SAY("a record of another pool is refused");
 	CHECK(cxlcr_pool_format(other, POOL_SIZE, true, NULL) == 0, "%s", cxlcr_last_error());
-	CHECK(dump_task_arenas(dirfd_, getpid(), &id) == 1);
+	CHECK(dump_task_arenas(dirfd_, getpid(), &id, false) == 1);
 	CHECK_ERROR(restore_precheck(dirfd_, other, &n), "record is from another pool");
 	CHECK_ERROR(restore_take_over(dirfd_, getpid(), other), "record is from another pool");
 
@@ -249,11 +249,11 @@ static void test_dump_restore(void)
 	SAY("a mapping of pool memory that no region holds fails the dump");
 	char *stray = cxlcr_pool_map(&pool, POOL_SIZE - CXLCR_POOL_ALIGN, CXLCR_POOL_ALIGN, 0, 0);
 	CHECK(stray);
-	CHECK_ERROR(dump_task_arenas(dirfd_, getpid(), &id), "which no live region holds");
+	CHECK_ERROR(dump_task_arenas(dirfd_, getpid(), &id, false), "which no live region holds");
 	CHECK(munmap(stray, CXLCR_POOL_ALIGN) == 0);
 
 	SAY("a freed region is gone; one made again under its name is another arena");
-	CHECK(dump_task_arenas(dirfd_, getpid(), &id) == 1);
+	CHECK(dump_task_arenas(dirfd_, getpid(), &id, false) == 1);
 	CHECK(munmap(arena, r.size) == 0);
 	CHECK(cxlcr_region_free(&pool, r.generation) == 0);
 	CHECK_ERROR(restore_precheck(dirfd_, path, &n), "its region is gone");
@@ -290,7 +290,7 @@ static void test_split_mappings(void)
 	size_t len = CXLCR_DATA_OFFSET + a.size + b.size / 2;
 	char *m = cxlcr_pool_map(&pool, 0, len, 0, 0);
 	CHECK(m);
-	CHECK_EQ(dump_task_arenas(dirfd_, getpid(), &id), 2);
+	CHECK_EQ(dump_task_arenas(dirfd_, getpid(), &id, false), 2);
 	struct cxlcr_arena_record *recs;
 	CHECK_EQ(my_records(&recs), 2);
 	CHECK(!strcmp(recs[0].region_name, "a") && !strcmp(recs[1].region_name, "b"));

@@ -14,7 +14,10 @@
 #     DBSIZE as before the dump), and the arena's owner is now the restored
 #     pid, its epoch one higher;
 #   - a second restore of the same images is refused as stale, and the
-#     restored service runs on, untouched.
+#     restored service runs on, untouched;
+#   - a `criu dump --leave-running` of it cannot be restored while it runs
+#     (two allocators in one arena), nor once it has ended (its heap ran
+#     on without the rest of the checkpoint).
 #
 # Exit status: 0 pass, 77 skipped (no CRIU 4.2+, redis or root), else fail.
 set -euo pipefail
@@ -262,7 +265,28 @@ answers || die "the restored service stopped answering"
 [ "$(field pid)" = "$restored" ] || die "the arena changed owner: $(field pid)"
 ok "the restored service runs on with its data"
 
+# A checkpoint taken with the tasks left running: its source goes on
+# owning the arena at the recorded epoch, so it is restored only once the
+# source has ended.
+say "criu dump --leave-running of the restored service"
+LIVE=$TMP/images-live
+mkdir -p "$LIVE"
+timeout -k 5 60 criu dump -t "$restored" -D "$LIVE" -o dump.log -v4 --lib "$PLUGINS" --leave-running ||
+	die "criu dump --leave-running failed: $(grep -m1 'Error' "$LIVE/dump.log")"
+answers || die "the source stopped answering after a --leave-running dump"
+rcli set after-live-dump yes >/dev/null
+digest3=$(rcli debug digest)
+refused "of a --leave-running checkpoint while its source runs" "$LIVE" \
+	"the checkpoint was taken with the tasks left running, and its source still runs (pid $restored)"
+[ "$(rcli debug digest)" = "$digest3" ] || die "the source's data changed"
+ok "the source runs on, alone in its arena"
+
+say "the source ends: its --leave-running checkpoint still does not restore (the heap ran on)"
 rcli shutdown nosave >/dev/null 2>&1 || true
-wait_for "the restored service to exit" 10 gone "$restored"
+wait_for "the source to exit" 10 gone "$restored"
+running=no
+refused "of a --leave-running checkpoint after its source ran on" "$LIVE" \
+	"its source (pid $restored on $(uname -n)) ran on after it"
+
 SERVICE_PIDS=()
 ok "all checks passed"
