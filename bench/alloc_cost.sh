@@ -12,6 +12,8 @@
 # preload's and mimalloc's functions, and the kernel's page-fault path.
 #
 #   bench/alloc_cost.sh            (ROUNDS=5; about two minutes)
+#   OLD=DIR bench/alloc_cost.sh    adds "cxlcr-old": the same under the build in DIR
+#                                  (another checkout's build/), with a pool of its own
 # Output: a table on stdout, bench/out/alloc_cost.csv and alloc_cost.txt.
 set -euo pipefail
 
@@ -40,6 +42,7 @@ PIDS=()
 cleanup() {
 	set +e
 	"$CXLCR" stop cost >/dev/null 2>&1
+	[ -n "${OLD:-}" ] && CXLCR_POOL=$WORK/old.pool "$OLD/cxlcr" stop cost-old >/dev/null 2>&1
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 	rm -rf "$WORK"
 }
@@ -53,7 +56,16 @@ LD_PRELOAD=$MIMALLOC "${SERVER_CPU[@]}" redis-server --port 7002 "${args[@]}" >"
 PIDS+=($!)
 "${SERVER_CPU[@]}" "$CXLCR" run --name cost --arena 2G --log "$WORK/cost.log" -- \
 	redis-server --port 7003 "${args[@]}" >/dev/null
-for p in 7001 7002 7003; do
+ports="7001 7002 7003"
+variants=("7001 stock" "7002 mimalloc" "7003 cxlcr")
+if [ -n "${OLD:-}" ]; then
+	CXLCR_POOL=$WORK/old.pool "$OLD/cxlcr" pool format --size 8G >/dev/null
+	CXLCR_POOL=$WORK/old.pool "${SERVER_CPU[@]}" "$OLD/cxlcr" run --name cost-old --arena 2G \
+		--log "$WORK/cost-old.log" -- redis-server --port 7004 "${args[@]}" >/dev/null
+	ports+=" 7004"
+	variants+=("7004 cxlcr-old")
+fi
+for p in $ports; do
 	python3 "$KV" wait --port $p >/dev/null
 	# warm up: the keyspace written once, so every measured run finds the same state
 	"${CLIENT_CPU[@]}" redis-benchmark -p $p -t set -n $((KEYSPACE * 5)) -c 50 -P 16 -r $KEYSPACE -d $VALUE -q >/dev/null
@@ -68,10 +80,10 @@ for row in csv.reader(sys.stdin):
         print("%s,%s,%s,%s" % (sys.argv[1], sys.argv[2], row[0], row[1]))' "$2" "$3" >>"$OUT/alloc_cost.csv"
 }
 echo "variant,round,test,rps" >"$OUT/alloc_cost.csv"
-variants=("7001 stock" "7002 mimalloc" "7003 cxlcr")
+nv=${#variants[@]}
 for r in $(seq "$ROUNDS"); do
-	for i in 0 1 2; do
-		v=${variants[$(((i + r) % 3))]}
+	for i in $(seq 0 $((nv - 1))); do
+		v=${variants[$(((i + r) % nv))]}
 		bench ${v% *} ${v#* } "$r"
 	done
 	say "round $r/$ROUNDS"
@@ -87,14 +99,17 @@ python3 - "$OUT/alloc_cost.csv" "$WORK/profile.txt" <<'EOF' | tee "$OUT/alloc_co
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 med = {}
-for v in ("stock", "mimalloc", "cxlcr"):
+names = [v for v in ("stock", "mimalloc", "cxlcr", "cxlcr-old") if any(r["variant"] == v for r in rows)]
+for v in names:
     for t in ("SET", "GET"):
         med[v, t] = statistics.median(float(r["rps"]) for r in rows if r["variant"] == v and r["test"] == t)
-print("median requests/s of %d rounds (redis-benchmark -c 50 -P 16 -r 200000 -d 256)" % (len(rows) // 6))
-print("%-6s %12s %12s %12s %14s %14s" % ("", "stock", "mimalloc", "cxlcr", "cxlcr/stock", "cxlcr/mimalloc"))
+print("median requests/s of %d rounds (redis-benchmark -c 50 -P 16 -r 200000 -d 256)" % (len(rows) // (2 * len(names))))
+print("%-6s" % "" + "".join("%12s" % v for v in names) + "%14s%16s" % ("cxlcr/stock", "cxlcr/mimalloc") +
+      ("%18s" % "cxlcr-old/stock" if "cxlcr-old" in names else ""))
 for t in ("SET", "GET"):
-    print("%-6s %12.0f %12.0f %12.0f %14.3f %14.3f" % (t, med["stock", t], med["mimalloc", t], med["cxlcr", t],
-          med["cxlcr", t] / med["stock", t], med["cxlcr", t] / med["mimalloc", t]))
+    print("%-6s" % t + "".join("%12.0f" % med[v, t] for v in names) +
+          "%14.3f%16.3f" % (med["cxlcr", t] / med["stock", t], med["cxlcr", t] / med["mimalloc", t]) +
+          ("%18.3f" % (med["cxlcr-old", t] / med["stock", t]) if "cxlcr-old" in names else ""))
 print("\ncpu-clock profile of the cxlcr server during SET (top entries, % of its samples):")
 print(open(sys.argv[2]).read())
 EOF
