@@ -165,8 +165,7 @@ for t in $(seq 1 "$TRIALS"); do
 	elif [ "$rc1" = 0 ] && [ "$rc0" != 0 ]; then
 		win=h1 lose=h0
 	else
-		cat "$POOL_DIR"/r.h?.err >&2
-		die "trial $t: restore on h0 exited $rc0, on h1 $rc1: not exactly one success"
+		die "trial $t: restore on h0 exited $rc0 ($(cat "$POOL_DIR/r.h0.err")), on h1 $rc1 ($(cat "$POOL_DIR/r.h1.err")): not exactly one success"
 	fi
 	[ ! -s "$POOL_DIR/r.$win.err" ] || die "trial $t: the successful restore complained: $(cat "$POOL_DIR/r.$win.err")"
 	[ "$(wc -l <"$POOL_DIR/r.$lose.err")" -eq 1 ] ||
