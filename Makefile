@@ -23,7 +23,7 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/prefetch.c \
-               tracking/tracker.c tracking/since.c \
+               tracking/tracker.c tracking/since.c emulation/hostgroup.c \
                control/lease.c control/fence.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
@@ -39,6 +39,8 @@ $(O)/preload/%.o: preload/%.c preload/*.h common/*.h tracking/*.h | $(O)/preload
 $(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tracking/%.o: tracking/%.c tracking/*.h common/*.h | $(O)/tracking
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/emulation/%.o: emulation/%.c emulation/*.h daemon/pod.h common/*.h | $(O)/emulation
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/pod/%.o: pod/%.c pod/*.h common/*.h | $(O)/pod
 	$(CC) $(BASE) -c -o $@ $<
@@ -80,7 +82,7 @@ $(O)/bench/mcload: bench/mcload.c | $(O)/bench
 $(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 
-$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/control $(O)/pod $(O)/tests $(O)/bench:
+$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/emulation $(O)/control $(O)/pod $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:

@@ -27,6 +27,7 @@
 #include "api.h"
 #include "cli.h"
 #include "container.h"
+#include "../emulation/hostgroup.h"
 #include "exec.h"
 #include "rpc.h"
 
@@ -144,6 +145,9 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 	snprintf(log, sizeof(log), "%s/cxlcrd-%s.log", LOG_DIR, ns);
 	daemon_binary(bin, sizeof(bin));
 	mkdir(LOG_DIR, 0755);
+	/* Everything the host runs lives in its cgroup, so that it can fail
+	 * as a whole (emulation/hostgroup.h); without cgroup v2 it cannot. */
+	bool grouped = hostgroup_create(pod, host) == 0;
 	int ready[2];
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		return cxlcr_error("pipe: %s", strerror(errno));
@@ -151,6 +155,10 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 	pid_t child = fork();
 	if (child == 0) {
 		close(ready[0]);
+		if (grouped && hostgroup_join(pod, host) < 0) {
+			dprintf(ready[1], "error: %s\n", cxlcr_last_error());
+			_exit(1);
+		}
 		int nsfd = open(ns_path, O_RDONLY | O_CLOEXEC);
 		if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0 || unshare(CLONE_NEWUTS) < 0 ||
 		    sethostname(host, strlen(host)) < 0) {
@@ -348,6 +356,7 @@ static int pod_down(int argc, char **argv)
 			exec_run(NET_TIMEOUT_S, "ip", "netns", "del", ns, NULL);
 		if (link_exists(link))
 			exec_run(NET_TIMEOUT_S, "ip", "link", "del", link, NULL);
+		hostgroup_remove(pod, host); /* and whatever it still held */
 		printf("%s down\n", host);
 		hosts++;
 	}
@@ -355,21 +364,56 @@ static int pod_down(int argc, char **argv)
 		exec_run(NET_TIMEOUT_S, "ip", "link", "del", pod->bridge, NULL);
 	if (access(pod->netns_path, F_OK) == 0)
 		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", pod->netns, NULL);
+	hostgroup_remove_pod(pod);
 	pod_forget(pod);
 	if (!hosts)
 		printf("no pod hosts were up\n");
 	return EXIT_OK;
 }
 
+/*
+ * cxlcr pod crash H | freeze H | thaw H: a host of the emulated pod fails as
+ * a real one would. crash ends every process of the host at once (its
+ * daemon, workers, services, trackers), with no clean-up: what they held in
+ * the pool stays as they left it. freeze stops them all, thaw resumes them.
+ */
+static int pod_fail(int argc, char **argv)
+{
+	const char *verb = argv[0];
+	if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		printf("usage: cxlcr pod %s HOST\n\n%s\n", verb,
+		       !strcmp(verb, "crash") ? "Kills every process of emulated host HOST at once, with no clean-up."
+		       : !strcmp(verb, "freeze") ? "Stops every process of emulated host HOST (cxlcr pod thaw resumes them)."
+						: "Resumes the processes of emulated host HOST that pod freeze stopped.");
+		return argc == 2 ? EXIT_OK : EXIT_USAGE;
+	}
+	const char *host = argv[1];
+	const struct pod *pod = pod_current(false);
+	if (!pod)
+		return fail(EXIT_FAIL, "no pod is up for this pool (cxlcr pod up)");
+	int index, end = 0;
+	if (sscanf(host, "h%d%n", &index, &end) != 1 || host[end] || index < 0 || index >= MAX_HOSTS ||
+	    !daemon_pid(pod, host))
+		return fail(EXIT_USAGE, "pod %s: %s is not a host of this pod", verb, host);
+	int rc = !strcmp(verb, "crash") ? hostgroup_kill(pod, host) : hostgroup_freeze(pod, host, !strcmp(verb, "freeze"));
+	if (rc < 0)
+		return fail(EXIT_FAIL, "pod %s %s: %s", verb, host, cxlcr_last_error());
+	printf("%s %s\n", host, !strcmp(verb, "crash") ? "crashed" : !strcmp(verb, "freeze") ? "frozen" : "thawed");
+	return EXIT_OK;
+}
+
 int cmd_pod(int argc, char **argv)
 {
+	if (argc >= 2 && (!strcmp(argv[1], "crash") || !strcmp(argv[1], "freeze") || !strcmp(argv[1], "thaw")))
+		return pod_fail(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "up"))
 		return pod_up(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "down"))
 		return pod_down(argc - 1, argv + 1);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: cxlcr pod up [--hosts N] [--json]\n       cxlcr pod down\n");
+		printf("usage: cxlcr pod up [--hosts N] [--json]\n       cxlcr pod down\n"
+		       "       cxlcr pod crash HOST | freeze HOST | thaw HOST\n");
 		return EXIT_OK;
 	}
-	return fail(EXIT_USAGE, "usage: cxlcr pod up [--hosts N] | cxlcr pod down");
+	return fail(EXIT_USAGE, "usage: cxlcr pod up [--hosts N] | down | crash HOST | freeze HOST | thaw HOST");
 }

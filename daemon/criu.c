@@ -135,10 +135,12 @@ static int dump_service(pid_t pid, const char *dir, const char *leave, const int
 	int netns = service_netns(pid);
 	if (netns < 0)
 		return -1;
+	/* Cgroups are not the checkpoint's: a restore stays in the restoring
+	 * host's (an emulated host's cgroup is the host, emulation/). */
 	char *argv[24] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
 			   (char *)verbosity(), "--tcp-established", "--network-lock", "skip",
-			   "--lib", (char *)plugin_dir() };
-	size_t n = 14;
+			   "--lib", (char *)plugin_dir(), "--manage-cgroups=ignore" };
+	size_t n = 15;
 	if (leave)
 		argv[n++] = (char *)leave;
 	add_test_hook(argv, &n);
@@ -170,8 +172,8 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
 	char *argv[24] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
 			   tcp_close ? "--tcp-close" : "--tcp-established", "--network-lock", "skip",
-			   "--pidfile", pidfile, "--lib", (char *)plugin_dir() };
-	size_t n = 15;
+			   "--pidfile", pidfile, "--lib", (char *)plugin_dir(), "--manage-cgroups=ignore" };
+	size_t n = 16;
 	add_test_hook(argv, &n);
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
