@@ -158,12 +158,12 @@ install-criu-plugin: $(O)/cxlcr_criu.so
 # protoc-c into $(O)/rebase/gen at build time: only the images rebase reads
 # or writes, and what they import. Generated code gets a relaxed flag set.
 CRIU_PROTO_DIR   ?= /usr/local/share/cxlcr/criu-images
-REBASE_PROTOS    := opts mm vma pagemap fdinfo regfile fown sk-inet sk-opts tcp-stream ns \
+REBASE_PROTOS    := opts stats mm vma pagemap fdinfo regfile fown sk-inet sk-opts tcp-stream ns \
                     packet-sock sk-netlink eventfd eventpoll signalfd tun timerfd fsnotify fh \
                     ext-file sk-unix fifo pipe pidfd tty memfd bpfmap-file netdev macvlan sysctl sit
 REBASE_GEN       := $(REBASE_PROTOS:%=$(O)/rebase/gen/%.pb-c.c) \
                     $(O)/rebase/gen/google/protobuf/descriptor.pb-c.c
-REBASE_SRC       := rebase/image_io.c rebase/mm.c rebase/regfile.c rebase/fork_record.c \
+REBASE_SRC       := rebase/image_io.c rebase/criu_stats.c rebase/mm.c rebase/regfile.c rebase/fork_record.c \
                     rebase/netid.c rebase/rebase.c
 REBASE_OBJS      := $(REBASE_SRC:%.c=$(O)/%.o) $(REBASE_GEN:.c=.o) $(O)/common/record.o
 REBASE_GEN_FLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -w $(CFLAGS) $(EXTRA_CFLAGS) -I$(O)/rebase/gen

@@ -45,8 +45,30 @@ static void resume_source(struct cxlcr_pool *pool, const struct service *s, stru
 }
 
 /* Dumps a service and publishes its images in the pool. */
+/* Where a checkpoint's time goes (migrate and checkpoint --json). */
+struct freeze_parts {
+	double shed_ms;               /* before the freeze: the service drops its page tables */
+	double dump_ms;               /* criu dump, start to end (the tasks stay frozen after it) */
+	struct criu_dump_stats criu;  /* CRIU's own view of it */
+	double publish_ms;            /* the images into the pool (frozen) */
+};
+
+static void json_freeze_parts(struct json *j, const struct freeze_parts *p)
+{
+	json_object(j, "freeze_parts");
+	json_double(j, "shed_ms", p->shed_ms);
+	json_double(j, "criu_dump_ms", p->dump_ms);
+	json_double(j, "criu_freezing_ms", p->criu.freezing_ms);
+	json_double(j, "criu_frozen_ms", p->criu.frozen_ms);
+	json_double(j, "criu_memdump_ms", p->criu.memdump_ms);
+	json_double(j, "criu_memwrite_ms", p->criu.memwrite_ms);
+	json_u64(j, "criu_pages_written", p->criu.pages_written);
+	json_double(j, "publish_ms", p->publish_ms);
+	json_object_end(j);
+}
+
 static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l,
-			      uint64_t *image_bytes, double *dump_ms)
+			      uint64_t *image_bytes, struct freeze_parts *parts)
 {
 	char dir[PATH_MAX];
 	if (verb_lease_check(l, "the freeze") < 0)
@@ -57,19 +79,24 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	 * what it froze. */
 	verb_lease_note_frozen(l, s->region.owner_pid, s->region.owner_epoch);
 	/* Fewer page tables for CRIU to walk in the freeze. */
+	uint64_t s0 = cxlcr_mono_ns();
 	service_shed_page_tables(pool, s, SHED_TIMEOUT_MS);
 	uint64_t t0 = cxlcr_mono_ns();
+	parts->shed_ms = (double)(t0 - s0) / 1e6;
 	/* CRIU takes the service's link off the bridge once the tasks are
 	 * frozen: that is its network lock (criu.h). */
 	if (criu_dump(s->region.owner_pid, dir, s->region.veth, true) < 0)
 		return -1; /* the directory stays, with CRIU's log */
-	*dump_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	uint64_t t1 = cxlcr_mono_ns();
+	parts->dump_ms = (double)(t1 - t0) / 1e6;
+	criu_read_dump_stats(dir, &parts->criu); /* only figures: zeros if absent */
 	struct cxlcr_image_set meta;
 	image_set_describe(pool, &s->region, s->region.name, &meta);
 	struct cxlcr_region *r;
 	if (verb_lease_check(l, "publishing the checkpoint") < 0 ||
 	    image_store_publish(pool, dir, &meta, image_bytes) < 0)
 		return -1;
+	parts->publish_ms = (double)(cxlcr_mono_ns() - t1) / 1e6;
 	/* Only the newest checkpoint of a service is worth keeping. */
 	r = NULL;
 	char name[CXLCR_NAME_MAX + 24];
@@ -94,11 +121,11 @@ int cmd_checkpoint(int argc, char **argv)
 		return code;
 	}
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
-	double dump_ms = 0;
+	struct freeze_parts parts = { 0 };
 	/* Left stopped, and ended once the checkpoint is safe in the pool:
 	 * tearing down the page tables of a large arena mapping takes
 	 * ~100 ms per 4 GiB, which need not delay the checkpoint. */
-	if (checkpoint_service(&pool, &s, &l, &bytes, &dump_ms) < 0) {
+	if (checkpoint_service(&pool, &s, &l, &bytes, &parts) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		bool alive = pid_alive(s.region.owner_pid);
@@ -121,10 +148,11 @@ int cmd_checkpoint(int argc, char **argv)
 		json_begin(&j, stdout);
 		json_str(&j, "name", a.name);
 		json_str(&j, "host", this_host());
-		json_double(&j, "freeze_ms", dump_ms);
+		json_double(&j, "freeze_ms", parts.dump_ms);
 		json_double(&j, "checkpoint_ms", total);
 		json_double(&j, "total_ms", total);
 		json_u64(&j, "image_bytes", bytes);
+		json_freeze_parts(&j, &parts);
 		json_end(&j);
 	} else {
 		char b[32];
@@ -392,8 +420,8 @@ int cmd_migrate(int argc, char **argv)
 	prepare_on(a.host, a.name, lease, false);
 	/* 1. Freeze and checkpoint; the source stays frozen until the end. */
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
-	double dump_ms = 0;
-	if (checkpoint_service(&pool, &s, &l, &bytes, &dump_ms) < 0) {
+	struct freeze_parts parts = { 0 };
+	if (checkpoint_service(&pool, &s, &l, &bytes, &parts) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		char where[CXLCR_HOST_MAX + 64] = "";
@@ -435,9 +463,14 @@ int cmd_migrate(int argc, char **argv)
 		json_str(&j, "from", this_host());
 		json_str(&j, "to", a.host);
 		json_double(&j, "freeze_ms", (double)(t2 - t0) / 1e6);
-		json_double(&j, "dump_ms", dump_ms);
+		json_double(&j, "dump_ms", parts.dump_ms);
 		json_double(&j, "checkpoint_ms", (double)(t1 - t0) / 1e6);
 		json_double(&j, "restore_ms", (double)(t2 - t1) / 1e6);
+		/* The tasks were frozen from CRIU's freezing to the restore's end:
+		 * CRIU's start, and the shed before it, are outside. */
+		json_double(&j, "frozen_ms", parts.criu.frozen_ms + (double)(t2 - t0) / 1e6 - parts.shed_ms -
+						 parts.dump_ms);
+		json_freeze_parts(&j, &parts);
 		json_double(&j, "total_ms", (double)(t3 - t0) / 1e6);
 		json_u64(&j, "image_bytes", bytes);
 		json_end(&j);

@@ -227,3 +227,4 @@ int criu_restore_child(const char *dir, const char *bridge, const char *link, co
 {
 	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, pid);
 }
+

@@ -7,6 +7,7 @@
 #ifndef CXLCR_CRIU_H
 #define CXLCR_CRIU_H
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CRIU_TIMEOUT_S 120
@@ -54,5 +55,7 @@ int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name);
  * parent's established connections closed. */
 int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
 		       int pool_fd, int netns_fd, pid_t *pid);
+
+#include "../rebase/criu_stats.h" /* criu_read_dump_stats() */
 
 #endif

@@ -22,6 +22,7 @@
 #define CRIU_IMG_SERVICE_MAGIC  0x55105940u
 #define CRIU_PAGEMAP_MAGIC      0x56084025u
 #define CRIU_MM_MAGIC           0x57492820u
+#define CRIU_STATS_MAGIC        0x57093306u /* stats-dump, stats-restore (service image) */
 #define CRIU_FILES_MAGIC        0x56303138u
 #define CRIU_NETDEV_MAGIC       0x57373951u
 
