@@ -8,6 +8,7 @@
  * registered is reported as not tracked.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include "../common/error.h"
@@ -101,12 +102,16 @@ int main(void)
 	uint64_t seen[SLOTS], now[SLOTS];
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, writer, NULL) == 0);
+	while (__atomic_load_n(&done_writes, __ATOMIC_ACQUIRE) == 0)
+		sched_yield(); /* the writer runs */
 	w = scan();
 	cxlcr_written_free(&w);
 	for (int s = 0; s < SLOTS; s++)
 		seen[s] = __atomic_load_n((uint64_t *)(void *)(map + s * granule), __ATOMIC_ACQUIRE);
 	uint64_t changed = 0;
-	for (int round = 0; round < 300; round++) {
+	/* 300 rounds, and on a busy machine more, until the writer has been
+	 * seen changing slots between scans a few hundred times. */
+	for (int round = 0; round < 300 || (changed < 300 && round < 100000); round++) {
 		for (int s = 0; s < SLOTS; s++)
 			now[s] = __atomic_load_n((uint64_t *)(void *)(map + s * granule), __ATOMIC_ACQUIRE);
 		struct cxlcr_written r = scan();
@@ -123,6 +128,8 @@ int main(void)
 		cxlcr_written_free(&r);
 		for (int s = 0; s < SLOTS; s++)
 			seen[s] = __atomic_load_n((uint64_t *)(void *)(map + s * granule), __ATOMIC_ACQUIRE);
+		if (round >= 300)
+			sched_yield(); /* give the writer the CPU */
 	}
 	stop = true;
 	CHECK(pthread_join(t, NULL) == 0);
