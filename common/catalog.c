@@ -334,43 +334,6 @@ struct holder {
 	char host[CXLCR_HOST_MAX];
 };
 
-static uint64_t own_pid_namespace(void)
-{
-	struct stat st;
-	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
-/* Whether pid runs (a zombie has ended), and its start time in clock
- * ticks since boot, which tells a reused pid from the recorded one. */
-static bool process_alive(int32_t pid, uint64_t *start)
-{
-	char path[64], stat_line[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, stat_line, sizeof(stat_line) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	stat_line[n] = 0;
-	/* "pid (comm) state ...": comm may hold anything, so parse from its end. */
-	char *p = strrchr(stat_line, ')');
-	if (!p || p[1] != ' ')
-		return false;
-	p += 2;
-	if (*p == 'Z' || *p == 'X' || *p == 'x')
-		return false;
-	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
-		p = strchr(p, ' ');
-		if (!p)
-			return false;
-		p++;
-	}
-	*start = strtoull(p, NULL, 10);
-	return true;
-}
-
 static int resolve_holder(const struct cxlcr_borrower *who, struct holder *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -378,8 +341,8 @@ static int resolve_holder(const struct cxlcr_borrower *who, struct holder *h)
 	cxlcr_copy_field(h->host, sizeof(h->host), who && who->host ? who->host : cxlcr_host_name());
 	if (strcmp(h->host, cxlcr_host_name()) != 0)
 		return 0;    /* another host's process: only its host's heartbeat speaks for it */
-	h->pid_ns = own_pid_namespace();
-	if (!process_alive(h->pid, &h->pid_start))
+	h->pid_ns = cxlcr_pid_namespace();
+	if (!cxlcr_process_start(h->pid, &h->pid_start))
 		return cxlcr_error("cannot borrow for pid %d: no such process", (int)h->pid);
 	return 0;
 }
@@ -731,7 +694,7 @@ static bool holder_is_gone(struct reaper *r, uint32_t index, uint32_t slot, uint
 	cxlcr_refresh(s, sizeof(*s));
 	if (!strncmp(s->host, r->host, sizeof(s->host)) && s->pid_ns == r->pid_ns) {
 		uint64_t start = 0;
-		return !process_alive(s->pid, &start) || (s->pid_start && start != s->pid_start);
+		return !cxlcr_process_start(s->pid, &start) || (s->pid_start && start != s->pid_start);
 	}
 	if (!r->watch || s->heartbeat == 0 || s->heartbeat > CXLCR_HEARTBEAT_SLOTS)
 		return false;
@@ -811,7 +774,7 @@ int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_heartbeat_w
 			       struct cxlcr_reap_report *report)
 {
 	struct catalog c;
-	struct reaper r = { .c = &c, .watch = watch, .now = now, .pid_ns = own_pid_namespace(),
+	struct reaper r = { .c = &c, .watch = watch, .now = now, .pid_ns = cxlcr_pid_namespace(),
 			    .host = cxlcr_host_name() };
 	if (report)
 		memset(report, 0, sizeof(*report));

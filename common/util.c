@@ -1,10 +1,13 @@
 #include <ctype.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 #include "pool_format.h"
 #include "util.h"
 
@@ -94,5 +97,40 @@ bool cxlcr_valid_name(const char *name)
 	for (size_t i = 0; i < n; i++)
 		if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
 			return false;
+	return true;
+}
+
+uint64_t cxlcr_pid_namespace(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+bool cxlcr_process_start(int32_t pid, uint64_t *start)
+{
+	char path[64], line[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	line[n] = 0;
+	/* "pid (comm) state ...": comm may hold anything, so parse from its end. */
+	char *p = strrchr(line, ')');
+	if (!p || p[1] != ' ')
+		return false;
+	p += 2;
+	if (*p == 'Z' || *p == 'X' || *p == 'x')
+		return false;
+	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
+		p = strchr(p, ' ');
+		if (!p)
+			return false;
+		p++;
+	}
+	*start = strtoull(p, NULL, 10);
 	return true;
 }

@@ -21,4 +21,10 @@ void cxlcr_copy_field(char *dst, size_t len, const char *src);
 /* A valid service or arena name: [A-Za-z0-9._-], 1..63 chars. */
 bool cxlcr_valid_name(const char *name);
 
+/* Whether pid runs (a zombie has ended), and its start time in clock
+ * ticks since boot, which tells a reused pid from the one recorded. */
+bool cxlcr_process_start(int32_t pid, uint64_t *start);
+/* This process's pid namespace (the inode of /proc/self/ns/pid), 0 if unknown. */
+uint64_t cxlcr_pid_namespace(void);
+
 #endif

@@ -15,42 +15,6 @@
 #include "../common/util.h"
 #include "lease.h"
 
-static uint64_t own_pid_namespace(void)
-{
-	struct stat st;
-	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
-/* Whether pid runs, and its start time (clock ticks since boot), which
- * tells a reused pid from the one recorded. */
-static bool process_start(int32_t pid, uint64_t *start)
-{
-	char path[64], line[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, line, sizeof(line) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	line[n] = 0;
-	char *p = strrchr(line, ')'); /* comm may hold anything: parse from its end */
-	if (!p || p[1] != ' ')
-		return false;
-	p += 2;
-	if (*p == 'Z' || *p == 'X' || *p == 'x')
-		return false;
-	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
-		p = strchr(p, ' ');
-		if (!p)
-			return false;
-		p++;
-	}
-	*start = strtoull(p, NULL, 10);
-	return true;
-}
-
 /* The lease table, made by whoever needs it first (a racing maker's
  * allocation fails on the name, and it takes the other's). */
 static int map_table(struct cxlcr_pool *pool, struct verb_lease *l)
@@ -106,10 +70,10 @@ static void unmap(struct verb_lease *l)
  * see. */
 static bool holder_gone(const struct cxlcr_verb_lease *e)
 {
-	if (e->pid_ns != own_pid_namespace())
+	if (e->pid_ns != cxlcr_pid_namespace())
 		return false;
 	uint64_t start;
-	return !process_start(e->pid, &start) || start != e->pid_start;
+	return !cxlcr_process_start(e->pid, &start) || start != e->pid_start;
 }
 
 static int busy(const struct cxlcr_region *service, const struct cxlcr_verb_lease *e)
@@ -177,8 +141,8 @@ int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service,
 		l->token = new_token();
 		e->service_generation = service->generation;
 		e->pid = getpid();
-		process_start(e->pid, &e->pid_start);
-		e->pid_ns = own_pid_namespace();
+		cxlcr_process_start(e->pid, &e->pid_start);
+		e->pid_ns = cxlcr_pid_namespace();
 		e->taken_ns = cxlcr_now_ns();
 		e->renewals = 0;
 		/* What a dead holder left frozen stays recorded until the taker
@@ -236,7 +200,7 @@ void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch)
 	struct cxlcr_verb_lease *e = l->entry;
 	e->frozen_start = 0;
 	if (pid)
-		process_start(pid, &e->frozen_start);
+		cxlcr_process_start(pid, &e->frozen_start);
 	e->frozen_epoch = epoch;
 	__atomic_store_n(&e->frozen_pid, pid, __ATOMIC_RELEASE);
 	cxlcr_publish(e, sizeof(*e));
@@ -248,7 +212,7 @@ void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch)
 bool verb_lease_frozen_alive(const struct verb_lease *l)
 {
 	uint64_t start;
-	return l->frozen_pid > 0 && process_start(l->frozen_pid, &start) && start == l->frozen_start;
+	return l->frozen_pid > 0 && cxlcr_process_start(l->frozen_pid, &start) && start == l->frozen_start;
 }
 
 const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len)

@@ -22,12 +22,7 @@ PORT=6379
 export CXLCR_RPC_TIMEOUT_MS=3000
 
 new_pool 8G
-NAME=dl-${POOL_DIR##*-}
-HOOK=$POOL_DIR/hook
-mkdir "$HOOK"
-cp "$(dirname "$0")/lib/criu-kill-hook.sh" "$HOOK/action-script"
-# shellcheck disable=SC2016 # expanded when the hook runs
-on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
+criu_hook dl
 on_exit '[ -n "${stopped_daemon:-}" ] && kill -CONT "$stopped_daemon" 2>/dev/null'
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 
@@ -91,12 +86,7 @@ rm -f "$HOOK/go" "$HOOK/criu.pid"
 echo post-dump >"$HOOK/pause-at"
 "$CXLCR" migrate "$NAME" --to h0 >/dev/null 2>"$POOL_DIR/b.err" &
 mpid=$!
-for i in $(seq 1 600); do
-	[ -s "$HOOK/criu.pid" ] && break
-	kill -0 "$mpid" 2>/dev/null || break
-	sleep 0.05
-done
-[ -s "$HOOK/criu.pid" ] || { cat "$POOL_DIR/b.err" >&2; die "b: CRIU never reached post-dump"; }
+criu_reached "$mpid" || { cat "$POOL_DIR/b.err" >&2; die "b: CRIU never reached post-dump"; }
 criu=$(cat "$HOOK/criu.pid")
 worker=$(ps -o ppid= -p "$criu" | tr -d ' ')
 [ "$(ps -o comm= -p "$worker")" = cxlcrd ] || die "b: CRIU's parent $worker is not a cxlcrd worker"

@@ -23,12 +23,7 @@ TYPES=strings,hashes,lists,sets,zsets
 PORT=6379
 
 new_pool 8G
-NAME=flt-${POOL_DIR##*-} # unique: its CRIU work directories are recognisable
-HOOK=$POOL_DIR/hook
-mkdir "$HOOK"
-cp "$(dirname "$0")/lib/criu-kill-hook.sh" "$HOOK/action-script"
-# shellcheck disable=SC2016 # expanded when the hook runs
-on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
+criu_hook flt
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 
 say "cxlcr run --host h0 redis-server"
@@ -60,12 +55,7 @@ killed() {
 	echo "$action" >"$HOOK/kill-at"
 	"$@" >/dev/null 2>"$POOL_DIR/killed.err" &
 	pid=$!
-	for i in $(seq 1 600); do
-		[ -s "$HOOK/criu.pid" ] && break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	[ -s "$HOOK/criu.pid" ] || { cat "$POOL_DIR/killed.err" >&2; die "$what: CRIU never reached $action"; }
+	criu_reached "$pid" || { cat "$POOL_DIR/killed.err" >&2; die "$what: CRIU never reached $action"; }
 	kill -KILL "$(cat "$HOOK/criu.pid")"
 	wait "$pid" || rc=$?
 	rm -f "$HOOK/kill-at"
@@ -139,12 +129,7 @@ rm -f "$HOOK/go" "$HOOK/criu.pid"
 echo post-restore >"$HOOK/pause-at"
 "$CXLCR" migrate "$NAME" --to $to >/dev/null 2>"$POOL_DIR/worker.err" &
 mpid=$!
-for i in $(seq 1 600); do
-	[ -s "$HOOK/criu.pid" ] && break
-	kill -0 "$mpid" 2>/dev/null || break
-	sleep 0.05
-done
-[ -s "$HOOK/criu.pid" ] || { cat "$POOL_DIR/worker.err" >&2; die "CRIU never reached post-restore"; }
+criu_reached "$mpid" || { cat "$POOL_DIR/worker.err" >&2; die "CRIU never reached post-restore"; }
 criu=$(cat "$HOOK/criu.pid")
 # The worker: of CRIU's cxlcrd ancestors, the one just below the daemon.
 chain=() p=$(ps -o ppid= -p "$criu" | tr -d ' ')

@@ -22,12 +22,7 @@ PORT=6379
 VERBS=(migrate ckrestore snapshot fork stop)
 
 new_pool 8G
-NAME=race-${POOL_DIR##*-}
-HOOK=$POOL_DIR/hook
-mkdir "$HOOK"
-cp "$(dirname "$0")/lib/criu-kill-hook.sh" "$HOOK/action-script"
-# shellcheck disable=SC2016 # expanded when the hook runs
-on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
+criu_hook race
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 
 # The daemons run from / (what CRIU leaves behind, and what services

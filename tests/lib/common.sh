@@ -168,6 +168,32 @@ sys.exit(0 if select.select([fd], [], [], float(sys.argv[2]))[0] else 1)
 PYEOF
 }
 
+# criu_hook PREFIX: the CRIU action script of tests/lib/criu-kill-hook.sh in
+# HOOK=$POOL_DIR/hook (new_pool first), a service name NAME=PREFIX-XXXX
+# whose CRIU work directories are recognisable and removed on exit. Start
+# the pod with CXLCR_TEST_CRIU_HOOK=$HOOK pod_up N.
+criu_hook() {
+	NAME=$1-${POOL_DIR##*-}
+	HOOK=$POOL_DIR/hook
+	mkdir "$HOOK"
+	cp "$ROOT/tests/lib/criu-kill-hook.sh" "$HOOK/action-script"
+	# shellcheck disable=SC2016 # expanded when the hook runs
+	on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
+}
+
+# criu_reached PID: waits (bounded: 30 s) until CRIU, run by the verb PID,
+# stops at the hook's step and writes HOOK/criu.pid, or until the verb ends
+# first; true if CRIU got there.
+criu_reached() {
+	local i
+	for i in $(seq 1 600); do
+		[ -s "$HOOK/criu.pid" ] && return 0
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -s "$HOOK/criu.pid" ]
+}
+
 # pool_mappers: the pids that map this test's pool, ascending, each followed
 # by a space. Trackers (tracking/tracker.c, process name cxlcr-tracker) map
 # only an arena's header, never its heap: they are left out.
