@@ -27,7 +27,8 @@
 /* Exit status of a service whose arena could not be set up. */
 #define PRELOAD_EXIT_NO_ARENA 69
 
-struct preload cx;
+static const uint32_t always_live = 1; /* until the mark page is made (make_live_mark) */
+struct preload cx = { .live_mark = &always_live };
 TLS mi_heap_t *tls_heap;
 static TLS enum thread_state tls_state;
 static pthread_key_t thread_exit_key;
@@ -46,6 +47,7 @@ static void thread_exit(void *unused)
 /* First allocation of a thread: give it a heap of its own in the arena. */
 mi_heap_t *preload_thread_heap_slow(void)
 {
+	forked_unseen();
 	if (!cx.ready || cx.fork_child || tls_state != THREAD_NEW)
 		return NULL;
 	tls_state = THREAD_GLIBC; /* anything allocated while we set up */
@@ -68,6 +70,28 @@ mi_heap_t *preload_thread_heap_slow(void)
 bool preload_thread_without_room(void)
 {
 	return tls_state == THREAD_NO_ROOM;
+}
+
+static uint32_t *mark_page;
+
+void preload_arm_live_mark(void)
+{
+	if (mark_page && madvise(mark_page, (size_t)getpagesize(), MADV_WIPEONFORK) == 0)
+		*mark_page = 1;
+}
+
+/* The page that tells a child that ran no fork handler (_Fork, raw clone)
+ * from its parent: the kernel hands a child of fork a zeroed copy of it.
+ * Without MADV_WIPEONFORK (Linux < 4.14) only fork() children are seen. */
+static void make_live_mark(void)
+{
+	void *p = mmap(NULL, (size_t)getpagesize(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	mark_page = p;
+	preload_arm_live_mark();
+	if (*mark_page)
+		cx.live_mark = mark_page;
 }
 
 /*
@@ -304,6 +328,7 @@ __attribute__((constructor(101))) static void preload_init(void)
 		cxlcr_error("cannot register thread and fork handlers");
 		goto fail;
 	}
+	make_live_mark();
 	if (preload_load_mimalloc() < 0 || preload_attach_arena() < 0)
 		goto fail;
 	char pid[16];

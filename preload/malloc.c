@@ -35,7 +35,7 @@
 static inline mi_heap_t *thread_heap(void)
 {
 	mi_heap_t *h = tls_heap;
-	return likely(h != NULL) ? h : preload_thread_heap_slow();
+	return likely(h != NULL && *cx.live_mark) ? h : preload_thread_heap_slow();
 }
 
 static inline size_t arena_usable(const void *p)
@@ -85,7 +85,7 @@ EXPORT void *malloc(size_t n)
 EXPORT void free(void *p)
 {
 	if (in_arena(p)) {
-		if (unlikely(cx.fork_child))
+		if (unlikely(cx.fork_child || forked_unseen()))
 			return; /* the parent's block: leave it alone */
 		stats_account(-(int64_t)arena_usable(p));
 		cx.mi.free(p);

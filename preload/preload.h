@@ -71,6 +71,10 @@ struct preload {
 	uint64_t grown;            /* ... grown bytes are mapped (atomic) */
 	bool ready;                /* arena registered: allocation may use it */
 	bool fork_child;           /* we are a child of fork(): hands off the arena */
+	/* Reads 1 in this process, 0 in any child of fork(), _Fork() or a
+	 * raw clone() (a MADV_WIPEONFORK page, see attach.c): those last two
+	 * run no pthread_atfork handler. */
+	const volatile uint32_t *live_mark;
 	struct cxlcr_arena_header *header;
 	/* The pool, kept open from the start (its metadata mapped only while
 	 * growing, see cxlcr_pool_detach()): growing needs it, and a service
@@ -94,6 +98,18 @@ HIDDEN int  preload_load_mimalloc(void);
 HIDDEN int  preload_attach_arena(void);
 HIDDEN mi_heap_t *preload_thread_heap_slow(void);
 HIDDEN void preload_enter_fork_child(void);
+/* (Re)arms live_mark; after a CRIU restore too, which keeps the page but
+ * not its MADV_WIPEONFORK. */
+HIDDEN void preload_arm_live_mark(void);
+/* A child that ran no fork handler finds out here, on its first use of
+ * the allocator: true if this is such a child (now handled as one). */
+static inline bool forked_unseen(void)
+{
+	if (__builtin_expect(*cx.live_mark != 0 || cx.fork_child, 1))
+		return false;
+	preload_enter_fork_child();
+	return true;
+}
 HIDDEN pid_t preload_outer_pid(void);
 /* grow.c: adds an extent with room for n more bytes; false if the arena is
  * at its limit, the pool is full, or this process does not own the arena. */

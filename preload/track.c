@@ -16,6 +16,9 @@
 
 void preload_track_serve(struct cxlcr_arena_header *h)
 {
+	/* A tracker starts after every start and restore: a restored
+	 * process's mark page has lost its MADV_WIPEONFORK (attach.c). */
+	preload_arm_live_mark();
 	int fd = __atomic_load_n(&h->track_fd, __ATOMIC_ACQUIRE);
 	if (fd >= 0) {
 		close(fd);

@@ -10,7 +10,10 @@
  */
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -45,7 +48,7 @@ static void *thread_malloc(void *unused)
 
 /* The child of the first fork: touches the parent's blocks only through
  * free and realloc, which must leave them alone. Returns its exit status. */
-static int child_ops(int64_t used_at_fork)
+static int child_ops(int64_t used_at_fork, bool with_thread)
 {
 	/* stdout's buffer is an arena block of the parent: writing into it
 	 * would write the parent's heap (the known limitation), so the child
@@ -70,13 +73,15 @@ static int child_ops(int64_t used_at_fork)
 	free(s);
 	free(big);
 
-	SAY("child: a new thread allocates from glibc too");
-	pthread_t t;
-	void *tp = NULL;
-	CHECK(pthread_create(&t, NULL, thread_malloc, NULL) == 0);
-	CHECK(pthread_join(t, &tp) == 0);
-	CHECK(tp && !in_arena_heap(&A, tp), "child's thread got arena memory %p", tp);
-	free(tp);
+	if (with_thread) {
+		SAY("child: a new thread allocates from glibc too");
+		pthread_t t;
+		void *tp = NULL;
+		CHECK(pthread_create(&t, NULL, thread_malloc, NULL) == 0);
+		CHECK(pthread_join(t, &tp) == 0);
+		CHECK(tp && !in_arena_heap(&A, tp), "child's thread got arena memory %p", tp);
+		free(tp);
+	}
 
 	SAY("child: realloc of an arena block copies it out of the arena, the original stays");
 	for (int i = 0; i < NBLOCKS; i += 4) {
@@ -150,8 +155,28 @@ int main(void)
 	pid_t pid = fork();
 	CHECK(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0)
-		_exit(child_ops(used));
+		_exit(child_ops(used, true));
 	wait_child(pid, "malloc family in the child");
+
+	/* Children that run no pthread_atfork handler: _Fork() and a raw
+	 * clone(). They share the parent's live heap all the same. */
+	SAY("a child of _Fork(), which runs no fork handler: the same");
+	uint64_t forks = A.header->fork_count;
+	fflush(stdout);
+	pid = _Fork();
+	CHECK(pid >= 0, "_Fork: %s", strerror(errno));
+	if (pid == 0)
+		_exit(child_ops(used, true));
+	wait_child(pid, "malloc family in a child of _Fork()");
+	SAY("a child of a raw clone(SIGCHLD): the same");
+	fflush(stdout);
+	pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+	CHECK(pid >= 0, "clone: %s", strerror(errno));
+	if (pid == 0)
+		_exit(child_ops(used, false));
+	wait_child(pid, "malloc family in a child of clone()");
+	CHECK(A.header->fork_count >= forks + 2, "fork_count %llu -> %llu: the handler-less children were not counted",
+	      (unsigned long long)forks, (unsigned long long)A.header->fork_count);
 
 	SAY("parent: every block intact, bytes used and counters unchanged by the child");
 	for (int i = 0; i < NBLOCKS; i++)
