@@ -102,6 +102,7 @@ struct service {
 	uint64_t fallback_allocs, fallback_bytes, early_allocs;
 	uint64_t released_bytes;      /* freed heap given back to the pool so far */
 	bool tracked;                 /* its writes are tracked (tracking/) */
+	uint64_t pool_dev, pool_ino;  /* the pool file, to tell the service's process from a reused pid */
 	uint64_t heap_address, heap_size;
 	uint64_t heap_limit;          /* what it may grow to (--arena-max) */
 	uint32_t extents;             /* pieces of the pool it lies in */

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,6 +49,55 @@ int pid_wait_exit(int pid, int timeout_ms)
 	if (rc < 0)
 		return -1;
 	return rc == 1 || !pid_alive(pid);
+}
+
+/* Does pid map the service's memory of the pool: its arena region (an
+ * arena's owner), or any of the pool file (a fork child's views)? A pid
+ * that was reused by another process does not. */
+static bool maps_service(int pid, const struct service *s)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		unsigned long long off, ino;
+		unsigned int maj, min;
+		if (sscanf(line, "%lx-%lx %*s %llx %x:%x %llu", &lo, &hi, &off, &maj, &min, &ino) != 6 ||
+		    ino != s->pool_ino || makedev(maj, min) != s->pool_dev)
+			continue;
+		found = s->region.kind != CXLCR_KIND_ARENA ||
+			(off >= s->region.offset && off < s->region.offset + s->region.size);
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * A pidfd of the process that runs service s, or -1 if none does. A pid
+ * stands for the service only while it is a process that maps the
+ * service's memory: the check is made while the pidfd holds the process,
+ * and the pidfd must not have seen it end meanwhile, so the pid cannot be
+ * reused between the check and the use (ps said a reused pid "running",
+ * and stop killed whatever had it).
+ */
+static int service_pidfd(const struct service *s)
+{
+	int pid = s->region.owner_pid;
+	if (pid <= 0)
+		return -1;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return -1;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (!pid_alive(pid) || !maps_service(pid, s) || poll(&p, 1, 0) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 static void read_rss(int pid, struct service *s)
@@ -121,9 +172,15 @@ void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, 
 
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s)
 {
+	int pidfd;
 	memset(s, 0, sizeof(*s));
 	s->region = *r;
 	s->rss_anon_kb = s->rss_shmem_kb = s->rss_file_kb = -1;
+	struct stat st;
+	if (fstat(pool->fd, &st) == 0) {
+		s->pool_dev = st.st_dev;
+		s->pool_ino = st.st_ino;
+	}
 	/* Pod hosts are processes of this machine: their services are local. */
 	s->local = !strncmp(r->owner_host, this_host(), CXLCR_HOST_MAX) ||
 		   host_is_local_pod_host(r->owner_host);
@@ -131,7 +188,8 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 		s->state = "starting";
 	} else if (!s->local) {
 		s->state = "remote";
-	} else if (pid_alive(r->owner_pid)) {
+	} else if ((pidfd = service_pidfd(s)) >= 0) {
+		close(pidfd);
 		s->state = "running";
 		s->running = true;
 		read_rss(r->owner_pid, s);
@@ -206,7 +264,16 @@ int service_signal(const struct service *s, int sig)
 		errno = ESRCH;
 		return -1;
 	}
-	return kill(s->region.owner_pid, sig);
+	int fd = service_pidfd(s);
+	if (fd < 0) {
+		errno = ESRCH; /* gone, or the pid is another process's now */
+		return -1;
+	}
+	int rc = (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
 }
 
 /* Checkpoint, migrate and snapshot run in the daemon of the service's host. */
