@@ -312,9 +312,13 @@ static void stop_host_services(const char *host)
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r = pool.table[i];
 		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind) ||
-		    strncmp(r.owner_host, host, CXLCR_HOST_MAX) || r.owner_pid <= 1 || !pid_alive(r.owner_pid))
+		    strncmp(r.owner_host, host, CXLCR_HOST_MAX) || r.owner_pid <= 1)
 			continue;
-		kill(r.owner_pid, SIGKILL);
+		struct service s;
+		service_load(&pool, &r, &s);
+		if (!s.running) /* the pid may be another process's by now */
+			continue;
+		service_signal(&s, SIGKILL);
 		pid_wait_exit(r.owner_pid, STOP_WAIT_MS);
 		cxlcr_service_free(&pool, &r);
 	}
