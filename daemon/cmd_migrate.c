@@ -85,8 +85,10 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	parts->shed_ms = (double)(t0 - s0) / 1e6;
 	/* CRIU takes the service's link off the bridge once the tasks are
 	 * frozen: that is its network lock (criu.h). */
-	if (criu_dump(s->region.owner_pid, dir, s->region.veth, true) < 0)
-		return -1; /* the directory stays, with CRIU's log */
+	if (criu_dump(s->region.owner_pid, dir, s->region.veth, true) < 0) {
+		image_work_dir_failed(dir); /* CRIU's log stays */
+		return -1;
+	}
 	uint64_t t1 = cxlcr_mono_ns();
 	parts->dump_ms = (double)(t1 - t0) / 1e6;
 	criu_read_dump_stats(dir, &parts->criu); /* only figures: zeros if absent */
@@ -254,7 +256,8 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 			image_store_release(pool, &images, claim);
 			cxlcr_error("%s", why);
 		}
-		return -1; /* the directory stays, with CRIU's log */
+		image_work_dir_failed(dir); /* CRIU's log stays */
+		return -1;
 	}
 	close(netns);
 	/* The plugin put the link on the bridge (criu-plugin/netlock.c); the

@@ -158,7 +158,8 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 		/* CRIU lets the tasks go on a failed dump; make sure. */
 		container_signal_all(s->region.owner_pid, SIGCONT);
 		drop_snapshot(pool, out->name);
-		return cxlcr_error("%s", why); /* the directory stays, with CRIU's log */
+		image_work_dir_failed(dir); /* CRIU's log stays */
+		return cxlcr_error("%s", why);
 	}
 	out->freeze_ms = (double)(cxlcr_mono_ns() - f0) / 1e6;
 	if (read_snapshot_info(dir, out) < 0)

@@ -323,6 +323,23 @@ static void remove_tree(const char *dir)
 	nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
+/* A failed verb's work directory: CRIU's logs are what anyone will look
+ * at, the images (a full copy of the rest of the process, each time) go. */
+static int drop_all_but_logs(const char *path, const struct stat *st, int type, struct FTW *at)
+{
+	size_t n = strlen(path);
+	if (type == FTW_F && !(n > 4 && !strcmp(path + n - 4, ".log")))
+		remove(path);
+	return 0;
+}
+
+void image_work_dir_failed(const char *dir)
+{
+	const char *keep = getenv("CXLCR_KEEP_WORK");
+	if (!keep || !*keep || !strcmp(keep, "0"))
+		nftw(dir, drop_all_but_logs, 16, FTW_PHYS | FTW_MOUNT);
+}
+
 /* Work directories go once done, unless $CXLCR_KEEP_WORK asks to keep
  * them (CRIU's logs, for a closer look). */
 void image_work_dir_remove(const char *dir)

@@ -60,4 +60,7 @@ const char *image_store_renamed_pool(const struct cxlcr_pool *pool, struct cxlcr
 int image_work_dir(const char *what, const char *name, char *out, size_t len);
 void image_work_dir_remove(const char *dir);
 
+/* After a failed verb: the work directory keeps only CRIU's logs. */
+void image_work_dir_failed(const char *dir);
+
 #endif

@@ -63,6 +63,10 @@ killed() {
 	[ $rc -ne 0 ] || die "$what: succeeded although CRIU was killed"
 	[ "$(echo "$err" | wc -l)" -eq 1 ] || die "$what: not one line: $err"
 	echo "$err" | grep -q "criu killed by signal 9" || die "$what: the error does not say criu was killed: $err"
+	# The failed verb's work directory keeps CRIU's logs, not a copy of the images.
+	local left
+	left=$(find /var/lib/cxlcr -mindepth 3 -path "*.$NAME.*" -type f ! -name '*.log' 2>/dev/null | head -3)
+	[ -z "$left" ] || die "$what: the failed verb left images behind: $left"
 	ok "$what: ${err% (log *}"
 }
 
