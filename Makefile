@@ -22,7 +22,7 @@ PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c pr
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
-               daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/prefetch.c \
+               daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
                tracking/tracker.c tracking/since.c emulation/hostgroup.c \
                control/lease.c control/fence.c
 # The fork API (see the end of this file): both binaries serve or use it.

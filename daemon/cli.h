@@ -65,6 +65,7 @@ int cmd_rm(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork_restore(int argc, char **argv);
 int cmd_restore_prepare(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 /* The command line most verbs share: NAME, --json, and a host option. */
 struct verb_args {

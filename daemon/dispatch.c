@@ -97,6 +97,7 @@ static const struct command commands[] = {
 	{ "stop", cmd_stop, "stop a service and free its arena" },
 	{ "rm", cmd_rm, "free the arena of a service that has exited" },
 	{ "snapshot", cmd_snapshot, "snapshot a running service for remote fork" },
+	{ "gc", cmd_gc, "remove what crashed verbs left behind" },
 	{ "fork-restore", cmd_fork_restore, "(internal) restore fork children on this host" },
 	{ "restore-prepare", cmd_restore_prepare, "(internal) make a restore's network ahead of a migrate" },
 };

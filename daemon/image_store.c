@@ -295,16 +295,19 @@ void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t 
 	}
 }
 
-#define WORK_DIR "/var/lib/cxlcr"
 
 /* A fresh local work directory for one image set. */
 int image_work_dir(const char *what, const char *name, char *out, size_t len)
 {
 	char base[PATH_MAX / 2];
-	snprintf(base, sizeof(base), "%s/%s", WORK_DIR, this_host());
-	mkdir(WORK_DIR, 0700);
+	snprintf(base, sizeof(base), "%s/%s", IMAGE_WORK_DIR, this_host());
+	mkdir(IMAGE_WORK_DIR, 0700);
 	mkdir(base, 0700);
-	snprintf(out, len, "%s/%s.%s.XXXXXX", base, what, name);
+	/* Its maker's pid and start time in the name: `cxlcr gc` removes the
+	 * directories whose maker is gone (a crashed verb), and only those. */
+	uint64_t start = 0;
+	cxlcr_process_start(getpid(), &start);
+	snprintf(out, len, "%s/%s.%s.p%d-%llu.XXXXXX", base, what, name, (int)getpid(), (unsigned long long)start);
 	if (!mkdtemp(out))
 		return cxlcr_error("cannot create a work directory under %s: %s", base, strerror(errno));
 	return 0;
@@ -338,6 +341,11 @@ void image_work_dir_failed(const char *dir)
 	const char *keep = getenv("CXLCR_KEEP_WORK");
 	if (!keep || !*keep || !strcmp(keep, "0"))
 		nftw(dir, drop_all_but_logs, 16, FTW_PHYS | FTW_MOUNT);
+}
+
+void image_work_dir_purge(const char *dir)
+{
+	remove_tree(dir);
 }
 
 /* Work directories go once done, unless $CXLCR_KEEP_WORK asks to keep

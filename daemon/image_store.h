@@ -60,6 +60,10 @@ const char *image_store_renamed_pool(const struct cxlcr_pool *pool, struct cxlcr
 int image_work_dir(const char *what, const char *name, char *out, size_t len);
 void image_work_dir_remove(const char *dir);
 
+/* Where verbs make their work directories (one folder per host). */
+#define IMAGE_WORK_DIR "/var/lib/cxlcr"
+/* Removes a work directory, whatever $CXLCR_KEEP_WORK says (cxlcr gc). */
+void image_work_dir_purge(const char *dir);
 /* After a failed verb: the work directory keeps only CRIU's logs. */
 void image_work_dir_failed(const char *dir);
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# cxlcr gc removes what crashed verbs left, and nothing else: the work
+# directory of a checkpoint whose CRIU was killed (its maker is gone), a
+# named network namespace of a service that no verb works on, and an image
+# set of an epoch the service has moved on from; it leaves the running
+# service, a namespace of no service of this pool, and, with --dry-run,
+# everything.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server ip
+
+PORT=6379
+POOLIMG=$ROOT/tests/lib/poolimg.py
+new_pool 4G
+criu_hook gc
+CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
+pod_redis "$NAME" h0 256M
+python3 "$KV" fill --host "$addr" --port $PORT --count 3000 --size 300 --seed 4 --quiet
+
+say "a checkpoint whose CRIU is killed leaves its work directory"
+rm -f "$HOOK/criu.pid"
+echo post-dump >"$HOOK/kill-at"
+"$CXLCR" checkpoint "$NAME" >/dev/null 2>&1 &
+verb=$!
+criu_reached "$verb" || die "CRIU never reached post-dump"
+kill -KILL "$(cat "$HOOK/criu.pid")"
+wait "$verb" && die "the checkpoint succeeded although CRIU was killed"
+rm -f "$HOOK/kill-at"
+workdir=$(find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "dump.$NAME.*" | head -n1)
+[ -n "$workdir" ] || die "no work directory was left to collect"
+
+say "a named network namespace of the service, as a restore-prepare of a dead migrate leaves it"
+link=$("$CXLCR" status "$NAME" | sed -n 's/.*(link \(cx[0-9a-f]*\)\.\([0-9]*\)).*/\1/p')
+[ -n "$link" ] || die "no link in cxlcr status"
+stale_ns=cxlcr-$link.999
+foreign_ns=cxlcr-cx00000000.1
+ip netns add "$stale_ns"
+ip netns add "$foreign_ns"
+on_exit "ip netns del $stale_ns 2>/dev/null; ip netns del $foreign_ns 2>/dev/null"
+
+say "an image set of an epoch the service moved on from"
+"$CXLCR" checkpoint "$NAME" >/dev/null || die "checkpoint failed"
+python3 "$POOLIMG" keep "$CXLCR_POOL" "$NAME" "$POOL_DIR/kept" || die "cannot keep the image set"
+"$CXLCR" restore "$NAME" --host h1 >/dev/null || die "restore failed"
+[ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 0 ] || die "the restore left its image set"
+python3 "$POOLIMG" put "$CXLCR_POOL" "$POOL_DIR/kept" || die "cannot put the old image set back"
+[ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 1 ] || die "the old image set is not back"
+
+say "gc --dry-run names all three and removes nothing"
+"$CXLCR" gc --dry-run --json >"$POOL_DIR/dry.json" || die "gc --dry-run failed"
+python3 - "$POOL_DIR/dry.json" "$workdir" "$stale_ns" <<'PYEOF' || die "gc --dry-run: $(cat "$POOL_DIR/dry.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+names = {(x["kind"], x["name"]) for x in j["would_remove"]}
+want = {("work-directory", sys.argv[2]), ("network-namespace", sys.argv[3])}
+assert want <= names, names
+assert any(k == "image-set" for k, _ in names), names
+assert not any("cx00000000" in n for _, n in names), names
+assert j["foreign_left"] >= 1
+PYEOF
+[ -d "$workdir" ] && [ -e "/run/netns/$stale_ns" ] || die "gc --dry-run removed something"
+[ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 1 ] || die "gc --dry-run freed the image set"
+ok "dry run: $(python3 -c 'import json,sys; print(", ".join("%s %s" % (x["kind"], x["why"]) for x in json.load(open(sys.argv[1]))["would_remove"]))' "$POOL_DIR/dry.json")"
+
+say "gc removes them, and leaves the running service and the other pool's namespace"
+"$CXLCR" gc >"$POOL_DIR/gc.out" || die "gc failed"
+[ ! -e "$workdir" ] || die "the work directory is still there"
+[ ! -e "/run/netns/$stale_ns" ] || die "the stale namespace is still there"
+[ -e "/run/netns/$foreign_ns" ] || die "gc removed a namespace of no service of this pool without --foreign"
+[ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 0 ] || die "the stale image set is still there"
+addr=$(status_field "$NAME" address)
+python3 "$KV" verify --host "$addr" --port $PORT --count 3000 --size 300 --seed 4 --quiet ||
+	die "the service lost values to gc"
+"$CXLCR" migrate "$NAME" --to h0 >/dev/null || die "migrate after gc failed"
+ok "gc: $(tail -n +1 "$POOL_DIR/gc.out" | tr '\n' ' ')"
