@@ -88,7 +88,8 @@ static void usage(FILE *out)
 		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--arena-max SIZE] [--log FILE]\n"
 		"                 [--env NAME=VALUE]... [--json] -- CMD [ARGS...]\n\n"
 		"Starts CMD detached, with its heap in a new arena NAME of the pool\n"
-		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log.\n"
+		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log\n"
+		"(a pod's services: in podN/ there).\n"
 		"A full arena grows in extents up to --arena-max (default: as far as the\n"
 		"pool can give); only then do allocations fall back to glibc.\n"
 		"With --host, it runs on that pod host in its own PID, network and UTS\n"
@@ -291,8 +292,18 @@ int cmd_run(int argc, char **argv)
 	if (!preload || access(preload, R_OK) < 0)
 		return fail(EXIT_FAIL, "cannot find libcxlcr-preload.so (set CXLCR_PRELOAD)");
 	if (!log) {
+		/* A pod's services log in a directory of the pod's own: two pods
+		 * of one machine may run services of the same name. */
+		const struct pod *pod = cli_host ? pod_current(false) : NULL;
+		char dir[64];
 		mkdir(DEFAULT_LOG_DIR, 0755);
-		snprintf(log_buf, sizeof(log_buf), "%s/%s.log", DEFAULT_LOG_DIR, name);
+		if (pod) {
+			snprintf(dir, sizeof(dir), "%s/pod%d", DEFAULT_LOG_DIR, pod->index);
+			mkdir(dir, 0750);
+		} else {
+			snprintf(dir, sizeof(dir), "%s", DEFAULT_LOG_DIR);
+		}
+		snprintf(log_buf, sizeof(log_buf), "%s/%s.log", dir, name);
 		log = log_buf;
 	}
 
