@@ -29,15 +29,8 @@ CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 pod_redis "$NAME" h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 31 --quiet
 
-mappers() { pool_mappers; }
-
 intact() {
-	[ "$(status_field "$NAME" host)" = "$1" ] || die "$2: the service is on $(status_field "$NAME" host), not $1"
-	[ "$(status_field "$NAME" state)" = running ] || die "$2: the service is $(status_field "$NAME" state)"
-	local pid
-	pid=$(status_field "$NAME" pid)
-	grep -q '^State:[[:space:]]*T' "/proc/$pid/status" && die "$2: the service is stopped (frozen)"
-	[ "$(mappers)" = "$pid " ] || die "$2: processes mapping the pool: $(mappers); expected only $pid"
+	running_alone "$NAME" "$1" "$2"
 	python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 31 --quiet ||
 		die "$2: values differ"
 	python3 "$KV" fill --host "$addr" --port $PORT --count 20 --start $COUNT --size 64 --seed 32 --quiet ||

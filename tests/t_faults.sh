@@ -30,15 +30,9 @@ say "cxlcr run --host h0 redis-server"
 pod_redis "$NAME" h0 512M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES --seed 11 --quiet
 
-mappers() { pool_mappers; }
-
 # intact HOST WHAT: the service runs on HOST, alone, and has every value.
 intact() {
-	[ "$(status_field "$NAME" host)" = "$1" ] || die "$2: the service is on $(status_field "$NAME" host), not $1"
-	[ "$(status_field "$NAME" state)" = running ] || die "$2: the service is $(status_field "$NAME" state)"
-	local pid
-	pid=$(status_field "$NAME" pid)
-	[ "$(mappers)" = "$pid " ] || die "$2: processes mapping the pool: $(mappers); expected only $pid"
+	running_alone "$NAME" "$1" "$2"
 	python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --types $TYPES \
 		--seed 11 --quiet || die "$2: values differ"
 	# It takes writes again.

@@ -206,6 +206,19 @@ pool_mappers() {
 	done | sort -n | tr '\n' ' '
 }
 
+# running_alone NAME HOST WHAT: service NAME runs on HOST, not stopped, and
+# is the only process that maps the pool (no second writer); WHAT names the
+# case in the failure.
+running_alone() {
+	local name=$1 host=$2 what=$3 pid
+	[ "$(status_field "$name" host)" = "$host" ] || die "$what: the service is on $(status_field "$name" host), not $host"
+	[ "$(status_field "$name" state)" = running ] || die "$what: the service is $(status_field "$name" state)"
+	pid=$(status_field "$name" pid)
+	grep -q '^State:[[:space:]]*T' "/proc/$pid/status" && die "$what: the service is stopped (frozen)"
+	[ "$(pool_mappers)" = "$pid " ] || die "$what: processes mapping the pool: $(pool_mappers); expected only $pid"
+	return 0
+}
+
 # is_json: stdin parses as JSON.
 is_json() {
 	python3 -c 'import json, sys; json.load(sys.stdin)'
