@@ -17,7 +17,7 @@ KEYS=2000
 PORT=6379
 
 new_pool 8G
-pod_up 2
+CXLCR_WRITE_TRACKING=1 pod_up 2 # off by default: see tracking/tracker.c
 pod_redis cut h0 256M
 [ "$(status_field cut write_tracking)" = True ] || die "write tracking is not on for a new service"
 # Writes the kernel would not track: through a second mapping of the heap's

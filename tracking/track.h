@@ -58,6 +58,9 @@ int cxlcr_track_before_draft(struct cxlcr_pool *pool, uint64_t arena_generation,
 int cxlcr_track_since_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, const char *draft,
 			    struct cxlcr_written *w, const char **why);
 
+/* Is write tracking asked for (CXLCR_WRITE_TRACKING=1)? See tracker.c. */
+bool cxlcr_tracking_enabled(void);
+
 /* Starts the tracker of a running service (tracker.c): a detached process
  * that takes its userfaultfd and keeps its heap registered until it ends. */
 struct cxlcr_region;

@@ -119,8 +119,24 @@ static void run(struct cxlcr_arena_header *h, int pidfd, const char *name)
 	close(uffd);
 }
 
+/*
+ * Off unless CXLCR_WRITE_TRACKING=1 (in the environment of the daemons and
+ * of `cxlcr run`): with trackers on, tests/t_continuity.sh found the image
+ * set of a checkpoint changed in the pool between its publication and its
+ * restore (pages-1.img: checksum mismatch) in about one run in four, and
+ * never in eight runs without them. Until that is understood, snapshots
+ * compare the heap unless tracking is asked for.
+ */
+bool cxlcr_tracking_enabled(void)
+{
+	const char *on = getenv("CXLCR_WRITE_TRACKING");
+	return on && !strcmp(on, "1");
+}
+
 int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
 {
+	if (!cxlcr_tracking_enabled())
+		return 0;
 	int pidfd = (int)syscall(SYS_pidfd_open, arena->owner_pid, 0);
 	if (pidfd < 0)
 		return cxlcr_error("tracker of %s: pid %d: %s", arena->name, (int)arena->owner_pid, strerror(errno));
