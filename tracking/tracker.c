@@ -121,10 +121,10 @@ static void run(struct cxlcr_arena_header *h, int pidfd, const char *name)
 
 /*
  * Off unless CXLCR_WRITE_TRACKING=1 (in the environment of the daemons and
- * of `cxlcr run`): with trackers on, tests/t_continuity.sh found the image
- * set of a checkpoint changed in the pool between its publication and its
- * restore (pages-1.img: checksum mismatch) in about one run in four, and
- * never in eight runs without them. Until that is understood, snapshots
+ * of `cxlcr run`): tests/t_continuity.sh found the image set of a
+ * checkpoint changed in the pool between its publication and its restore
+ * (pages-1.img: checksum mismatch) in 3 of 12 runs with trackers on, none
+ * of 19 without (docs/tracking.md). Until that is understood, snapshots
  * compare the heap unless tracking is asked for.
  */
 bool cxlcr_tracking_enabled(void)
