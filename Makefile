@@ -23,7 +23,7 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
-               tracking/tracker.c tracking/since.c emulation/hostgroup.c \
+               daemon/paths.c tracking/tracker.c tracking/since.c emulation/hostgroup.c \
                control/lease.c control/fence.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
@@ -72,7 +72,7 @@ $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) p
 # The command line and the per-host daemon share all the verb code.
 $(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
-$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(O)/pod/liveness.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
+$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(O)/daemon/config.o $(O)/daemon/dlog.o $(O)/pod/liveness.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
 	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
 
 # A pipelined Memcached load client for the benchmark, and the paced
@@ -150,6 +150,10 @@ $(O)/criu-plugin $(O)/criu:
 install: install-criu-plugin
 install-criu-plugin: $(O)/cxlcr_criu.so
 	install -D -m 0644 $< $(DESTDIR)$(CRIU_PLUGIN_DIR)/cxlcr_criu.so
+
+# The binaries look for the plugin there when it is not next to them
+# (daemon/paths.c).
+$(O)/daemon/paths.o: BASE += -DCXLCR_CRIU_PLUGIN_DIR='"$(CRIU_PLUGIN_DIR)"'
 
 .PHONY: plugin install install-criu-plugin
 
@@ -238,7 +242,25 @@ install-libcxlcr: $(O)/libcxlcr.a $(O)/libcxlcr.so
 	install -D -m 0644 $(O)/libcxlcr.a $(DESTDIR)$(PREFIX)/lib/libcxlcr.a
 	install -D -m 0755 $(O)/libcxlcr.so $(DESTDIR)$(PREFIX)/lib/libcxlcr.so
 
-.PHONY: install-libcxlcr
+# What a machine of a pod runs (docs/running-on-real-machines.md): the
+# command line and the daemon, the preload they give services (found
+# relative to the binaries, daemon/paths.c), cxlcrd's systemd unit, and
+# its configuration file, which an existing one is never replaced by.
+SYSCONFDIR       ?= /etc
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+install: install-machine
+install-machine: $(O)/cxlcr $(O)/cxlcrd $(O)/libcxlcr-preload.so scripts/cxlcrd.service.in scripts/cxlcrd.conf
+	install -D -m 0755 $(O)/cxlcr $(DESTDIR)$(PREFIX)/bin/cxlcr
+	install -D -m 0755 $(O)/cxlcrd $(DESTDIR)$(PREFIX)/bin/cxlcrd
+	install -D -m 0755 $(O)/libcxlcr-preload.so $(DESTDIR)$(PREFIX)/lib/cxlcr/libcxlcr-preload.so
+	mkdir -p $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' scripts/cxlcrd.service.in \
+		> $(DESTDIR)$(SYSTEMD_UNIT_DIR)/cxlcrd.service
+	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/cxlcrd.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/cxlcr/cxlcrd.conf ] || \
+		install -D -m 0644 scripts/cxlcrd.conf $(DESTDIR)$(SYSCONFDIR)/cxlcr/cxlcrd.conf
+
+.PHONY: install-libcxlcr install-machine
 
 # The FaaS demo (demos/faas/): its platform side, a client of the fork API.
 all: $(O)/demos/faas-scale

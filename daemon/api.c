@@ -50,14 +50,18 @@ int api_port_from_env(void)
 	return *end || port < 0 || port > 65535 ? -1 : (int)port;
 }
 
-int api_listen_tcp(const char *host, int port)
+int api_listen_tcp(const char *host, const char *address, int port)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				    .sin_addr.s_addr = htonl(INADDR_ANY) };
 	const struct pod *pod = pod_current(false);
 	int index, end = 0;
-	if (pod && sscanf(host, "h%d%n", &index, &end) == 1 && !host[end] && index >= 0 && index < 240)
+	if (address && *address) {
+		if (inet_pton(AF_INET, address, &addr.sin_addr) != 1)
+			return cxlcr_error("address '%s' is not an IPv4 address", address);
+	} else if (pod && sscanf(host, "h%d%n", &index, &end) == 1 && !host[end] && index >= 0 && index < 240) {
 		addr.sin_addr.s_addr = htonl(pod_host_ip(pod, index));
+	}
 	char ip[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;

@@ -28,9 +28,10 @@ const char *api_socket_path(const char *host, char *buf, size_t len);
  * junk. */
 int api_port_from_env(void);
 
-/* A listening TCP socket at host's own address in the pod (any address of
- * this network namespace if host is not an hN of the pod). */
-int api_listen_tcp(const char *host, int port);
+/* A listening TCP socket at address if given, else at host's own address
+ * in the emulated pod (any address of this network namespace if host is
+ * not an hN of the pod). */
+int api_listen_tcp(const char *host, const char *address, int port);
 
 /* Serves one request on conn (a worker's job): over TCP the token is
  * required, on the Unix socket the peer must be root. Writes one line for

@@ -86,6 +86,11 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 /* The file `rel` next to this program's binary, if it exists there (the
  * build tree, or an installed prefix); NULL otherwise. */
 const char *path_near_exe(const char *rel, char *buf, size_t len);
+/* Where this binary's companions are (daemon/paths.c): the build tree's
+ * next to it, else those `make install` put under its prefix. */
+const char *installed_preload(char *buf, size_t len);     /* NULL: none */
+const char *installed_plugin_dir(void);
+const char *installed_daemon(char *buf, size_t len);
 
 /* Prints "cxlcr: <message>" on stderr and returns code. */
 __attribute__((format(printf, 2, 3)))

@@ -128,12 +128,6 @@ static int make_host_net(const struct pod *pod, int i, const char *host)
 	return 0;
 }
 
-static const char *daemon_binary(char *buf, size_t len)
-{
-	const char *p = path_near_exe("cxlcrd", buf, len);
-	return p ? p : "cxlcrd";
-}
-
 /* Starts hI's daemon inside the host's namespaces, detached. */
 static int start_daemon(const struct pod *pod, const char *host, const char *pool)
 {
@@ -143,7 +137,7 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 	host_netns(pod, host, ns, sizeof(ns));
 	snprintf(ns_path, sizeof(ns_path), "/run/netns/%s", ns);
 	snprintf(log, sizeof(log), "%s/cxlcrd-%s.log", LOG_DIR, ns);
-	daemon_binary(bin, sizeof(bin));
+	installed_daemon(bin, sizeof(bin));
 	mkdir(LOG_DIR, 0755);
 	/* Everything the host runs lives in its cgroup, so that it can fail
 	 * as a whole (emulation/hostgroup.h); without cgroup v2 it cannot. */

@@ -33,16 +33,6 @@
 #define DEFAULT_LOG_DIR    "/var/log/cxlcr"
 #define SERVICE_NAME_MAX   40 /* leaves room for a checkpoint's ".EPOCH" */
 
-static const char *preload_path(char *buf, size_t len)
-{
-	const char *env = getenv("CXLCR_PRELOAD");
-	if (env && *env)
-		return env;
-	/* Next to the cxlcr binary (build tree), or in the installed lib dir. */
-	const char *p = path_near_exe("libcxlcr-preload.so", buf, len);
-	return p ? p : path_near_exe("../lib/cxlcr/libcxlcr-preload.so", buf, len);
-}
-
 /*
  * A forked child sees the arena as the parent changes it (MAP_SHARED), not
  * as it was at fork time. Redis forks for RDB snapshots and AOF rewrites;
@@ -288,7 +278,7 @@ int cmd_run(int argc, char **argv)
 		return fail(EXIT_USAGE, "run: this is host %s, not %s", cli_host, host);
 
 	char preload_buf[PATH_MAX], log_buf[PATH_MAX], pool_abs[PATH_MAX];
-	const char *preload = preload_path(preload_buf, sizeof(preload_buf));
+	const char *preload = installed_preload(preload_buf, sizeof(preload_buf));
 	if (!preload || access(preload, R_OK) < 0)
 		return fail(EXIT_FAIL, "cannot find libcxlcr-preload.so (set CXLCR_PRELOAD)");
 	if (!log) {

@@ -13,19 +13,6 @@
 #include "criu.h"
 #include "exec.h"
 
-/* The directory holding cxlcr_criu.so, and only it (CRIU loads every
- * library in its plugin directory). */
-static const char *plugin_dir(void)
-{
-	static char dir[PATH_MAX];
-	const char *env = getenv("CXLCR_CRIU_PLUGIN_DIR");
-	if (env && *env)
-		return env;
-	if (path_near_exe("criu", dir, sizeof(dir)))
-		return dir;
-	return "/usr/local/lib/cxlcr/criu";
-}
-
 /* CRIU says what went wrong in its log. The cxlcr plugin's reason is the
  * one that matters when it refused; otherwise the first error line (later
  * ones only report the failure spreading). */
@@ -139,7 +126,7 @@ static int dump_service(pid_t pid, const char *dir, const char *leave, const int
 	 * host's (an emulated host's cgroup is the host, emulation/). */
 	char *argv[24] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
 			   (char *)verbosity(), "--tcp-established", "--network-lock", "skip",
-			   "--lib", (char *)plugin_dir(), "--manage-cgroups=ignore" };
+			   "--lib", (char *)installed_plugin_dir(), "--manage-cgroups=ignore" };
 	size_t n = 15;
 	if (leave)
 		argv[n++] = (char *)leave;
@@ -172,7 +159,7 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
 	char *argv[24] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
 			   tcp_close ? "--tcp-close" : "--tcp-established", "--network-lock", "skip",
-			   "--pidfile", pidfile, "--lib", (char *)plugin_dir(), "--manage-cgroups=ignore" };
+			   "--pidfile", pidfile, "--lib", (char *)installed_plugin_dir(), "--manage-cgroups=ignore" };
 	size_t n = 16;
 	add_test_hook(argv, &n);
 	/* CRIU opens a mapped file by the path it had at dump time, unless it

@@ -30,17 +30,19 @@
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/pool_format.h"
 #include "../common/util.h"
 #include "../pod/liveness.h"
 #include "api.h"
 #include "cli.h"
+#include "config.h"
+#include "dlog.h"
 #include "container.h"
 #include "rpc.h"
 #include "workers.h"
 #include "../api/protocol.h"
 
 static volatile sig_atomic_t stopping;
-static int log_fd = STDERR_FILENO; /* the daemon's log, even in a worker */
 
 static void on_term(int sig)
 {
@@ -53,24 +55,19 @@ static void on_child(int sig)
 	(void)sig; /* only wakes the poll: the loop reaps */
 }
 
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void log_line(const char *fmt, ...)
-{
-	char when[32];
-	time_t t = time(NULL);
-	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime(&t));
-	char line[1024];
-	int n = snprintf(line, sizeof(line), "%s cxlcrd[%s]: ", when, cli_host);
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	va_end(ap);
-	dprintf(log_fd, "%s\n", line);
-}
+/* Most lines are news; failures say so with their priority. */
+#define log_line(...) dlog(LOG_INFO, __VA_ARGS__)
+
+/* Started by `cxlcr pod up` ($CXLCR_POD set): an emulated host, whose
+ * daemon lives in the host's network namespace and sends its workers into
+ * the pod's. Otherwise a real machine: everything in its own namespaces. */
+static bool emulated;
 
 /* Workers act in the machine's network namespace (see the top comment). */
 static int enter_pod_network(void)
 {
+	if (!emulated)
+		return 0;
 	const struct pod *pod = pod_current(false);
 	if (!pod)
 		return -1;
@@ -90,16 +87,16 @@ static void serve(int conn)
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	/* rpc_serve() hands stdout and stderr to the client. */
-	log_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	dlog_set_fd(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3));
 	uint64_t t0 = cxlcr_mono_ns();
 	int status;
 	if (enter_pod_network() < 0) {
-		log_line("%s", cxlcr_last_error());
+		dlog(LOG_ERR, "%s", cxlcr_last_error());
 		_exit(EXIT_FAIL);
 	}
 	status = rpc_serve(conn, cli_dispatch);
 	if (status < 0)
-		log_line("request refused: %s", cxlcr_last_error());
+		dlog(LOG_WARNING, "request refused: %s", cxlcr_last_error());
 	else
 		log_line("request done: exit %d in %.1f ms", status, (double)(cxlcr_mono_ns() - t0) / 1e6);
 	_exit(status < 0 ? EXIT_FAIL : status);
@@ -112,7 +109,7 @@ static void serve_api(int conn, bool over_tcp)
 	signal(SIGTERM, SIG_DFL);
 	char summary[1024];
 	if (enter_pod_network() < 0) {
-		log_line("api request: %s", cxlcr_last_error());
+		dlog(LOG_ERR, "api request: %s", cxlcr_last_error());
 		_exit(EXIT_FAIL);
 	}
 	int rc = api_serve(conn, over_tcp, summary, sizeof(summary));
@@ -122,7 +119,7 @@ static void serve_api(int conn, bool over_tcp)
 
 /* The fork API's sockets: HOST.api, and TCP at the host's address unless
  * the port is 0. The pod's token is made here if `pod up` did not. */
-static int listen_api(int port, int *unix_fd, int *tcp_fd, char *path, size_t len)
+static int listen_api(const char *address, int port, int *unix_fd, int *tcp_fd, char *path, size_t len)
 {
 	const struct pod *pod = pod_current(false);
 	*tcp_fd = -1;
@@ -131,7 +128,7 @@ static int listen_api(int port, int *unix_fd, int *tcp_fd, char *path, size_t le
 	*unix_fd = rpc_listen(api_socket_path(cli_host, path, len));
 	if (*unix_fd < 0)
 		return -1;
-	if (port > 0 && (*tcp_fd = api_listen_tcp(cli_host, port)) < 0) {
+	if (port > 0 && (*tcp_fd = api_listen_tcp(cli_host, address, port)) < 0) {
 		close(*unix_fd);
 		unlink(path);
 		return -1;
@@ -150,7 +147,7 @@ static void refuse(int conn, int kind, const char *why)
 			(void)0;
 		free(line);
 	}
-	log_line("connection refused: %s", why);
+	dlog(LOG_WARNING, "connection refused: %s", why);
 	close(conn);
 }
 
@@ -176,49 +173,114 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 			serve_api(conn, kind == 2);
 	}
 	if (pid < 0)
-		log_line("cannot fork a worker: %s", strerror(errno));
+		dlog(LOG_ERR, "cannot fork a worker: %s", strerror(errno));
 	else
 		workers_add(pid, kind, peer);
 	close(conn);
 }
 
-int main(int argc, char **argv)
+static void usage(void)
 {
-	static const struct option opts[] = { { "host", required_argument, 0, 'H' },
-					      { "ready-fd", required_argument, 0, 'r' },
+	printf("usage: cxlcrd [--config FILE] [--host NAME] [--pool PATH] [--address ADDR] [--port PORT]\n"
+	       "              [--ready-fd FD]\n\n"
+	       "The daemon of one pod host: on a machine, run by systemd (cxlcrd.service) with\n"
+	       "--config %s; in the emulated pod, `cxlcr pod up` starts one per host.\n"
+	       "Flags override the file's keys (host, pool, address, port).\n"
+	       "  --host     this host's name in the pod (default: the machine's name)\n"
+	       "  --pool     the pool device or file ($CXLCR_POOL, else %s)\n"
+	       "  --address  the IPv4 address to listen on over TCP (default: the emulated host's,\n"
+	       "             else any)\n"
+	       "  --port     the TCP port (the fork API; $%s, default %d; 0: no TCP)\n",
+	       DAEMON_CONFIG_DEFAULT, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT);
+}
+
+/* The flags, then the file they override: what the daemon runs with. */
+static int configure(int argc, char **argv, struct daemon_config *cfg, int *ready_fd)
+{
+	static const struct option opts[] = { { "config", required_argument, 0, 'c' },
+					      { "host", required_argument, 0, 'H' },
+					      { "pool", required_argument, 0, 'P' },
+					      { "address", required_argument, 0, 'a' },
+					      { "port", required_argument, 0, 'p' },
 					      { "api-port", required_argument, 0, 'p' },
+					      { "ready-fd", required_argument, 0, 'r' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
-	int c, ready_fd = -1, api_port = api_port_from_env();
-	while ((c = getopt_long(argc, argv, "H:r:p:h", opts, NULL)) != -1) {
+	struct daemon_config flags;
+	const char *file = NULL;
+	int c;
+	daemon_config_init(&flags);
+	daemon_config_init(cfg);
+	while ((c = getopt_long(argc, argv, "c:H:P:a:p:r:h", opts, NULL)) != -1) {
+		const char *bad = NULL;
 		switch (c) {
-		case 'H': cli_host = optarg; break;
-		case 'r': ready_fd = atoi(optarg); break;
-		case 'p': {
-			char *end;
-			long port = strtol(optarg, &end, 10);
-			api_port = *end || port < 0 || port > 65535 ? -1 : (int)port;
+		case 'c': file = optarg; break;
+		case 'H': snprintf(flags.host, sizeof(flags.host), "%s", optarg); break;
+		case 'P': snprintf(flags.pool, sizeof(flags.pool), "%s", optarg); break;
+		case 'a':
+			if (!daemon_config_address_ok(optarg))
+				bad = "--address: not an IPv4 address";
+			snprintf(flags.address, sizeof(flags.address), "%s", optarg);
 			break;
-		}
-		case 'h':
-			printf("usage: cxlcrd --host NAME [--ready-fd FD] [--api-port PORT]\n\n"
-			       "The daemon of pod host NAME; `cxlcr pod up` starts one per host.\n"
-			       "The pool is $CXLCR_POOL, or %s.\n"
-			       "The fork API listens on NAME.api and on TCP port PORT of the host's\n"
-			       "address ($%s, default %d; 0: no TCP).\n", CXLCR_POOL_DEFAULT_PATH,
-			       API_PORT_ENV, CXLCR_API_PORT);
-			return 0;
+		case 'p':
+			if ((flags.port = daemon_config_port(optarg)) < 0)
+				bad = "the port must be a number from 0 to 65535";
+			break;
+		case 'r': *ready_fd = atoi(optarg); break;
+		case 'h': usage(); exit(0);
 		default: return EXIT_USAGE;
 		}
+		if (bad) {
+			fprintf(stderr, "cxlcrd: %s\n", bad);
+			return EXIT_USAGE;
+		}
 	}
-	if (!cli_host || !cxlcr_valid_name(cli_host)) {
+	if (optind != argc) {
+		fprintf(stderr, "cxlcrd: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (file && daemon_config_read(file, cfg) < 0) {
+		fprintf(stderr, "cxlcrd: %s\n", cxlcr_last_error());
+		return EXIT_USAGE;
+	}
+	if (flags.host[0])
+		memcpy(cfg->host, flags.host, sizeof(cfg->host));
+	if (flags.pool[0])
+		memcpy(cfg->pool, flags.pool, sizeof(cfg->pool));
+	if (flags.address[0])
+		memcpy(cfg->address, flags.address, sizeof(cfg->address));
+	if (flags.port >= 0)
+		cfg->port = flags.port;
+	if (cfg->port < 0 && (cfg->port = api_port_from_env()) < 0) {
+		fprintf(stderr, "cxlcrd: $%s: the port must be a number from 0 to 65535\n", API_PORT_ENV);
+		return EXIT_USAGE;
+	}
+	if (!cfg->host[0])
+		snprintf(cfg->host, sizeof(cfg->host), "%s", emulated ? "" : cxlcr_host_name());
+	if (!cfg->host[0]) {
 		fprintf(stderr, "cxlcrd: --host NAME is required\n");
 		return EXIT_USAGE;
 	}
-	if (api_port < 0) {
-		fprintf(stderr, "cxlcrd: the API port must be a number from 0 to 65535\n");
+	if (!cxlcr_valid_name(cfg->host) || strlen(cfg->host) >= CXLCR_HOST_MAX) {
+		fprintf(stderr, "cxlcrd: host name '%s' is not valid\n", cfg->host);
 		return EXIT_USAGE;
 	}
+	if (cfg->pool[0])
+		setenv("CXLCR_POOL", cfg->pool, 1);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct daemon_config cfg;
+	int ready_fd = -1;
+	const char *pod_env = getenv("CXLCR_POD");
+	emulated = pod_env && *pod_env;
+	int rc = configure(argc, argv, &cfg, &ready_fd);
+	if (rc)
+		return rc;
+	cli_host = cfg.host;
+	dlog_init(cli_host);
 	/* Services and CRIU inherit the daemon's working directory: CRIU's
 	 * leftovers of a killed dump (proc.crtools) or a service's own files
 	 * (Redis's dump.rdb) must not land in a directory someone shares. */
@@ -233,9 +295,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cxlcrd: cannot change directory to /: %s\n", strerror(errno));
 		return EXIT_FAIL;
 	}
-	char path[128], api_path[128];
-	int s = rpc_listen(host_socket_path(cli_host, path, sizeof(path))), api_unix = -1, api_tcp = -1;
-	if (s >= 0 && listen_api(api_port, &api_unix, &api_tcp, api_path, sizeof(api_path)) < 0) {
+	/* A machine's daemon makes the run directory of its pool (where the
+	 * command line finds its socket); an emulated host's was made by
+	 * `pod up`. */
+	const struct pod *machine_pod = emulated ? NULL : pod_current(true);
+	char path[128], api_path[128] = "";
+	int s = -1, api_unix = -1, api_tcp = -1;
+	if (emulated || machine_pod)
+		s = rpc_listen(host_socket_path(cli_host, path, sizeof(path)));
+	if (s >= 0 && listen_api(cfg.address, cfg.port, &api_unix, &api_tcp, api_path, sizeof(api_path)) < 0) {
 		close(s);
 		unlink(path);
 		s = -1;
@@ -243,7 +311,9 @@ int main(int argc, char **argv)
 	if (s < 0) {
 		if (ready_fd >= 0)
 			dprintf(ready_fd, "error: %s\n", cxlcr_last_error());
-		fprintf(stderr, "cxlcrd: %s\n", cxlcr_last_error());
+		dlog(LOG_ERR, "%s", cxlcr_last_error());
+		if (machine_pod)
+			pod_forget(machine_pod);
 		return EXIT_FAIL;
 	}
 	struct sigaction sa = { .sa_handler = on_term };
@@ -254,8 +324,12 @@ int main(int argc, char **argv)
 	struct sigaction chld = { .sa_handler = on_child };
 	sigaction(SIGCHLD, &chld, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	log_line("listening on %s, pool %s; fork API on %s%s", path, cxlcr_pool_path(), api_path,
-		 api_tcp >= 0 ? " and TCP" : "");
+	char tcp[96] = "";
+	if (api_tcp >= 0)
+		snprintf(tcp, sizeof(tcp), " and tcp %s:%d", cfg.address[0] ? cfg.address : "(host's address)",
+			 cfg.port);
+	log_line("host %s (%s) listening on %s, pool %s; fork API on %s%s", cli_host,
+		 emulated ? "emulated" : "machine", path, cxlcr_pool_path(), api_path, tcp);
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok %d\n", getpid());
 		close(ready_fd);
@@ -271,7 +345,7 @@ int main(int argc, char **argv)
 		workers_reap();
 		uint64_t now = cxlcr_mono_ns();
 		if (now >= next_tick) {
-			liveness_tick(log_line);
+			liveness_tick(dlog);
 			next_tick = cxlcr_mono_ns() + (uint64_t)period * 1000000ull;
 			now = cxlcr_mono_ns();
 		}
@@ -288,6 +362,8 @@ int main(int argc, char **argv)
 	liveness_leave();
 	unlink(path);
 	unlink(api_path);
+	if (machine_pod)
+		pod_forget(machine_pod);
 	log_line("stopped");
 	return 0;
 }

@@ -68,22 +68,6 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 	return true;
 }
 
-const char *path_near_exe(const char *rel, char *buf, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return NULL;
-	exe[n] = 0;
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return NULL;
-	*slash = 0;
-	if ((size_t)snprintf(buf, len, "%s/%s", exe, rel) >= len || access(buf, F_OK) != 0)
-		return NULL;
-	return buf;
-}
-
 static const struct command commands[] = {
 	{ "pool", cmd_pool, "format or inspect the shared pool" },
 	{ "pod", cmd_pod, "start or stop the emulated pod hosts" },
@@ -124,7 +108,14 @@ int cli_dispatch(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[0], "--version")) {
+		char buf[PATH_MAX];
+		const char *p;
 		printf("cxlcr %s (pool format %u)\n", CXLCR_VERSION, CXLCR_POOL_VERSION);
+		/* Which parts this binary would use: the build tree's or an
+		 * installed prefix's (make install). */
+		printf("preload: %s\n", (p = installed_preload(buf, sizeof(buf))) ? p : "(not found)");
+		printf("criu plugin directory: %s\n", installed_plugin_dir());
+		printf("daemon: %s\n", installed_daemon(buf, sizeof(buf)));
 		return EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -7,6 +7,7 @@
  */
 #include <stdbool.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "../common/catalog.h"
 #include "../common/error.h"
@@ -25,7 +26,7 @@ int liveness_period_ms(void)
 	return ms < 1 ? 1 : ms > 60000 ? 60000 : (int)ms;
 }
 
-void liveness_tick(void (*log)(const char *fmt, ...))
+void liveness_tick(void (*log)(int priority, const char *fmt, ...))
 {
 	struct cxlcr_pool pool;
 	if (!watching) {
@@ -36,17 +37,17 @@ void liveness_tick(void (*log)(const char *fmt, ...))
 		return;
 	uint64_t period = (uint64_t)liveness_period_ms() * 1000000ull;
 	if (me.incarnation && cxlcr_heartbeat_beat(&pool, &me) < 0)
-		log("heartbeat: %s; joining again", cxlcr_last_error());
+		log(LOG_WARNING, "heartbeat: %s; joining again", cxlcr_last_error());
 	if (!me.incarnation) {
 		int rc = cxlcr_heartbeat_join(&pool, cxlcr_host_name(), period, &me);
 		if (rc < 0)
-			log("heartbeat: cannot join: %s", cxlcr_last_error());
+			log(LOG_ERR, "heartbeat: cannot join: %s", cxlcr_last_error());
 		else if (rc == 0)
-			log("heartbeat: slot %u, every %llu ms", me.index, (unsigned long long)(period / 1000000));
+			log(LOG_INFO, "heartbeat: slot %u, every %llu ms", me.index, (unsigned long long)(period / 1000000));
 	}
 	struct cxlcr_reap_report r;
 	if (cxlcr_catalog_reap_watched(&pool, &watch, cxlcr_mono_ns(), &r) > 0 || r.snapshots_freed)
-		log("reaped %u borrows of dead holders (%u references), freed %u snapshots", r.borrows_dropped,
+		log(LOG_NOTICE, "reaped %u borrows of dead holders (%u references), freed %u snapshots", r.borrows_dropped,
 		    r.references_dropped, r.snapshots_freed);
 	cxlcr_pool_close(&pool);
 }

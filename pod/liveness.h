@@ -12,7 +12,7 @@
 int liveness_period_ms(void);
 /* Beats, and reaps with what this daemon has watched so far. Quiet when
  * there is no pool or no catalog yet; says in log what changed. */
-void liveness_tick(void (*log)(const char *fmt, ...));
+void liveness_tick(void (*log)(int priority, const char *fmt, ...));
 /* The daemon stops in order: its heartbeat says so. */
 void liveness_leave(void);
 

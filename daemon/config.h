@@ -1,0 +1,39 @@
+/*
+ * cxlcrd's configuration file (/etc/cxlcr/cxlcrd.conf on a machine; the
+ * emulated pod passes everything as flags). Lines `key = value`; `#`
+ * starts a comment; blank lines are ignored. Keys:
+ *
+ *   host     this host's name in the pod (default: the machine's name)
+ *   pool     the pool device or file (default: $CXLCR_POOL, else the
+ *            emulated pool's path)
+ *   address  the IPv4 address the daemon listens on over TCP and that the
+ *            pod's host table gives the other hosts (default: any)
+ *   port     its TCP port (default CXLCR_API_PORT; 0: no TCP)
+ *
+ * Command-line flags override the file.
+ */
+#ifndef CXLCR_DAEMON_CONFIG_H
+#define CXLCR_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+
+#define DAEMON_CONFIG_DEFAULT "/etc/cxlcr/cxlcrd.conf"
+#define DAEMON_CONFIG_VALUE_MAX 256
+
+struct daemon_config {
+	char host[DAEMON_CONFIG_VALUE_MAX];     /* "": not set */
+	char pool[DAEMON_CONFIG_VALUE_MAX];
+	char address[DAEMON_CONFIG_VALUE_MAX];
+	int  port;                              /* -1: not set */
+};
+
+void daemon_config_init(struct daemon_config *c);
+/* Reads path into c (keys it sets replace c's). On a bad line or an
+ * unreadable file: -1 and one line in cxlcr_last_error(), "FILE:LINE: ...". */
+int daemon_config_read(const char *path, struct daemon_config *c);
+/* A TCP port from text: 0..65535, else -1. */
+int daemon_config_port(const char *text);
+/* Whether text is a dotted IPv4 address. */
+bool daemon_config_address_ok(const char *text);
+
+#endif
