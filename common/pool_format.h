@@ -430,6 +430,13 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
  *   data_offset   copies of the heap's non-zero pages, 4 KiB each, in heap
  *                 order; CXLCR_POOL_ALIGN aligned, so that a run of pages can
  *                 be mapped from a devdax device too
+ *   arena_header_offset
+ *                 a copy of the arena header's pages as they were at the
+ *                 freeze, right after the data: a fork child's header is a
+ *                 copy-on-write view of it, not of its parent's live (and
+ *                 mortal) arena, so the child neither sees the parent's
+ *                 later stats, requests and wake-ups nor loses its header
+ *                 when the parent's region is freed or reused
  *
  * Leaf i describes the heap page at heap_address + i * 4 KiB:
  *
@@ -459,10 +466,13 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
  * another host sees a whole snapshot or none.
  */
 #define CXLCR_SNAPSHOT_MAGIC        0x5350414e53434c58ULL /* "XLCSNAPS" */
-#define CXLCR_SNAPSHOT_VERSION      2u
+#define CXLCR_SNAPSHOT_VERSION      3u
 #define CXLCR_SNAPSHOT_COMPLETE     0x454e4f4450414e53ULL /* "SNAPDONE" */
 #define CXLCR_SNAPSHOT_PAGE_SIZE    4096u
 #define CXLCR_SNAPSHOT_TABLE_OFFSET 4096u
+#define CXLCR_SNAPSHOT_ARENA_HEADER_SIZE \
+	((sizeof(struct cxlcr_arena_header) + CXLCR_SNAPSHOT_PAGE_SIZE - 1) / CXLCR_SNAPSHOT_PAGE_SIZE * \
+	 CXLCR_SNAPSHOT_PAGE_SIZE)
 
 enum cxlcr_page_tier {
 	CXLCR_TIER_ZERO = 0,     /* never stored: reads as zero */
@@ -503,6 +513,8 @@ struct cxlcr_snapshot_header {
 	char     source_host[CXLCR_HOST_MAX];
 	uint64_t run_offset;         /* table_offset + table_size */
 	uint64_t run_count;          /* entries of the run table */
+	uint64_t arena_header_offset; /* data_offset + data_size: the arena header at the freeze */
+	uint64_t arena_header_size;  /* CXLCR_SNAPSHOT_ARENA_HEADER_SIZE */
 	uint32_t table_crc;          /* CRC-32C of the leaf table */
 	uint32_t run_crc;            /* CRC-32C of the run table */
 	uint32_t checksum;           /* CRC-32C of everything above */
@@ -514,7 +526,7 @@ struct cxlcr_snapshot_header {
 	uint32_t draft_tracked;      /* 1: the heap's written pages were re-armed right before the copy */
 	uint32_t draft_runs;         /* runs of its leaf table */
 	uint64_t draft_nonzero;      /* pages it stored */
-	uint8_t  pad[512 - 408];
+	uint8_t  pad[512 - 424];
 };
 
 /* One entry of the run table: pages [first_page, first_page + pages) of

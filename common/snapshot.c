@@ -295,6 +295,7 @@ struct layout {
 	uint64_t table_offset, table_size;
 	uint64_t run_offset, run_count;
 	uint64_t data_offset, data_size;
+	uint64_t arena_header_offset;
 	uint64_t region_size;
 };
 
@@ -306,7 +307,8 @@ static void plan_layout(uint64_t pages, uint64_t nonzero, uint64_t runs, struct 
 	l->run_count = runs;
 	l->data_offset = round_up(l->run_offset + runs * RUN_SIZE, CXLCR_POOL_ALIGN);
 	l->data_size = nonzero * PAGE;
-	l->region_size = round_up(l->data_offset + l->data_size, CXLCR_POOL_ALIGN);
+	l->arena_header_offset = l->data_offset + l->data_size;
+	l->region_size = round_up(l->arena_header_offset + CXLCR_SNAPSHOT_ARENA_HEADER_SIZE, CXLCR_POOL_ALIGN);
 }
 
 /*
@@ -357,13 +359,18 @@ static uint32_t header_checksum(const struct cxlcr_snapshot_header *h)
 	return cxlcr_crc32c(0, h, offsetof(struct cxlcr_snapshot_header, checksum));
 }
 
-/* Writes the leaf table, its runs and the header, each written back
- * before the next step, and the completion marker last: from then on it
- * is a snapshot. */
+/* Writes the arena header's copy, the leaf table, its runs and the
+ * header, each written back before the next step, and the completion
+ * marker last: from then on it is a snapshot. It runs in the freeze (the
+ * header copy is what a fork child's header starts as, so it must be of
+ * the same instant as the heap). */
 static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 			    const struct cxlcr_region *snap_region, uint8_t *snap,
 			    const struct layout *l, const struct page_map *m, const uint64_t *table)
 {
+	cxlcr_refresh(src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
+	copy_to_pool(snap + l->arena_header_offset, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
+	cxlcr_fence();
 	if (table != (const void *)(snap + l->table_offset))
 		memcpy(snap + l->table_offset, table, l->table_size);
 	struct cxlcr_snapshot_run *runs = (void *)(snap + l->run_offset);
@@ -394,6 +401,8 @@ static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 	h->table_size = l->table_size;
 	h->run_offset = l->run_offset;
 	h->run_count = l->run_count;
+	h->arena_header_offset = l->arena_header_offset;
+	h->arena_header_size = CXLCR_SNAPSHOT_ARENA_HEADER_SIZE;
 	h->data_offset = l->data_offset;
 	h->data_size = l->data_size;
 	h->created_ns = cxlcr_now_ns();
@@ -539,9 +548,13 @@ static int check_header(const struct cxlcr_pool *pool, const struct cxlcr_snapsh
 	    h->data_offset % CXLCR_POOL_ALIGN || h->data_offset < h->run_offset + h->run_count * RUN_SIZE ||
 	    h->data_size != h->pages_cxl * PAGE)
 		return cxlcr_error("snapshot '%s' is corrupt (inconsistent layout)", name);
-	if (h->data_offset > size || h->data_size > size - h->data_offset)
+	if (h->arena_header_offset != h->data_offset + h->data_size ||
+	    h->arena_header_size != CXLCR_SNAPSHOT_ARENA_HEADER_SIZE)
+		return cxlcr_error("snapshot '%s' is corrupt (inconsistent layout of its arena header copy)", name);
+	if (h->data_offset > size || h->data_size > size - h->data_offset ||
+	    h->arena_header_size > size - h->arena_header_offset)
 		return cxlcr_error("snapshot '%s' is truncated: it needs %llu bytes, its region holds %llu",
-				   name, (unsigned long long)(h->data_offset + h->data_size),
+				   name, (unsigned long long)(h->arena_header_offset + h->arena_header_size),
 				   (unsigned long long)size);
 	return 0;
 }

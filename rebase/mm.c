@@ -5,7 +5,8 @@
  * pool: [arena header | heap]. CRIU dumped it as a shared file mapping
  * without pages. The child gets, at the same addresses:
  *
- *   arena header         a MAP_PRIVATE view of the pool at the same offset
+ *   arena header         a MAP_PRIVATE view of the snapshot's copy of the
+ *                        header (its first pages), then zero pages
  *   a run of CXL pages   a MAP_PRIVATE view of the pool at the run's offset
  *                        in the snapshot (its copies are packed in heap
  *                        order, so consecutive pages are one mapping)
@@ -101,6 +102,32 @@ static void emit_zero(struct vma_out *o, const VmaEntry *orig, uint64_t start, u
 }
 
 /*
+ * The part of [start, end) that maps the arena header area, which starts
+ * at header offset at: the pages of the header become views of the
+ * snapshot's copy of them (taken in the same freeze as the heap, and kept
+ * alive by the child's borrow of the snapshot), the rest of the area
+ * reads as zero. Never a view of the parent's arena region: that is live
+ * (the child would see its parent's later stats and requests, and be woken
+ * by its futexes) and is freed and reused once the parent stops. Returns
+ * where the heap part starts.
+ */
+static uint64_t emit_header_part(struct vma_out *o, const VmaEntry *orig, uint64_t start, uint64_t end,
+				 uint64_t at, const struct cxlcr_snapshot *snap)
+{
+	uint64_t stop = start + (CXLCR_ARENA_HEAP_OFFSET - at) < end ? start + (CXLCR_ARENA_HEAP_OFFSET - at) : end;
+	uint64_t copied = snap->header.arena_header_size;
+	if (at < copied) {
+		uint64_t to = start + (copied - at) < stop ? start + (copied - at) : stop;
+		emit_pool_view(o, orig, start, to,
+			       snap->region.offset + snap->header.arena_header_offset + at);
+		start = to;
+	}
+	if (start < stop)
+		emit_zero(o, orig, start, stop);
+	return stop;
+}
+
+/*
  * [start, end) of a pool VMA that record rec describes: the arena header
  * part becomes a view of the arena, the heap part (all of an extent's
  * record) one mapping per run of the snapshot's run table. Heap pages are
@@ -112,14 +139,8 @@ static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct
 			   struct cxlcr_rebase_stats *stats, const char *img)
 {
 	uint64_t dev = rec->map_pgoff + (start - rec->map_address);
-	if (rec->region_kind == CXLCR_KIND_ARENA) {
-		uint64_t heap_dev = rec->region_offset + CXLCR_ARENA_HEAP_OFFSET;
-		if (dev < heap_dev) {
-			uint64_t stop = start + (heap_dev - dev) < end ? start + (heap_dev - dev) : end;
-			emit_pool_view(o, orig, start, stop, dev);
-			start = stop;
-		}
-	}
+	if (rec->region_kind == CXLCR_KIND_ARENA && dev < rec->region_offset + CXLCR_ARENA_HEAP_OFFSET)
+		start = emit_header_part(o, orig, start, end, dev - rec->region_offset, snap);
 	if (start >= end)
 		return 0;
 	uint64_t heap_address = snap->header.heap_address;

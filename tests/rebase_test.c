@@ -39,6 +39,8 @@
 #define MAP_ADDR     (HEAP_ADDR - CXLCR_ARENA_HEAP_OFFSET)
 #define SNAP_OFF     (64 * MiB)
 #define DATA_OFF     (SNAP_OFF + 2 * MiB)
+#define HDR_COPY_OFF (DATA_OFF + 6 * PAGE)  /* the snapshot's copy of the arena header */
+#define HDR_COPY     ((uint64_t)CXLCR_SNAPSHOT_ARENA_HEADER_SIZE)
 #define POOL_FILE_ID 7u
 #define POOL_PATH    "/dev/shm/cxlcr-x/pool"
 #define EXE_ADDR     0x400000ull
@@ -102,6 +104,8 @@ static void make_snapshot(struct cxlcr_snapshot *s, const struct knobs *k)
 	h->heap_size = HEAP_PAGES * PAGE;
 	h->page_size = PAGE;
 	h->page_count = HEAP_PAGES;
+	h->arena_header_offset = HDR_COPY_OFF - SNAP_OFF;
+	h->arena_header_size = HDR_COPY;
 	s->leaves = leaves;
 	index_runs(s);
 }
@@ -407,7 +411,7 @@ static void test_good(void)
 	struct cxlcr_rebase_stats st;
 	CHECK(cxlcr_rebase_fork(src, dst, &spec, &st) == 0, " %s", cxlcr_last_error());
 	CHECK_EQ(st.vmas_in, 3);
-	CHECK_EQ(st.vmas_out, 9);
+	CHECK_EQ(st.vmas_out, 10);
 	CHECK_EQ(st.runs_cxl, 3);
 	CHECK_EQ(st.runs_zero, 2);
 	CHECK_EQ(st.files_rewritten, 5);   /* mm, record, netdev, ifaddr, route */
@@ -422,7 +426,7 @@ static void test_good(void)
 	CHECK(image_load(dd, "mm-1.img", CRIU_MM_MAGIC, &f) == 1);
 	CHECK(image_next(&f, &mm_entry__descriptor, &m) == 1);
 	const MmEntry *mm = (const MmEntry *)m;
-	CHECK_EQ(mm->n_vmas, 9);
+	CHECK_EQ(mm->n_vmas, 10);
 	uint32_t file_priv = CRIU_VMA_AREA_REGULAR | CRIU_VMA_FILE_PRIVATE;
 	uint32_t anon_priv = CRIU_VMA_AREA_REGULAR | CRIU_VMA_ANON_PRIVATE;
 	CHECK_EQ(mm->vmas[0]->start, EXE_ADDR);
@@ -431,18 +435,21 @@ static void test_good(void)
 	CHECK_EQ(mm->vmas[1]->pgoff, ARENA_OFF - 2 * PAGE);
 	CHECK_EQ(mm->vmas[1]->status, CRIU_VMA_AREA_REGULAR | CRIU_VMA_FILE_SHARED);
 	CHECK_EQ(mm->vmas[1]->flags, MAP_SHARED);
-	expect_vma(mm->vmas[2], MAP_ADDR, HEAP_ADDR, ARENA_OFF, file_priv, false);
-	expect_vma(mm->vmas[3], HEAP_ADDR, HEAP_ADDR + 3 * PAGE, DATA_OFF, file_priv, false);
-	expect_vma(mm->vmas[4], HEAP_ADDR + 3 * PAGE, HEAP_ADDR + 5 * PAGE, 0, anon_priv, true);
-	expect_vma(mm->vmas[5], HEAP_ADDR + 5 * PAGE, HEAP_ADDR + 6 * PAGE, DATA_OFF + 3 * PAGE, file_priv, false);
-	expect_vma(mm->vmas[6], HEAP_ADDR + 6 * PAGE, HEAP_ADDR + 7 * PAGE, DATA_OFF + 5 * PAGE, file_priv, false);
-	expect_vma(mm->vmas[7], HEAP_ADDR + 7 * PAGE, HEAP_ADDR + HEAP_PAGES * PAGE, 0, anon_priv, true);
-	CHECK_EQ(mm->vmas[8]->start, STACK_ADDR);
+	/* the header: a view of the snapshot's copy of it (never of the
+	 * parent's live arena region), then zero up to the heap */
+	expect_vma(mm->vmas[2], MAP_ADDR, MAP_ADDR + HDR_COPY, HDR_COPY_OFF, file_priv, false);
+	expect_vma(mm->vmas[3], MAP_ADDR + HDR_COPY, HEAP_ADDR, 0, anon_priv, true);
+	expect_vma(mm->vmas[4], HEAP_ADDR, HEAP_ADDR + 3 * PAGE, DATA_OFF, file_priv, false);
+	expect_vma(mm->vmas[5], HEAP_ADDR + 3 * PAGE, HEAP_ADDR + 5 * PAGE, 0, anon_priv, true);
+	expect_vma(mm->vmas[6], HEAP_ADDR + 5 * PAGE, HEAP_ADDR + 6 * PAGE, DATA_OFF + 3 * PAGE, file_priv, false);
+	expect_vma(mm->vmas[7], HEAP_ADDR + 6 * PAGE, HEAP_ADDR + 7 * PAGE, DATA_OFF + 5 * PAGE, file_priv, false);
+	expect_vma(mm->vmas[8], HEAP_ADDR + 7 * PAGE, HEAP_ADDR + HEAP_PAGES * PAGE, 0, anon_priv, true);
+	CHECK_EQ(mm->vmas[9]->start, STACK_ADDR);
 	CHECK_EQ(mm->exe_file_id, 1);
 	CHECK(image_next(&f, &mm_entry__descriptor, &m) == 0 || (protobuf_c_message_free_unpacked(m, NULL), 0));
 	protobuf_c_message_free_unpacked((ProtobufCMessage *)mm, NULL);
 	image_free(&f);
-	SAY("  VMAs: header view, 3 CXL runs (pgoff of the copies), 2 zero runs");
+	SAY("  VMAs: view of the snapshot's header copy, zero to the heap, 3 CXL runs (pgoff of the copies), 2 zero runs");
 
 	struct cxlcr_arena_record *recs;
 	CHECK(cxlcr_arena_records_read(dd, "cxlcr-arena-1.img", &recs) == 1, " %s", cxlcr_last_error());

@@ -222,8 +222,14 @@ static void test_snapshot_contents(struct cxlcr_pool *pool)
 	CHECK_EQ(h->pages_cold, 0);
 	CHECK(memcmp(h->pool_uuid, pool->sb->uuid, 16) == 0);
 	CHECK(h->data_offset % CXLCR_POOL_ALIGN == 0);
-	CHECK_EQ(s.region.size, (h->data_offset + h->data_size + CXLCR_POOL_ALIGN - 1) / CXLCR_POOL_ALIGN *
-				   CXLCR_POOL_ALIGN);
+	CHECK_EQ(h->arena_header_offset, h->data_offset + h->data_size);
+	CHECK_EQ(h->arena_header_size, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
+	CHECK_EQ(s.region.size, (h->arena_header_offset + h->arena_header_size + CXLCR_POOL_ALIGN - 1) /
+				   CXLCR_POOL_ALIGN * CXLCR_POOL_ALIGN);
+	SAY("it holds a copy of the arena header as it was (a fork child's header is a view of it)");
+	static uint8_t header_then[CXLCR_SNAPSHOT_ARENA_HEADER_SIZE];
+	memcpy(header_then, a.base, sizeof(header_then));
+	CHECK(!memcmp(s.base + h->arena_header_offset, header_then, sizeof(header_then)));
 
 	SAY("every copied page equals its source, at the pool offset its leaf gives");
 	check_snapshot_pages(&s, seed, pool->fd);
@@ -234,6 +240,10 @@ static void test_snapshot_contents(struct cxlcr_pool *pool)
 	memset(a.heap, 0x77, PAGE);                         /* a zero page becomes data */
 	memset(a.heap + (a.pages - 1) * PAGE, 0, PAGE);     /* and some data becomes zero */
 	check_snapshot_pages(&s, seed, pool->fd);
+	struct cxlcr_arena_header *live = (void *)a.base;   /* nor its header copy */
+	memset(live->command, 'x', sizeof(live->command) - 1);
+	live->shed_request++;
+	CHECK(!memcmp(s.base + h->arena_header_offset, header_then, sizeof(header_then)));
 	cxlcr_snapshot_close(&s);
 
 	SAY("page_offset and read_page refuse a page beyond the heap");
