@@ -266,6 +266,11 @@ struct cxlcr_arena_header {
 		uint64_t size;
 		uint64_t heap_offset; /* where it starts in the heap */
 	} extents[CXLCR_ARENA_EXTENTS_MAX];
+	/* The service's tracker process (tracking/tracker.c), written by the
+	 * verb that started it while that verb holds the service: whoever
+	 * frees the arena ends it first, as it maps this header. 0: none. */
+	int32_t  tracker_pid;
+	uint32_t reserved0;
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");

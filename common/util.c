@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -133,4 +134,25 @@ bool cxlcr_process_start(int32_t pid, uint64_t *start)
 	}
 	*start = strtoull(p, NULL, 10);
 	return true;
+}
+
+bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long start, end;
+		unsigned long long off, inode;
+		unsigned int maj, min;
+		if (sscanf(line, "%lx-%lx %*s %llx %x:%x %llu", &start, &end, &off, &maj, &min, &inode) != 6 ||
+		    inode != ino || makedev(maj, min) != dev)
+			continue;
+		found = hi == 0 || (off < hi && off + (end - start) > lo);
+	}
+	fclose(f);
+	return found;
 }

@@ -24,6 +24,10 @@ bool cxlcr_valid_name(const char *name);
 /* Whether pid runs (a zombie has ended), and its start time in clock
  * ticks since boot, which tells a reused pid from the one recorded. */
 bool cxlcr_process_start(int32_t pid, uint64_t *start);
+/* Whether pid maps any of bytes [lo, hi) of the file (dev, ino): hi 0 means
+ * any part of it. /proc/PID/maps names a mapping's device and inode,
+ * whatever path it was opened by. */
+bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 if unknown. */
 uint64_t cxlcr_pid_namespace(void);
 

@@ -123,6 +123,10 @@ int service_find(struct cxlcr_pool *pool, const char *name, struct service *s);
 void service_print_json(struct json *j, const struct service *s);
 /* Sends sig to a local service; 0 or -1 with errno. */
 int service_signal(const struct service *s, int sig);
+/* Frees the memory of a service whose process has ended: its tracker is
+ * ended first (it maps the arena's header), then the arena and its
+ * extents, or a child's region. */
+int service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r);
 /* Asks the service to drop its page tables over its heap (preload/shed.c)
  * and waits for it, at most timeout_ms: CRIU walks them in the freeze. */
 void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms);

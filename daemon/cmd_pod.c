@@ -314,7 +314,7 @@ static void stop_host_services(const char *host)
 			continue;
 		service_signal(&s, SIGKILL);
 		pid_wait_exit(r.owner_pid, STOP_WAIT_MS);
-		cxlcr_service_free(&pool, &r);
+		service_free(&pool, &r);
 	}
 	cxlcr_pool_close(&pool);
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/error.h"
@@ -65,8 +66,7 @@ static void print_pool(const struct cxlcr_pool *pool, bool json, const char *ver
 /*
  * How many processes of this host map the pool at path: a pool formatted
  * under a running service is no longer that service's heap, but it would go
- * on running on it. /proc/PID/maps names a mapping's device and inode,
- * whatever path it was opened by. (Other hosts of a pod are not seen here.)
+ * on running on it. (Other hosts of a pod are not seen here.)
  */
 static int mapped_by_processes(const char *path)
 {
@@ -81,21 +81,7 @@ static int mapped_by_processes(const char *path)
 	while ((e = readdir(proc))) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		char maps[64], line[512];
-		snprintf(maps, sizeof(maps), "/proc/%.20s/maps", e->d_name);
-		FILE *f = fopen(maps, "re");
-		if (!f)
-			continue;
-		bool found = false;
-		while (!found && fgets(line, sizeof(line), f)) {
-			unsigned int maj, min;
-			unsigned long long ino;
-			if (sscanf(line, "%*x-%*x %*s %*x %x:%x %llu", &maj, &min, &ino) == 3)
-				found = ino == (unsigned long long)st.st_ino && maj == major(st.st_dev) &&
-					min == minor(st.st_dev);
-		}
-		fclose(f);
-		count += found;
+		count += cxlcr_pid_maps_file(atoi(e->d_name), st.st_dev, st.st_ino, 0, 0);
 	}
 	closedir(proc);
 	return count;

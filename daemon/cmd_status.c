@@ -131,7 +131,7 @@ int cmd_status(int argc, char **argv)
  * recorded for its pid: the reaper ends it now that the pid is gone. */
 static int free_arena(struct cxlcr_pool *pool, struct service *s)
 {
-	if (cxlcr_service_free(pool, &s->region) < 0)
+	if (service_free(pool, &s->region) < 0)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	/* Its checkpoints go with it: a new service of the same name starts
 	 * its epochs again, and would find their names taken (issue 13

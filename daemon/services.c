@@ -18,8 +18,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/arena.h"
 #include "../common/persist.h"
 #include "../common/util.h"
+#include "../tracking/track.h"
 #include "cli.h"
 #include "container.h"
 #include "image_store.h"
@@ -56,24 +58,10 @@ int pid_wait_exit(int pid, int timeout_ms)
  * that was reused by another process does not. */
 static bool maps_service(int pid, const struct service *s)
 {
-	char path[64], line[512];
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		unsigned long long off, ino;
-		unsigned int maj, min;
-		if (sscanf(line, "%lx-%lx %*s %llx %x:%x %llu", &lo, &hi, &off, &maj, &min, &ino) != 6 ||
-		    ino != s->pool_ino || makedev(maj, min) != s->pool_dev)
-			continue;
-		found = s->region.kind != CXLCR_KIND_ARENA ||
-			(off >= s->region.offset && off < s->region.offset + s->region.size);
-	}
-	fclose(f);
-	return found;
+	if (s->region.kind != CXLCR_KIND_ARENA)
+		return cxlcr_pid_maps_file(pid, s->pool_dev, s->pool_ino, 0, 0);
+	return cxlcr_pid_maps_file(pid, s->pool_dev, s->pool_ino, s->region.offset,
+				   s->region.offset + s->region.size);
 }
 
 /*
@@ -334,4 +322,11 @@ bool service_verb_here(int argc, char **argv, const char *usage, const char *hos
 		return false;
 	}
 	return true;
+}
+
+int service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	if (r->kind == CXLCR_KIND_ARENA && cxlcr_tracker_end(pool, r) < 0)
+		return -1;
+	return cxlcr_service_free(pool, r);
 }

@@ -65,5 +65,8 @@ bool cxlcr_tracking_enabled(void);
  * that takes its userfaultfd and keeps its heap registered until it ends. */
 struct cxlcr_region;
 int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *arena);
+/* Ends the arena's tracker, if it has one, and waits until it has: before
+ * the arena is freed, as the tracker maps its header. */
+int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena);
 
 #endif
