@@ -99,17 +99,15 @@ static uint32_t header_checksum(const struct cxlcr_catalog_header *h)
 /* The catalog region: found, or (with create) made. 1 if there is none. */
 static int find_or_make_region(struct cxlcr_pool *pool, bool create, struct cxlcr_region *r)
 {
-	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION);
+	bool found = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION, r);
 	if (!found && !create)
 		return 1;
 	if (!found && cxlcr_region_alloc(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION,
 					 CXLCR_CATALOG_SIZE, r) == 0)
 		return 0;
 	if (!found) /* another process may have made it meanwhile */
-		found = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION);
-	if (!found)
-		return -1;
-	return cxlcr_region_get(pool, found->generation, r);
+		found = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION, r);
+	return found ? 0 : -1;
 }
 
 /* A new catalog region reads as zero. Its header is written once, under

@@ -500,6 +500,25 @@ static bool swap_state(struct cxlcr_region *r, uint32_t expected, uint32_t desir
 	return done;
 }
 
+/* A rewrite of entry r's fields, by the lock's holder, goes between these
+ * two: seq odd while it lasts, the next even value after (written as a
+ * value, not a bump, so that a holder resuming after a take-over, which
+ * made seq even already, leaves it even). Readers: stable_copy(). */
+static uint32_t begin_change(struct cxlcr_region *r)
+{
+	uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_SEQ_CST) & ~1u;
+	__atomic_store_n(&r->seq, seq + 1, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&r->seq, sizeof(r->seq));
+	return seq;
+}
+
+static void end_change(struct cxlcr_region *r, uint32_t seq)
+{
+	cxlcr_publish(r, sizeof(*r));
+	__atomic_store_n(&r->seq, seq + 2, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&r->seq, sizeof(r->seq));
+}
+
 static int lost_lock(struct cxlcr_pool *pool)
 {
 	return cxlcr_error("pool %s: pool lock was taken over while this process held it", pool->path);
@@ -544,6 +563,13 @@ static void fence_out_staging(struct cxlcr_pool *pool)
 		struct cxlcr_region *r = &pool->table[i];
 		if (__atomic_load_n(&r->state, __ATOMIC_SEQ_CST) == CXLCR_REGION_STAGING)
 			swap_state(r, CXLCR_REGION_STAGING, CXLCR_REGION_ABANDONED);
+		/* A rewrite it left half done stays as it is, but readers
+		 * stop waiting for it to end (stable_copy()). */
+		uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_SEQ_CST);
+		if (seq & 1) {
+			__atomic_store_n(&r->seq, seq + 1, __ATOMIC_SEQ_CST);
+			cxlcr_publish(&r->seq, sizeof(r->seq));
+		}
 	}
 }
 
@@ -630,16 +656,36 @@ static int finish(struct cxlcr_pool *pool, int rc)
 	return rc;
 }
 
-struct cxlcr_region *cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind, const char *name)
+/* The live entry of this kind and name, for the lock's holder. */
+static struct cxlcr_region *find_live(struct cxlcr_pool *pool, uint32_t kind, const char *name)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region *r = &pool->table[i];
-		cxlcr_refresh(r, sizeof(*r));
-		if (r->state == CXLCR_REGION_LIVE && r->kind == kind &&
-		    !strncmp(r->name, name, CXLCR_NAME_MAX))
+		if (r->state == CXLCR_REGION_LIVE && r->kind == kind && !strncmp(r->name, name, CXLCR_NAME_MAX))
 			return r;
 	}
 	return NULL;
+}
+
+static void stable_copy(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct cxlcr_region *copy);
+
+bool cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind, const char *name, struct cxlcr_region *copy)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i], c;
+		cxlcr_refresh(r, sizeof(*r));
+		/* A glance first (most entries are not it), then a stable
+		 * copy, which is what is judged and handed out. */
+		if (r->state != CXLCR_REGION_LIVE || r->kind != kind || strncmp(r->name, name, CXLCR_NAME_MAX))
+			continue;
+		stable_copy(pool, r, &c);
+		if (c.state == CXLCR_REGION_LIVE && c.kind == kind && !strncmp(c.name, name, CXLCR_NAME_MAX)) {
+			if (copy)
+				*copy = c;
+			return true;
+		}
+	}
+	return false;
 }
 
 static struct cxlcr_region *find_generation(struct cxlcr_pool *pool, uint64_t generation)
@@ -768,7 +814,7 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 	int rc = -1;
 	struct cxlcr_region *slot = NULL;
 	uint64_t offset;
-	if (cxlcr_region_find(pool, kind, name)) {
+	if (find_live(pool, kind, name)) {
 		cxlcr_error("pool %s: a region named '%s' already exists", pool->path, name);
 		goto out;
 	}
@@ -782,14 +828,15 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 		cxlcr_error("pool %s: region table full (%u regions)", pool->path, CXLCR_REGION_MAX);
 		goto out;
 	}
-	memset((char *)slot + sizeof(slot->state), 0, sizeof(*slot) - sizeof(slot->state));
+	uint32_t seq = begin_change(slot);
+	memset((char *)slot + sizeof(slot->state), 0, offsetof(struct cxlcr_region, seq) - sizeof(slot->state));
 	slot->kind = kind;
 	slot->generation = __atomic_add_fetch(&pool->sb->generation, 1, __ATOMIC_SEQ_CST);
 	slot->offset = offset;
 	slot->size = size;
 	cxlcr_copy_field(slot->name, sizeof(slot->name), name);
 	slot->created_ns = cxlcr_now_ns();
-	cxlcr_publish(slot, sizeof(*slot));
+	end_change(slot, seq);
 	cxlcr_publish(&pool->sb->generation, sizeof(pool->sb->generation));
 	/* The space is ours to clear only if the lock still was when the
 	 * entry that takes it became visible: a holder that took the lock over
@@ -850,12 +897,14 @@ int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t
 	struct cxlcr_region *r = find_generation(pool, generation);
 	int rc = !r ? region_gone(pool, generation) : still_held(pool);
 	if (rc == 0) {
+		uint32_t seq = begin_change(r);
 		r->owner_pid = pid;
 		r->owner_epoch++;
+		hook(pool, "change");
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
 		if (command)
 			cxlcr_copy_field(r->command, sizeof(r->command), command);
-		cxlcr_publish(r, sizeof(*r));
+		end_change(r, seq);
 	}
 	return finish(pool, rc);
 }
@@ -873,12 +922,13 @@ int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid
 		cxlcr_error("arena '%s' belongs to pid %d on host %.*s", r->name, r->owner_pid,
 			    (int)CXLCR_HOST_MAX, r->owner_host);
 	} else if (still_held(pool) == 0) {
+		uint32_t seq = begin_change(r);
 		r->owner_pid = pid;
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
 		if (command && !r->command[0])
 			cxlcr_copy_field(r->command, sizeof(r->command), command);
-		cxlcr_publish(r, sizeof(*r));
+		end_change(r, seq);
 		if (copy)
 			*copy = *r;
 		rc = 0;
@@ -906,9 +956,10 @@ int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32
 		if (!taken) {
 			if (still_held(pool) < 0)
 				goto out;
+			uint32_t seq = begin_change(r);
 			r->service_ip = net;
 			cxlcr_copy_field(r->veth, sizeof(r->veth), veth);
-			cxlcr_publish(r, sizeof(*r));
+			end_change(r, seq);
 			*ip = cand;
 			rc = 0;
 			goto out;
@@ -926,8 +977,9 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
 	struct cxlcr_region *r = find_generation(pool, generation);
 	int rc = !r ? region_gone(pool, generation) : still_held(pool);
 	if (rc == 0) {
+		uint32_t seq = begin_change(r);
 		cxlcr_copy_field(r->veth, sizeof(r->veth), veth);
-		cxlcr_publish(r, sizeof(*r));
+		end_change(r, seq);
 	}
 	return finish(pool, rc);
 }
@@ -975,22 +1027,43 @@ void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t a
 	return m;
 }
 
-/* Copies a region entry that another host may be rewriting: read it until
- * two reads agree. Writers change entries only under the lock, a few words
- * at a time, so this settles at once unless an owner change is under way. */
-static void stable_copy(const struct cxlcr_region *r, struct cxlcr_region *copy)
+/*
+ * Copies a region entry that another process, of this host or another, may
+ * be rewriting: between two reads of its seq that are the same even value
+ * (see struct cxlcr_region). A rewrite lasts a few stores, so this settles
+ * at once; a seq that stays odd belongs to a holder stalled in the middle
+ * of one, and the copy is then taken under the pool lock, which is taken
+ * over from such a holder after its lease (and the seq made even). The
+ * lock's holder itself copies directly: nobody else rewrites entries.
+ */
+static void stable_copy(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct cxlcr_region *copy)
 {
-	struct cxlcr_region again;
-	for (int tries = 0; tries < 1000; tries++) {
+	for (int tries = 0; !pool->lock_word; tries++) {
 		cxlcr_refresh(r, sizeof(*r));
-		memcpy(copy, r, sizeof(*copy));
-		cxlcr_fence();
-		cxlcr_refresh(r, sizeof(*r));
-		memcpy(&again, r, sizeof(again));
-		if (!memcmp(copy, &again, sizeof(again)))
+		uint32_t before = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+		if (!(before & 1)) {
+			memcpy(copy, r, sizeof(*copy));
+			cxlcr_fence();
+			cxlcr_refresh(&r->seq, sizeof(r->seq));
+			if (__atomic_load_n(&r->seq, __ATOMIC_ACQUIRE) == before)
+				return;
+		}
+		if (tries == 1000) {
+			bool locked = cxlcr_pool_lock(pool) == 0;
+			cxlcr_refresh(r, sizeof(*r));
+			memcpy(copy, r, sizeof(*copy));
+			if (locked)
+				cxlcr_pool_unlock(pool);
 			return;
+		}
 		sched_yield();
 	}
+	memcpy(copy, r, sizeof(*copy));
+}
+
+void cxlcr_region_slot(struct cxlcr_pool *pool, uint32_t i, struct cxlcr_region *copy)
+{
+	stable_copy(pool, &pool->table[i], copy);
 }
 
 int cxlcr_region_lookup(struct cxlcr_pool *pool, uint64_t offset, uint64_t len,
@@ -998,7 +1071,7 @@ int cxlcr_region_lookup(struct cxlcr_pool *pool, uint64_t offset, uint64_t len,
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region c;
-		stable_copy(&pool->table[i], &c);
+		stable_copy(pool, &pool->table[i], &c);
 		if (c.state == CXLCR_REGION_LIVE && offset >= c.offset && len <= c.size &&
 		    offset - c.offset <= c.size - len) {
 			*copy = c;
@@ -1013,7 +1086,7 @@ int cxlcr_region_get(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region c;
-		stable_copy(&pool->table[i], &c);
+		stable_copy(pool, &pool->table[i], &c);
 		if (c.state == CXLCR_REGION_LIVE && c.generation == generation) {
 			*copy = c;
 			return 0;
@@ -1038,10 +1111,11 @@ int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint6
 			    (int)CXLCR_NAME_MAX, r->name, (unsigned long long)expected_epoch,
 			    (unsigned long long)r->owner_epoch);
 	} else if (still_held(pool) == 0) {
+		uint32_t seq = begin_change(r);
 		r->owner_pid = pid;
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
-		cxlcr_publish(r, sizeof(*r));
+		end_change(r, seq);
 		*now = *r;
 		rc = 0;
 	}

@@ -77,10 +77,15 @@ int cxlcr_pool_unlock(struct cxlcr_pool *pool);
  * errno is ENOENT if a part of it does not exist. */
 int cxlcr_check_trusted_dir(const char *dir);
 
-/* The live region of this kind and name, or NULL. Call with the lock held
- * when the answer must stay true. */
-struct cxlcr_region *cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind,
-				       const char *name);
+/* Whether a live region of this kind and name exists; if so, and copy is
+ * not NULL, a stable copy of its entry (see stable_copy() in pool.c): the
+ * table itself may be rewritten, and the slot reused by another region,
+ * at any time. Call with the lock held when the answer must stay true. */
+bool cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind, const char *name,
+		       struct cxlcr_region *copy);
+
+/* A stable copy of entry i of the region table, whatever its state. */
+void cxlcr_region_slot(struct cxlcr_pool *pool, uint32_t i, struct cxlcr_region *copy);
 
 /* Allocates a region of at least size bytes (rounded up to CXLCR_POOL_ALIGN)
  * under the pool lock; it reads as zero. Fails if a live region of that kind and name exists.

@@ -119,8 +119,12 @@ static inline int cxlcr_kind_is_service(uint32_t kind)
 }
 
 /* One entry of the region table. Entries are written only under the pool
- * lock; a reader that wants a consistent view takes the lock too, or checks
- * that generation did not change around its read. */
+ * lock (but for state's compare-and-swaps), each rewrite of its fields
+ * between two bumps of seq: to odd before, to even after. A reader without
+ * the lock copies the entry between two reads of seq that are the same
+ * even value (cxlcr_region_find() and _get() do; see stable_copy() in
+ * pool.c), so it never gets half of one region and half of the next that
+ * reuses the slot, nor half of an owner change. */
 struct cxlcr_region {
 	uint32_t state;          /* enum cxlcr_region_state */
 	uint32_t kind;           /* enum cxlcr_region_kind */
@@ -136,7 +140,7 @@ struct cxlcr_region {
 	char     command[CXLCR_COMMAND_MAX]; /* what runs in it, for `cxlcr ps` */
 	char     veth[16];       /* arenas in a pod: the service's link on the pod bridge */
 	uint32_t service_ip;     /* arenas in a pod: its IPv4 address (network order) */
-	uint32_t reserved1;
+	uint32_t seq;            /* odd while the entry is being rewritten (see below) */
 };
 
 /*

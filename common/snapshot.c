@@ -829,12 +829,10 @@ static int refresh_page(const uint8_t *p, uint64_t leaf, uint8_t *snap, uint64_t
 static struct cxlcr_snapshot_header *map_draft_header(struct cxlcr_pool *pool, const char *name)
 {
 	struct cxlcr_region r;
-	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name);
-	if (!found) {
+	if (!cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &r)) {
 		cxlcr_error("no draft snapshot '%s'", name);
 		return NULL;
 	}
-	r = *found;
 	struct cxlcr_snapshot_header *h = cxlcr_pool_map(pool, r.offset, sizeof(*h), 0, 0);
 	if (h && (h->magic != 0 || h->complete == CXLCR_SNAPSHOT_COMPLETE)) {
 		munmap(h, sizeof(*h));
@@ -893,10 +891,9 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out)
 {
 	uint64_t start = cxlcr_mono_ns();
-	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name);
-	if (!found)
+	struct cxlcr_region snap_region;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &snap_region))
 		return cxlcr_error("no draft snapshot '%s'", name);
-	struct cxlcr_region snap_region = *found;
 	struct source src;
 	if (open_source(pool, arena_generation, &src) < 0)
 		return -1;

@@ -20,15 +20,10 @@
 static int map_table(struct cxlcr_pool *pool, struct verb_lease *l)
 {
 	struct cxlcr_region r;
-	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION);
-	if (!found && cxlcr_region_alloc(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, CXLCR_LEASES_SIZE, &r) < 0) {
-		found = cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION);
-		if (!found)
-			return cxlcr_error("cannot make the lease table in pool %s: %s", pool->path,
-					   cxlcr_last_error());
-	}
-	if (found && cxlcr_region_get(pool, found->generation, &r) < 0)
-		return -1;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &r) &&
+	    cxlcr_region_alloc(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, CXLCR_LEASES_SIZE, &r) < 0 &&
+	    !cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &r))
+		return cxlcr_error("cannot make the lease table in pool %s: %s", pool->path, cxlcr_last_error());
 	l->table_len = CXLCR_LEASES_SIZE;
 	l->table = cxlcr_pool_map(pool, r.offset, l->table_len, 0, 0);
 	if (!l->table)
@@ -224,11 +219,11 @@ const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len)
 void verb_lease_describe(struct cxlcr_pool *pool, const struct cxlcr_region *service, char *buf, size_t len)
 {
 	buf[0] = 0;
-	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION);
+	struct cxlcr_region found;
 	int slot = slot_of(pool, service->generation);
-	if (!found || slot < 0)
+	if (!cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &found) || slot < 0)
 		return;
-	struct cxlcr_verb_lease *t = cxlcr_pool_map(pool, found->offset, CXLCR_LEASES_SIZE, 0, 0);
+	struct cxlcr_verb_lease *t = cxlcr_pool_map(pool, found.offset, CXLCR_LEASES_SIZE, 0, 0);
 	if (!t)
 		return;
 	struct cxlcr_verb_lease e = t[slot];

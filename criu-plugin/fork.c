@@ -65,9 +65,9 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 	struct cxlcr_snapshot_info info;
 	int rc = 1;
 	const char *untracked = "no draft";
-	struct cxlcr_region *draft = cxlcr_region_find(&pool, CXLCR_KIND_SNAPSHOT, name);
-	if (draft) {
-		uint64_t generation = draft->generation;
+	struct cxlcr_region draft;
+	if (cxlcr_region_find(&pool, CXLCR_KIND_SNAPSHOT, name, &draft)) {
+		uint64_t generation = draft.generation;
 		struct cxlcr_written written = { 0 };
 		int t = cxlcr_track_since_draft(&pool, arena, pid, name, &written, &untracked);
 		if (t < 0)

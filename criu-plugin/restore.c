@@ -60,11 +60,11 @@ int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_recor
 				   cxlcr_uuid_str(pool->sb->uuid, have));
 	struct cxlcr_region r;
 	if (cxlcr_region_get(pool, rec->region_generation, &r) < 0) {
-		struct cxlcr_region *now = cxlcr_region_find(pool, rec->region_kind, name);
-		if (now)
+		struct cxlcr_region now;
+		if (cxlcr_region_find(pool, rec->region_kind, name, &now))
 			return cxlcr_error("checkpoint is stale: arena %s was freed and made again "
 					   "(generation %" PRIu64 ", now %" PRIu64 ")",
-					   name, rec->region_generation, now->generation);
+					   name, rec->region_generation, now.generation);
 		return cxlcr_error("arena %s: its region is gone from pool %s (generation %" PRIu64 ")",
 				   name, pool->path, rec->region_generation);
 	}

@@ -116,7 +116,7 @@ static int service_exists(const char *name, char *err, size_t len)
 		snprintf(err, len, "%s", cxlcr_last_error());
 		return -1;
 	}
-	bool found = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name) != NULL;
+	bool found = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name, NULL);
 	if (!found)
 		snprintf(err, len, "no service named '%s' in pool %.300s", name, pool.path);
 	cxlcr_pool_close(&pool);
@@ -164,8 +164,8 @@ static int release_child(const char *name, char *err, size_t len)
 		snprintf(err, len, "%s", cxlcr_last_error());
 		return -1;
 	}
-	bool child = cxlcr_region_find(&pool, CXLCR_KIND_CHILD, name) != NULL;
-	bool service = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name) != NULL;
+	bool child = cxlcr_region_find(&pool, CXLCR_KIND_CHILD, name, NULL);
+	bool service = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name, NULL);
 	cxlcr_pool_close(&pool);
 	if (!child) {
 		snprintf(err, len, service ? "'%s' is a service, not a child: only children can be released"

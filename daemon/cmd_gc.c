@@ -61,13 +61,11 @@ static void report(struct gc *g, const char *kind, const char *what, const char 
 /* Is a verb working on the service of this name now? */
 static bool busy(struct gc *g, const char *service)
 {
-	struct cxlcr_region *r = cxlcr_region_find(g->pool, CXLCR_KIND_ARENA, service);
-	if (!r)
-		r = cxlcr_region_find(g->pool, CXLCR_KIND_CHILD, service);
-	if (!r)
+	struct cxlcr_region copy;
+	if (!cxlcr_region_find(g->pool, CXLCR_KIND_ARENA, service, &copy) &&
+	    !cxlcr_region_find(g->pool, CXLCR_KIND_CHILD, service, &copy))
 		return false;
 	char holder[256];
-	struct cxlcr_region copy = *r;
 	verb_lease_describe(g->pool, &copy, holder, sizeof(holder));
 	return holder[0] != 0;
 }
@@ -133,19 +131,19 @@ static void work_dirs(struct gc *g)
 }
 
 /* The live arena of this pool whose link names start like link (the same
- * pool and region: "cxHHHHHHHH."), or NULL. */
-static const struct cxlcr_region *arena_of_link(struct gc *g, const char *link)
+ * pool and region: "cxHHHHHHHH."), copied into r; false if none. */
+static bool arena_of_link(struct gc *g, const char *link, struct cxlcr_region *r)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
-		const struct cxlcr_region *r = &g->pool->table[i];
+		cxlcr_region_slot(g->pool, i, r);
 		if (r->state != CXLCR_REGION_LIVE || r->kind != CXLCR_KIND_ARENA)
 			continue;
 		char mine[16];
 		container_link_name(g->pool->sb->uuid, r->generation, 0, mine);
 		if (!strncmp(mine, link, 11))
-			return r;
+			return true;
 	}
-	return NULL;
+	return false;
 }
 
 static void namespaces(struct gc *g)
@@ -158,14 +156,14 @@ static void namespaces(struct gc *g)
 		if (strncmp(e->d_name, NETNS_PREFIX "cx", strlen(NETNS_PREFIX) + 2))
 			continue;
 		const char *link = e->d_name + strlen(NETNS_PREFIX);
-		const struct cxlcr_region *r = arena_of_link(g, link);
-		if (!r) {
+		struct cxlcr_region r;
+		if (!arena_of_link(g, link, &r)) {
 			if (!g->foreign) {
 				g->foreign_left++;
 				continue;
 			}
 			report(g, "network-namespace", e->d_name, "of no service of this pool");
-		} else if (busy(g, r->name)) {
+		} else if (busy(g, r.name)) {
 			continue;
 		} else {
 			report(g, "network-namespace", e->d_name, "no verb works on its service");
@@ -192,7 +190,7 @@ static const char *image_set_stale(struct gc *g, const struct cxlcr_region *r, c
 		return "never completed";
 	const char *dot = strrchr(r->name, '.');
 	if (dot && dot[1] == 's')
-		return cxlcr_region_find(g->pool, CXLCR_KIND_SNAPSHOT, r->name) ? NULL : "its fork snapshot is gone";
+		return cxlcr_region_find(g->pool, CXLCR_KIND_SNAPSHOT, r->name, NULL) ? NULL : "its fork snapshot is gone";
 	struct cxlcr_region arena;
 	if (cxlcr_region_get(g->pool, meta.arena_generation, &arena) < 0)
 		return "its service is gone";

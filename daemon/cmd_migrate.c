@@ -94,17 +94,16 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	criu_read_dump_stats(dir, &parts->criu); /* only figures: zeros if absent */
 	struct cxlcr_image_set meta;
 	image_set_describe(pool, &s->region, s->region.name, &meta);
-	struct cxlcr_region *r;
 	if (verb_lease_check(l, "publishing the checkpoint") < 0 ||
 	    image_store_publish(pool, dir, &meta, image_bytes) < 0)
 		return -1;
 	parts->publish_ms = (double)(cxlcr_mono_ns() - t1) / 1e6;
 	/* Only the newest checkpoint of a service is worth keeping. */
-	r = NULL;
 	char name[CXLCR_NAME_MAX + 24];
 	snprintf(name, sizeof(name), "%s.%llu", s->region.name, (unsigned long long)meta.arena_epoch);
-	r = cxlcr_region_find(pool, CXLCR_KIND_IMAGES, name);
-	image_store_reclaim(pool, s->region.name, r ? r->generation : 0);
+	struct cxlcr_region r;
+	image_store_reclaim(pool, s->region.name,
+			    cxlcr_region_find(pool, CXLCR_KIND_IMAGES, name, &r) ? r.generation : 0);
 	image_work_dir_remove(dir);
 	return 0;
 }
@@ -213,8 +212,8 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 	struct cxlcr_image_set meta;
 	if (image_store_find(pool, name, &images, &meta) < 0)
 		return -1;
-	struct cxlcr_region *arena = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
-	if (!arena || arena->generation != meta.arena_generation)
+	struct cxlcr_region arena;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena) || arena.generation != meta.arena_generation)
 		return cxlcr_error("the arena of checkpoint %s is gone", images.name);
 	/* One restore of a checkpoint at a time: a racing one stops here,
 	 * before it has anything to clean up. */
@@ -338,10 +337,10 @@ int cmd_restore(int argc, char **argv)
 	/* One verb at a time on the service (or this one under the lease
 	 * of the migrate that asked). */
 	struct verb_lease l = { 0 };
-	struct cxlcr_region *arena = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, a.name);
-	if (arena) {
+	struct cxlcr_region arena;
+	if (cxlcr_region_find(&pool, CXLCR_KIND_ARENA, a.name, &arena)) {
 		struct service s;
-		service_load(&pool, arena, &s);
+		service_load(&pool, &arena, &s);
 		if ((rc = verb_begin(&pool, &s, "restore", a.lease, &l))) {
 			cxlcr_pool_close(&pool);
 			return rc;

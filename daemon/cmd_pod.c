@@ -304,7 +304,8 @@ static void stop_host_services(const char *host)
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
 		return;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
-		struct cxlcr_region r = pool.table[i];
+		struct cxlcr_region r;
+		cxlcr_region_slot(&pool, i, &r);
 		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind) ||
 		    strncmp(r.owner_host, host, CXLCR_HOST_MAX) || r.owner_pid <= 1)
 			continue;

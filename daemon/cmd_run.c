@@ -303,10 +303,10 @@ int cmd_run(int argc, char **argv)
 		return rc;
 	if (!realpath(pool.path, pool_abs))
 		cxlcr_copy_field(pool_abs, sizeof(pool_abs), pool.path);
-	struct cxlcr_region *old = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name);
-	if (old) {
+	struct cxlcr_region old;
+	if (cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name, &old)) {
 		struct service s;
-		service_load(&pool, old, &s);
+		service_load(&pool, &old, &s);
 		cxlcr_pool_close(&pool);
 		if (s.running)
 			return fail(EXIT_FAIL, "service '%s' is already running (pid %d)", name,
@@ -361,9 +361,9 @@ int cmd_run(int argc, char **argv)
 		/* Whatever started must not run on without its arena. */
 		if (pid > 0)
 			kill(pid, SIGKILL);
-		struct cxlcr_region *r = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name);
-		if (r && r->owner_pid > 1 && pid_alive(r->owner_pid))
-			kill(r->owner_pid, SIGKILL);
+		struct cxlcr_region r;
+		if (cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name, &r) && r.owner_pid > 1 && pid_alive(r.owner_pid))
+			kill(r.owner_pid, SIGKILL);
 		cxlcr_region_free(&pool, region.generation);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "%s did not start: %s (log: %s)", name, msg, log);

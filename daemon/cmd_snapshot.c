@@ -124,9 +124,9 @@ static void retire_previous(struct cxlcr_pool *pool, const char *service)
 /* Undoes a snapshot that did not make it into the catalog. */
 static void drop_snapshot(struct cxlcr_pool *pool, const char *name)
 {
-	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name);
-	if (r)
-		cxlcr_region_free(pool, r->generation);
+	struct cxlcr_region r;
+	if (cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &r))
+		cxlcr_region_free(pool, r.generation);
 	image_store_reclaim(pool, name, 0);
 }
 

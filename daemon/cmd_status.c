@@ -37,7 +37,8 @@ int cmd_ps(int argc, char **argv)
 		       "ARENA", "USED", "FALLBACKS", "COMMAND");
 	}
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
-		struct cxlcr_region r = pool.table[i];
+		struct cxlcr_region r;
+		cxlcr_region_slot(&pool, i, &r);
 		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind))
 			continue;
 		struct service s;

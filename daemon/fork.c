@@ -65,11 +65,11 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 {
 	for (int n = 1; n <= CHILD_NUMBER_MAX; n++) {
 		snprintf(job->name, sizeof(job->name), "%.*s.%d", (int)CXLCR_NAME_MAX - 8, parent, n);
-		if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name) ||
-		    cxlcr_region_find(pool, CXLCR_KIND_ARENA, job->name))
+		if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name, NULL) ||
+		    cxlcr_region_find(pool, CXLCR_KIND_ARENA, job->name, NULL))
 			continue;
 		if (cxlcr_region_alloc(pool, CXLCR_KIND_CHILD, job->name, CXLCR_POOL_ALIGN, &job->region) < 0) {
-			if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name))
+			if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name, NULL))
 				continue; /* another fork took this number meanwhile */
 			return -1;
 		}
@@ -409,14 +409,15 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 		snprintf(rep->error, sizeof(rep->error), "%s", cxlcr_last_error());
 		return -1;
 	}
-	struct cxlcr_region *parent = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, req->service);
+	struct cxlcr_region parent;
 	char owner[CXLCR_HOST_MAX] = "";
-	if (parent)
-		cxlcr_copy_field(owner, sizeof(owner), parent->owner_host);
+	bool found = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, req->service, &parent);
+	if (found)
+		cxlcr_copy_field(owner, sizeof(owner), parent.owner_host);
 	struct cxlcr_catalog_info have;
 	bool need_snapshot = req->fresh || cxlcr_catalog_find(&pool, req->service, &have) < 0;
 	cxlcr_pool_close(&pool);
-	if (!parent) {
+	if (!found) {
 		snprintf(rep->error, sizeof(rep->error), "no service named '%s'", req->service);
 		return -1;
 	}
@@ -483,11 +484,11 @@ int fork_service(const struct fork_request *req, struct fork_reply *rep)
 		snprintf(rep->error, sizeof(rep->error), "%s", cxlcr_last_error());
 		return -1;
 	}
-	struct cxlcr_region *parent = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, req->service);
+	struct cxlcr_region parent;
 	struct verb_lease l = { 0 };
-	if (parent) {
+	if (cxlcr_region_find(&pool, CXLCR_KIND_ARENA, req->service, &parent)) {
 		struct service s;
-		service_load(&pool, parent, &s);
+		service_load(&pool, &parent, &s);
 		cxlcr_error("service '%s' is gone", req->service);
 		if (verb_begin(&pool, &s, "fork", NULL, &l) != 0) {
 			snprintf(rep->error, sizeof(rep->error), "%s", cxlcr_last_error());

@@ -184,7 +184,8 @@ int image_store_find(struct cxlcr_pool *pool, const char *service, struct cxlcr_
 	bool found = false, any = false;
 	char why[CXLCR_ERROR_MAX] = "";
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
-		struct cxlcr_region r = pool->table[i];
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
 		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_IMAGES ||
 		    !names_service(r.name, service))
 			continue;
@@ -288,7 +289,8 @@ void image_store_release(struct cxlcr_pool *pool, const struct cxlcr_region *reg
 void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t keep_generation)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
-		struct cxlcr_region r = pool->table[i];
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
 		if (r.state == CXLCR_REGION_LIVE && r.kind == CXLCR_KIND_IMAGES &&
 		    r.generation != keep_generation && names_service(r.name, service))
 			cxlcr_region_free(pool, r.generation);

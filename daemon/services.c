@@ -199,14 +199,12 @@ int service_find(struct cxlcr_pool *pool, const char *name, struct service *s)
 	int rc = open_pool_or_fail(pool);
 	if (rc)
 		return rc;
-	struct cxlcr_region *r = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
-	if (!r)
-		r = cxlcr_region_find(pool, CXLCR_KIND_CHILD, name);
-	if (!r) {
+	struct cxlcr_region r;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &r) && !cxlcr_region_find(pool, CXLCR_KIND_CHILD, name, &r)) {
 		cxlcr_pool_close(pool);
 		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);
 	}
-	service_load(pool, r, s);
+	service_load(pool, &r, s);
 	return 0;
 }
 

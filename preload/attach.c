@@ -157,8 +157,7 @@ pid_t preload_outer_pid(void)
  * process its owner. */
 static int find_or_create(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *r)
 {
-	struct cxlcr_region *found = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
-	if (!found) {
+	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, r)) {
 		uint64_t size = DEFAULT_ARENA_SIZE;
 		const char *s = getenv("CXLCR_ARENA_SIZE");
 		if (s && *s && cxlcr_parse_size(s, &size) < 0)
@@ -169,11 +168,9 @@ static int find_or_create(struct cxlcr_pool *pool, const char *name, struct cxlc
 		if (cxlcr_region_alloc(pool, CXLCR_KIND_ARENA, name, size + CXLCR_ARENA_HEAP_OFFSET, r) == 0)
 			goto claim;
 		/* Someone else may have created it meanwhile. */
-		found = cxlcr_region_find(pool, CXLCR_KIND_ARENA, name);
-		if (!found)
+		if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, r))
 			return -1;
 	}
-	*r = *found;
 	/* A service that exec'd owned the arena before (CXLCR_ARENA_OWNER, in
 	 * its environment across the exec, is its pid): it keeps it as its
 	 * entry says, which in a pod names the pod host, not the service's

@@ -169,6 +169,15 @@ static void test_refused(void)
 	cxlcr_pool_close(&pool);
 }
 
+/* The table slot of the region with this generation (-1: none). */
+static int slot_of(struct cxlcr_pool *pool, uint64_t generation)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		if (pool->table[i].state != CXLCR_REGION_FREE && pool->table[i].generation == generation)
+			return (int)i;
+	return -1;
+}
+
 static void test_regions(void)
 {
 	struct cxlcr_pool pool;
@@ -183,10 +192,10 @@ static void test_regions(void)
 	CHECK_ERROR(cxlcr_pool_format(path, POOL_SIZE, false, NULL), "holds regions");
 	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
 	CHECK(memcmp(pool.sb->uuid, uuid, sizeof(uuid)) == 0, "refused format changed the pool");
-	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "busy") != NULL, "refused format lost the region");
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "busy", NULL), "refused format lost the region");
 	cxlcr_pool_close(&pool);
 	CHECK(cxlcr_pool_format(path, POOL_SIZE, true, &pool) == 0, "forced: %s", cxlcr_last_error());
-	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "busy") == NULL, "forced format kept the region");
+	CHECK(!cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "busy", NULL), "forced format kept the region");
 	CHECK(memcmp(pool.sb->uuid, uuid, sizeof(uuid)) != 0);
 
 	SAY("region_alloc: size rounded up to 2 MiB, aligned offset in the data area");
@@ -198,8 +207,9 @@ static void test_regions(void)
 	CHECK(r.generation > 0);
 	CHECK(!strcmp(r.name, "a"));
 	CHECK_EQ(r.owner_pid, 0);
-	struct cxlcr_region *found = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "a");
-	CHECK(found && found->generation == r.generation && found->offset == r.offset);
+	struct cxlcr_region found;
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "a", &found) && found.generation == r.generation &&
+	      found.offset == r.offset);
 
 	SAY("a duplicate region name fails; an invalid name fails");
 	CHECK_ERROR(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "a", 2 * MiB, &r2), "already exists");
@@ -214,8 +224,22 @@ static void test_regions(void)
 		CHECK(m[i] == 0, "new region has %#x at byte %zu", m[i], i);
 	memset(m, 0xab, r2.size);
 	CHECK(cxlcr_region_free(&pool, r2.generation) == 0, "%s", cxlcr_last_error());
-	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "z") == NULL);
+	CHECK(!cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "z", NULL));
 	CHECK_ERROR(cxlcr_region_free(&pool, r2.generation), "is gone");
+
+	SAY("what find hands out is a copy: it stays the region found when that is freed and its table slot"
+	    " reused by another (callers copied from a pointer into the table before)");
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "x", 8 * MiB, &r2) == 0, "%s", cxlcr_last_error());
+	int x_slot = slot_of(&pool, r2.generation);
+	struct cxlcr_region x;
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "x", &x) && x.generation == r2.generation);
+	CHECK(cxlcr_region_free(&pool, r2.generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_SNAPSHOT, "y", 4 * MiB, &r2) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(slot_of(&pool, r2.generation), x_slot);
+	CHECK(!strcmp(x.name, "x") && x.kind == CXLCR_KIND_ARENA && x.size == 8 * MiB && x.generation != r2.generation,
+	      "the copy of x became %s", x.name);
+	CHECK(!cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "y", NULL) && !cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "x", NULL));
+	CHECK(cxlcr_region_free(&pool, r2.generation) == 0, "%s", cxlcr_last_error());
 	/* A process that still had the region mapped writes on after the free:
 	 * the next allocation of that space must clear it, not rely on the
 	 * free having done so. */
@@ -291,7 +315,7 @@ static void test_dead_holder(void)
 	      (double)waited / 1e9);
 	CHECK(waited < 3 * CXLCR_POOL_LOCK_LEASE_NS);
 	CHECK_EQ(pool.sb->lock.owner, 0);
-	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "after-death") != NULL);
+	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "after-death", NULL));
 	cxlcr_pool_close(&pool);
 }
 
@@ -444,9 +468,10 @@ static void stall_here(struct cxlcr_pool *pool, const char *point)
 /* The stalling holder: 'a' allocates "stale" and stalls right before it
  * publishes it, 'o' rewrites the owner of region generation and stalls
  * right before its commit check, 'u' stalls before it lets go of the lock,
- * 'f' frees region generation and stalls once it has let go of the lock.
+ * 'f' frees region generation and stalls once it has let go of the lock,
+ * 'h' stalls in the middle of rewriting the owner (past its commit check).
  * Once resumed, 'a', 'o' and 'u' must fail, saying the lock was taken
- * over; 'f' must succeed. */
+ * over; 'f' and 'h' must succeed ('h' had committed). */
 static int stalling_holder(char op, const char *point, uint64_t generation, int fd)
 {
 	struct cxlcr_pool pool;
@@ -457,7 +482,8 @@ static int stalling_holder(char op, const char *point, uint64_t generation, int 
 	int rc;
 	switch (op) {
 	case 'a': rc = cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "stale", 64 * MiB, NULL); break;
-	case 'o': rc = cxlcr_region_set_owner(&pool, generation, 4242, "stale-host", "stale"); break;
+	case 'o':
+	case 'h': rc = cxlcr_region_set_owner(&pool, generation, 4242, "stale-host", "stale"); break;
 	case 'f': rc = cxlcr_region_free(&pool, generation); break;
 	default:
 		rc = cxlcr_pool_lock(&pool);
@@ -466,7 +492,7 @@ static int stalling_holder(char op, const char *point, uint64_t generation, int 
 		break;
 	}
 	CHECK(stall_point == NULL, "holder: never reached %s", point);
-	if (op == 'f') {
+	if (op == 'f' || op == 'h') {
 		CHECK(rc == 0, "holder: %s", cxlcr_last_error());
 	} else {
 		CHECK(rc < 0, "the stalled holder's '%c' succeeded after its lock was taken over", op);
@@ -542,7 +568,7 @@ static void test_stalled_holder(void)
 	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "fresh", 64 * MiB, &a) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(pool.sb->lock.takeovers, 1);
 	resume(pid, "alloc");
-	CHECK(cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "stale") == NULL, "the stalled holder's region is live");
+	CHECK(!cxlcr_region_find(&pool, CXLCR_KIND_ARENA, "stale", NULL), "the stalled holder's region is live");
 	check_table(&pool);
 	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after", 64 * MiB, &b) == 0, "%s", cxlcr_last_error());
 	check_table(&pool);
@@ -557,13 +583,27 @@ static void test_stalled_holder(void)
 	CHECK(!strcmp(b.owner_host, "new-holder"), "owner host %s", b.owner_host);
 	CHECK_EQ(pool.sb->lock.takeovers, 2);
 
+	SAY("a holder stopped in the middle of rewriting an entry: a reader without the lock does not copy"
+	    " the half-written entry while the rewrite may still go on; it copies once it took the lock over");
+	uint64_t takeovers = pool.sb->lock.takeovers;
+	pid = start_stalled('h', "change", a.generation);
+	CHECK(cxlcr_region_get(&pool, a.generation, &b) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(pool.sb->lock.takeovers, takeovers + 1);
+	CHECK(b.seq % 2 == 0 && pool.table[slot_of(&pool, a.generation)].seq % 2 == 0, "seq left odd: %u", b.seq);
+	resume(pid, "half rewrite");
+	CHECK(cxlcr_region_get(&pool, a.generation, &b) == 0 && b.seq % 2 == 0, "seq %u", b.seq);
+	CHECK(!strcmp(b.owner_host, "stale-host") && b.owner_pid == 4242, "%d on %s", b.owner_pid, b.owner_host);
+	CHECK(cxlcr_region_set_owner(&pool, a.generation, 1234, "new-holder", "fresh") == 0, "%s",
+	      cxlcr_last_error());
+	takeovers = pool.sb->lock.takeovers;
+
 	SAY("a holder stopped before letting go: its release fails and says so");
 	pid = start_stalled('u', "unlocking", 0);
 	CHECK(cxlcr_pool_lock(&pool) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_pool_unlock(&pool) == 0, "%s", cxlcr_last_error());
 	resume(pid, "unlock");
 	CHECK_EQ(pool.sb->lock.owner, 0);
-	CHECK_EQ(pool.sb->lock.takeovers, 3);
+	CHECK_EQ(pool.sb->lock.takeovers, takeovers + 1);
 	check_table(&pool);
 
 	SAY("a free gives the memory back without the lock: stopped there, its space stays taken, "
@@ -575,7 +615,7 @@ static void test_stalled_holder(void)
 	CHECK(b.offset + b.size <= a.offset || b.offset >= a.offset + a.size,
 	      "allocated %llu+%llu inside the region being freed (%llu+%llu)", (unsigned long long)b.offset,
 	      (unsigned long long)b.size, (unsigned long long)a.offset, (unsigned long long)a.size);
-	CHECK_EQ(pool.sb->lock.takeovers, 3);
+	CHECK_EQ(pool.sb->lock.takeovers, takeovers + 1);
 	resume(pid, "free");
 	check_table(&pool);
 	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "reuse", 64 * MiB, &b) == 0, "%s", cxlcr_last_error());

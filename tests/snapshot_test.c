@@ -433,9 +433,9 @@ static void test_draft_and_finish(struct cxlcr_pool *pool)
 	make_arena(pool, "dsrc", TEST_HEAP, true, &a);
 	fill_heap(&a, seed, &nonzero, &holes);
 	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "dsnap", &info) == 0, "%s", cxlcr_last_error());
-	struct cxlcr_region *draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap");
-	CHECK(draft, "the draft has no region");
-	uint64_t draft_generation = draft->generation;
+	struct cxlcr_region draft;
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap", &draft), "the draft has no region");
+	uint64_t draft_generation = draft.generation;
 	CHECK(cxlcr_snapshot_open(pool, draft_generation, &s) < 0, "a draft opened as a snapshot");
 	for (uint64_t i = 0; i < a.pages; i++) {
 		if (kind_of(seed, i) != PATTERN || i % 3)
@@ -464,9 +464,8 @@ static void test_draft_and_finish(struct cxlcr_pool *pool)
 		hole++;
 	a.heap[hole * PAGE] = 1;
 	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap2", NULL, &info) == 1, "finish did not refuse");
-	draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap2");
-	CHECK(draft, "the refused draft is gone");
-	CHECK(cxlcr_region_free(pool, draft->generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap2", &draft), "the refused draft is gone");
+	CHECK(cxlcr_region_free(pool, draft.generation) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_region_free(pool, draft_generation) == 0, "%s", cxlcr_last_error());
 	drop_arena(pool, &a);
 }
@@ -637,7 +636,7 @@ static void test_catalog_basics(struct cxlcr_pool *pool, struct arena_map *a)
 
 	SAY("publish s1: created on first use, PUBLISHED, refcount 0");
 	uint64_t s1 = publish_snapshot(pool, a, "s1", &info);
-	CHECK(cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION) != NULL);
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION, NULL));
 	CHECK_EQ(info.state, CXLCR_CATALOG_PUBLISHED);
 	CHECK(info.generation > 0);
 	CHECK_EQ(info.refcount, 0);
@@ -1011,8 +1010,8 @@ static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
 	CHECK_ERROR(cxlcr_catalog_borrow(pool, "s7", &ghost, &far), "no such process");
 
 	/* What a crash or a reused pid leaves, faked in the catalog itself. */
-	struct cxlcr_region *cr = cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION);
-	CHECK(cr);
+	struct cxlcr_region crr, *cr = &crr;
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION, cr));
 	uint8_t *cm = cxlcr_pool_map(pool, cr->offset, cr->size, 0, 0);
 	CHECK(cm, "%s", cxlcr_last_error());
 	struct cxlcr_catalog_entry *entries = (void *)(cm + CXLCR_CATALOG_HEADER_SIZE);
@@ -1202,8 +1201,8 @@ static void test_extents(struct cxlcr_pool *pool)
 	fill_heap(&a, 0x9e, &nonzero, &holes);
 	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "gdraft", NULL, &info) == 1,
 	      "a draft of a smaller heap was finished");
-	struct cxlcr_region *draft = cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "gdraft");
-	CHECK(draft && cxlcr_region_free(pool, draft->generation) == 0);
+	struct cxlcr_region draft;
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "gdraft", &draft) && cxlcr_region_free(pool, draft.generation) == 0);
 
 	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "gsnap", &info) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(info.heap_size, 4 * TEST_HEAP);

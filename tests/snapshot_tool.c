@@ -38,11 +38,11 @@ int main(int argc, char **argv)
 		if (rc == 0)
 			printf("%s\n", freed ? "freed" : "tombstoned");
 	} else {
-		struct cxlcr_region *arena = cxlcr_region_find(&pool, CXLCR_KIND_ARENA, argv[2]);
+		struct cxlcr_region arena;
 		struct cxlcr_snapshot_info info;
-		if (!arena)
+		if (!cxlcr_region_find(&pool, CXLCR_KIND_ARENA, argv[2], &arena))
 			cxlcr_error("no arena called %s", argv[2]);
-		else if (cxlcr_snapshot_create(&pool, arena->generation, argv[3], &info) == 0) {
+		else if (cxlcr_snapshot_create(&pool, arena.generation, argv[3], &info) == 0) {
 			rc = cxlcr_catalog_publish(&pool, argv[3], info.region_generation, NULL);
 			if (rc == 0)
 				printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", info.region_generation,
