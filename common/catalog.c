@@ -19,7 +19,7 @@
 #include "catalog.h"
 #include "checksum.h"
 #include "error.h"
-#include "heartbeat.h"
+#include "hosts.h"
 #include "persist.h"
 #include "snapshot.h"
 #include "util.h"
@@ -345,15 +345,9 @@ static int resolve_holder(const struct cxlcr_borrower *who, struct holder *h)
 	return 0;
 }
 
-/* The heartbeat table in the catalog's header page. */
-static struct cxlcr_host_heartbeat *heartbeats(const struct catalog *c)
-{
-	return (struct cxlcr_host_heartbeat *)(void *)(c->base + CXLCR_HEARTBEAT_OFFSET);
-}
-
 /*
  * Claims a free borrow slot of the entry and records the holder in it,
- * with the heartbeat slot of the daemon of its host if one runs there.
+ * with the host table entry of its host if a daemon runs there.
  * `filled` goes in last: a slot still without it belongs to a claimer that
  * may have died before recording itself, which a watching reaper takes
  * back once it has seen it so for a whole lease. Returns the slot, or -1.
@@ -361,10 +355,8 @@ static struct cxlcr_host_heartbeat *heartbeats(const struct catalog *c)
 static int claim_slot(const struct catalog *c, struct cxlcr_catalog_entry *e, const struct holder *h,
 		      uint64_t *token)
 {
-	struct cxlcr_host_heartbeat *table = heartbeats(c);
-	cxlcr_refresh(table, CXLCR_HEARTBEAT_SLOTS * sizeof(*table));
 	uint64_t incarnation = 0;
-	int beat = cxlcr_heartbeat_lookup(table, h->host, &incarnation);
+	int beat = cxlcr_host_lookup(c->pool, h->host, &incarnation);
 	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++) {
 		struct cxlcr_catalog_borrow *s = &e->borrows[i];
 		if (load_shared(&s->token) != 0)
@@ -376,8 +368,8 @@ static int claim_slot(const struct catalog *c, struct cxlcr_catalog_entry *e, co
 		s->pid_start = h->pid_start;
 		s->pid_ns = h->pid_ns;
 		memcpy(s->host, h->host, sizeof(s->host));
-		s->heartbeat = beat >= 0 ? (uint32_t)beat + 1 : 0;
-		s->heartbeat_incarnation = incarnation;
+		s->host_entry = beat >= 0 ? (uint32_t)beat + 1 : 0;
+		s->host_incarnation = incarnation;
 		s->borrowed_ns = cxlcr_now_ns();
 		cxlcr_publish(s, sizeof(*s));
 		store_shared(&s->filled, 1);
@@ -410,10 +402,10 @@ static int take_back(struct catalog *c, uint32_t index, uint32_t slot, uint64_t 
 	store_shared(&s->filled, 0);
 	s->borrowed_ns = 0;
 	s->pid = 0;
-	s->heartbeat = 0;
+	s->host_entry = 0;
 	s->pid_start = 0;
 	s->pid_ns = 0;
-	s->heartbeat_incarnation = 0;
+	s->host_incarnation = 0;
 	memset(s->host, 0, sizeof(s->host));
 	cxlcr_publish(s, sizeof(*s));
 	cas_shared(&s->token, closing, 0);
@@ -674,7 +666,7 @@ int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *fre
 
 struct reaper {
 	struct catalog *c;
-	struct cxlcr_heartbeat_watch *watch;   /* NULL: judge only this host's processes */
+	struct cxlcr_hosts_watch *watch;       /* NULL: judge only this host's processes */
 	uint64_t now;                          /* CLOCK_MONOTONIC, with a watch */
 	uint64_t pid_ns;
 	const char *host;
@@ -687,19 +679,19 @@ static bool holder_is_gone(struct reaper *r, uint32_t index, uint32_t slot, uint
 {
 	struct cxlcr_catalog_borrow *s = &r->c->entries[index].borrows[slot];
 	if ((token & CXLCR_BORROW_TOKEN_REAPING) || load_shared(&s->filled) == 0)
-		return r->watch && cxlcr_heartbeat_claim_stale(r->watch, index, slot, token, r->now);
+		return r->watch && cxlcr_hosts_claim_stale(r->watch, index, slot, token, r->now);
 	cxlcr_fence();
 	cxlcr_refresh(s, sizeof(*s));
 	if (!strncmp(s->host, r->host, sizeof(s->host)) && s->pid_ns == r->pid_ns) {
 		uint64_t start = 0;
 		return !cxlcr_process_start(s->pid, &start) || (s->pid_start && start != s->pid_start);
 	}
-	if (!r->watch || s->heartbeat == 0 || s->heartbeat > CXLCR_HEARTBEAT_SLOTS)
+	if (!r->watch || s->host_entry == 0 || s->host_entry > CXLCR_HOSTS_MAX)
 		return false;
-	const struct cxlcr_host_heartbeat *beat = &heartbeats(r->c)[s->heartbeat - 1];
-	if (strncmp(beat->host, s->host, sizeof(s->host)) != 0)
-		return false;   /* not the slot of its host: no way to judge it */
-	return cxlcr_heartbeat_stalled(r->watch, s->heartbeat - 1, r->now);
+	const struct cxlcr_host_seen *seen = &r->watch->entry[s->host_entry - 1];
+	if (!seen->intact || strncmp(seen->name, s->host, sizeof(s->host)) != 0)
+		return false;   /* not the entry of its host: no way to judge it */
+	return cxlcr_hosts_judge(r->watch, s->host_entry - 1, r->now, NULL) == CXLCR_VERDICT_DEAD;
 }
 
 /* Takes a dead holder's slot back (take_back: claimed first, so no other
@@ -768,7 +760,7 @@ int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report
 	return cxlcr_catalog_reap_watched(pool, NULL, 0, report);
 }
 
-int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_heartbeat_watch *watch, uint64_t now,
+int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_hosts_watch *watch, uint64_t now,
 			       struct cxlcr_reap_report *report)
 {
 	struct catalog c;
@@ -780,13 +772,18 @@ int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_heartbeat_w
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	if (watch) {
+		/* The pod's membership, as this reaper watches it (no host
+		 * table: no daemon ever ran, no borrow names an entry). */
+		struct cxlcr_hosts_map hosts;
+		if (cxlcr_hosts_open(pool, false, &hosts) == 0) {
+			cxlcr_hosts_observe(watch, &hosts, now);
+			cxlcr_hosts_close(&hosts);
+		}
 		if (memcmp(watch->pool_uuid, pool->sb->uuid, sizeof(watch->pool_uuid)) != 0) {
-			cxlcr_heartbeat_watch_init(watch, watch->lease_ns);   /* a new pool: start over */
+			cxlcr_hosts_watch_init(watch, watch->lease_ns);   /* a new pool: start over */
 			memcpy(watch->pool_uuid, pool->sb->uuid, sizeof(watch->pool_uuid));
 		}
-		cxlcr_refresh(heartbeats(&c), CXLCR_HEARTBEAT_SLOTS * sizeof(struct cxlcr_host_heartbeat));
-		cxlcr_heartbeat_observe(watch, heartbeats(&c), now);
-		cxlcr_heartbeat_claims_begin(watch);
+		cxlcr_hosts_claims_begin(watch);
 	}
 	bool writing = false;
 	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
@@ -800,31 +797,11 @@ int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_heartbeat_w
 		writing |= settle_entry(&r, i);
 	}
 	if (watch)
-		cxlcr_heartbeat_claims_end(watch);
+		cxlcr_hosts_claims_end(watch);
 	if (writing)
 		repair_abandoned_publishes(&r);
 	catalog_close(&c);
 	if (report)
 		*report = r.report;
 	return (int)r.report.borrows_dropped;
-}
-
-int cxlcr_catalog_map_heartbeats(struct cxlcr_pool *pool, struct cxlcr_catalog_heartbeats *m)
-{
-	struct catalog c;
-	memset(m, 0, sizeof(*m));
-	int rc = catalog_open(pool, false, &c);
-	if (rc != 0)
-		return rc;
-	m->base = c.base;
-	m->size = c.region.size;
-	m->table = heartbeats(&c);
-	return 0;
-}
-
-void cxlcr_catalog_unmap_heartbeats(struct cxlcr_catalog_heartbeats *m)
-{
-	if (m->base)
-		munmap(m->base, m->size);
-	m->base = NULL;
 }

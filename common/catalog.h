@@ -40,7 +40,7 @@ struct cxlcr_catalog_info {
 /* Who a borrow is recorded for. Zero fields mean: this process, this host.
  * A daemon that restores a child borrows for the child's pid, so that the
  * borrow ends when the child does. A borrow for a process of another host
- * lives as long as that host's heartbeat goes on (heartbeat.h). */
+ * lives as long as that host's heartbeat goes on (hosts.h). */
 struct cxlcr_borrower {
 	int32_t pid;
 	const char *host;
@@ -119,20 +119,10 @@ int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report
  * borrows of hosts whose heartbeat it has seen stand still for a whole
  * lease, and slots left claimed but not filled in (or half emptied) that
  * long. now is the reaper's CLOCK_MONOTONIC (cxlcr_mono_ns()); what it saw
- * is kept in watch between calls (cxlcr_heartbeat_watch_init() first).
+ * is kept in watch between calls (cxlcr_hosts_watch_init() first).
  */
-struct cxlcr_heartbeat_watch;
-int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_heartbeat_watch *watch, uint64_t now,
+struct cxlcr_hosts_watch;
+int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_hosts_watch *watch, uint64_t now,
 			       struct cxlcr_reap_report *report);
-
-/* The heartbeat table in the catalog's header page, mapped (for
- * heartbeat.c) until unmapped. 1 if the pool has no catalog yet. */
-struct cxlcr_catalog_heartbeats {
-	void *base;
-	uint64_t size;
-	struct cxlcr_host_heartbeat *table;
-};
-int cxlcr_catalog_map_heartbeats(struct cxlcr_pool *pool, struct cxlcr_catalog_heartbeats *m);
-void cxlcr_catalog_unmap_heartbeats(struct cxlcr_catalog_heartbeats *m);
 
 #endif

@@ -330,13 +330,17 @@ void cxlcr_pool_close(struct cxlcr_pool *pool)
 }
 
 /* Whether anything but the pool's own bookkeeping (the verb leases, made
- * by the first verb and kept) is in the pool: the data of someone. */
+ * by the first verb, and the host table, by the first daemon; both kept) is
+ * in the pool: the data of someone. */
 static bool pool_has_regions(struct cxlcr_pool *pool)
 {
-	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
-		if (pool->table[i].state != CXLCR_REGION_FREE &&
-		    !(pool->table[i].state == CXLCR_REGION_LIVE && pool->table[i].kind == CXLCR_KIND_LEASES))
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		const struct cxlcr_region *r = &pool->table[i];
+		bool bookkeeping = r->state == CXLCR_REGION_LIVE &&
+				   (r->kind == CXLCR_KIND_LEASES || r->kind == CXLCR_KIND_HOSTS);
+		if (r->state != CXLCR_REGION_FREE && !bookkeeping)
 			return true;
+	}
 	return false;
 }
 

@@ -109,6 +109,7 @@ enum cxlcr_region_kind {
 	CXLCR_KIND_CHILD = 5,    /* a fork child: its name, owner and address (its heap is a snapshot's) */
 	CXLCR_KIND_EXTENT = 6,   /* more heap for an arena that grew: "<arena>.ext<n>" (see the arena header) */
 	CXLCR_KIND_LEASES = 7,   /* the verb leases: one control owner per service (struct cxlcr_verb_lease) */
+	CXLCR_KIND_HOSTS = 8,    /* the host table: the pod's membership (struct cxlcr_hosts_header) */
 };
 
 /* Kinds whose entries are services: a process with a name, an owner and,
@@ -186,6 +187,88 @@ struct cxlcr_verb_lease {
 };
 _Static_assert(sizeof(struct cxlcr_verb_lease) == 192, "verb lease layout");
 #define CXLCR_LEASES_SIZE (CXLCR_REGION_MAX * sizeof(struct cxlcr_verb_lease))
+
+/*
+ * The host table: the pod's membership. One region of kind CXLCR_KIND_HOSTS
+ * named CXLCR_HOSTS_REGION, made by the first daemon that starts:
+ *
+ *   0                         struct cxlcr_hosts_header
+ *   CXLCR_HOSTS_HEADER_SIZE   CXLCR_HOSTS_MAX struct cxlcr_host_entry
+ *
+ * A host's daemon (cxlcrd) registers when it starts, under the pool lock:
+ * it takes the entry of its name (else a free one, kept for good under
+ * that name), writes its identity (name, control address and port,
+ * incarnation = the entry's previous one + 1, so it grows on every start;
+ * its heartbeat period) with a CRC-32C over it, and sets state RUNNING.
+ * While it runs it bumps `counter` every period_ns (the heartbeat; one
+ * 8-byte word written back, no lock). When it stops in order it sets state
+ * LEFT (compare-and-swap, only if the incarnation is still its own).
+ *
+ * Nobody reads a time another host wrote (a pod shares no clock):
+ * joined_ns is for people. A reader judges a RUNNING host by watching
+ * `counter` (and `incarnation`) change on its own CLOCK_MONOTONIC
+ * (common/hosts.h; docs/pod-membership.md says the rule): alive while it
+ * sees it advance, suspect once it has seen it stand still for two of the
+ * host's periods, dead once for a whole lease (max(CXLCR_CATALOG_LEASE_NS, four
+ * periods)). The snapshot catalog's borrows name their host's entry, and
+ * its reaper judges them by the same rule.
+ *
+ * An entry whose identity fails its checksum, or whose state is none of
+ * these, is corrupt: never used, rewritten or judged, and reported.
+ * `tombstone` is kept for the recovery issue (a dying host's last word).
+ */
+#define CXLCR_HOSTS_MAGIC        0x5354534f48434c58ULL /* "XLCHOSTS" */
+#define CXLCR_HOSTS_VERSION      1u
+#define CXLCR_HOSTS_REGION       "hosts"
+#define CXLCR_HOSTS_HEADER_SIZE  256u
+#define CXLCR_HOSTS_MAX          64u
+#define CXLCR_HOST_ADDR_MAX      48u   /* an address as text: IPv4 or IPv6 */
+
+enum cxlcr_host_state {
+	CXLCR_HOST_FREE = 0,         /* never used */
+	CXLCR_HOST_RUNNING = 1,      /* its daemon registered and has not left */
+	CXLCR_HOST_LEFT = 2,         /* its daemon stopped in order */
+};
+
+struct cxlcr_hosts_header {
+	uint64_t magic;              /* CXLCR_HOSTS_MAGIC */
+	uint32_t version;            /* CXLCR_HOSTS_VERSION */
+	uint32_t header_size;        /* sizeof(struct cxlcr_hosts_header) */
+	uint8_t  pool_uuid[16];
+	uint64_t region_generation;  /* the table's own region */
+	uint32_t entry_count;        /* CXLCR_HOSTS_MAX */
+	uint32_t entry_size;         /* sizeof(struct cxlcr_host_entry) */
+	uint32_t checksum;           /* CRC-32C of everything above */
+	uint8_t  pad[64 - 52];
+};
+
+/* What a daemon writes when it registers (under the pool lock). */
+struct cxlcr_host_identity {
+	char     name[CXLCR_HOST_MAX];
+	char     address[CXLCR_HOST_ADDR_MAX]; /* its control address; "": none given */
+	uint32_t port;               /* its control port; 0: none */
+	uint32_t reserved;
+	uint64_t incarnation;        /* 1 at the first start, +1 at every start */
+	uint64_t period_ns;          /* how often it means to bump counter (a duration) */
+	uint64_t joined_ns;          /* CLOCK_REALTIME of the start, for people only */
+};
+
+struct cxlcr_host_entry {
+	/* changed without the lock, with atomics */
+	uint64_t counter;            /* the heartbeat: bumped every period_ns, never goes back */
+	uint64_t state;              /* enum cxlcr_host_state */
+	uint8_t  pad0[CXLCR_CACHELINE - 16];
+	/* written under the pool lock at registration */
+	struct cxlcr_host_identity id;
+	uint32_t id_checksum;        /* CRC-32C of id */
+	uint32_t reserved;
+	uint8_t  pad1[256 - CXLCR_CACHELINE - 144 - 8 - 8];
+	uint64_t tombstone;          /* reserved: the recovery issue's last word of a dying host */
+};
+_Static_assert(sizeof(struct cxlcr_hosts_header) == CXLCR_CACHELINE, "host table header layout");
+_Static_assert(sizeof(struct cxlcr_host_identity) == 144, "host identity layout");
+_Static_assert(sizeof(struct cxlcr_host_entry) == 256, "host entry layout");
+#define CXLCR_HOSTS_SIZE (CXLCR_HOSTS_HEADER_SIZE + CXLCR_HOSTS_MAX * sizeof(struct cxlcr_host_entry))
 
 /*
  * An arena region starts with this header, then, at CXLCR_ARENA_HEAP_OFFSET,
@@ -593,7 +676,7 @@ _Static_assert(sizeof(struct cxlcr_snapshot_run) == 24, "snapshot run layout");
  *
  * A borrow slot is claimed by swapping its token from 0 to the claimer's
  * (random, see CXLCR_BORROW_TOKEN_*), then filled in (host, pid, the
- * heartbeat slot of the borrower host's daemon), and only then is the
+ * borrower host's entry in the host table), and only then is the
  * reference taken. Whoever empties a slot (its borrower returning it, or a
  * reaper) first swaps the token to a closing token of its own, and only if
  * that succeeds drops the slot's bit and clears it: so a late returner can
@@ -604,38 +687,34 @@ _Static_assert(sizeof(struct cxlcr_snapshot_run) == 24, "snapshot run layout");
  * it never compares times written by another host (a pod shares no clock):
  *   - a borrower on the reaper's own host and pid namespace: by its
  *     process (the pid no longer runs, or its start time differs);
- *   - a borrower on another host: by that host's heartbeat (below), which
- *     its daemon bumps while the host lives. A reaper that has watched the
- *     counter stand still for a whole lease on its own CLOCK_MONOTONIC,
- *     remembered in its own memory (struct cxlcr_heartbeat_watch), takes
- *     the host for dead. A borrow made where no daemon ran (heartbeat 0),
+ *   - a borrower on another host: by that host's heartbeat in the host
+ *     table (above), which its daemon bumps while the host lives. A reaper
+ *     that has watched the counter stand still for a whole lease on its
+ *     own CLOCK_MONOTONIC, remembered in its own memory (struct
+ *     cxlcr_hosts_watch), takes the host for dead. A borrow made where no
+ *     daemon ran (host_entry 0),
  *     or whose daemon left in good order, is never reaped by age: only
  *     by its return or by a reaper on its own host that sees the pid gone;
  *   - a slot claimed but never filled in, or left half reaped: once the
  *     same watching reaper has seen its token unchanged for a whole lease.
  * Reapers that keep no watch (one-shot commands) judge only the first case.
  *
- * The heartbeat table lives in the catalog's header page
- * (CXLCR_CATALOG_HEARTBEAT_OFFSET): one struct cxlcr_host_heartbeat per
- * host of the pod, taken by a host's daemon under the pool lock when it
- * starts and kept for good under that host's name.
- *
  * Every write to an entry is written back (persist.h) before anything that
  * depends on it, and every read is preceded by a refresh.
  */
 #define CXLCR_CATALOG_MAGIC        0x474c544143434c58ULL /* "XLCCATLG" */
 /* 2: borrows are judged by their host's heartbeat, not by leases in
- * CLOCK_REALTIME; version 1 writers would reap live borrows. */
-#define CXLCR_CATALOG_VERSION      2u
+ * CLOCK_REALTIME; version 1 writers would reap live borrows.
+ * 3: the heartbeats moved from the catalog's header page to the host
+ * table; a borrow names its host's entry there. */
+#define CXLCR_CATALOG_VERSION      3u
 #define CXLCR_CATALOG_REGION       "catalog"
 #define CXLCR_CATALOG_HEADER_SIZE  4096u
 #define CXLCR_CATALOG_ENTRIES      480u
 #define CXLCR_CATALOG_BORROWERS    64u    /* borrow slots per entry: bits of `holders` */
-/* How long a reaper watches a heartbeat stand still before it takes the
+/* How long a reader watches a heartbeat stand still before it takes the
  * host for dead, unless $CXLCR_LEASE_MS says otherwise (cxlcr_lease_ns()). */
 #define CXLCR_CATALOG_LEASE_NS     (60ull * 1000000000ull)
-#define CXLCR_HEARTBEAT_OFFSET     512u   /* in the catalog's header page */
-#define CXLCR_HEARTBEAT_SLOTS      24u
 
 enum cxlcr_catalog_state {
 	CXLCR_CATALOG_FREE = 0,
@@ -658,24 +737,12 @@ struct cxlcr_catalog_borrow {
 	uint64_t filled;             /* 1 once filled in; 0 while being claimed or emptied */
 	uint64_t borrowed_ns;        /* CLOCK_REALTIME, for people only */
 	int32_t  pid;                /* the borrower, in the pid namespace pid_ns */
-	uint32_t heartbeat;          /* 1 + heartbeat slot of its host's daemon; 0: no daemon ran there */
+	uint32_t host_entry;         /* 1 + its host's entry in the host table; 0: no daemon ran there */
 	uint64_t pid_start;          /* its start time (/proc/PID/stat), against pid reuse */
 	uint64_t pid_ns;             /* inode of its host's pid namespace */
 	char     host[CXLCR_HOST_MAX];
-	uint64_t heartbeat_incarnation; /* of that daemon when the borrow was made (for people) */
+	uint64_t host_incarnation;   /* of that daemon when the borrow was made (for people) */
 	uint8_t  pad[128 - 120];
-};
-
-/* One host's heartbeat: its daemon bumps counter every period_ns while it
- * runs. Others never read a time from it: they watch counter (and
- * incarnation) change on their own monotonic clocks. */
-struct cxlcr_host_heartbeat {
-	char     host[CXLCR_HOST_MAX];   /* "": unused; a host keeps its slot for good */
-	uint64_t incarnation;        /* random, new at each daemon start; 0: no daemon runs there */
-	uint64_t counter;            /* bumped every period_ns, never goes back */
-	uint64_t period_ns;          /* how often the daemon means to bump it */
-	uint64_t joined_ns;          /* CLOCK_REALTIME of the daemon's start, for people only */
-	uint8_t  pad[128 - 96];
 };
 
 struct cxlcr_catalog_entry {
@@ -720,10 +787,6 @@ _Static_assert(sizeof(struct cxlcr_catalog_borrow) == 128, "catalog borrow slot 
 _Static_assert(sizeof(struct cxlcr_catalog_entry) == 4 * CXLCR_CACHELINE + CXLCR_CATALOG_BORROWERS * 128,
 	       "catalog entry layout");
 _Static_assert(sizeof(struct cxlcr_catalog_header) == 2 * CXLCR_CACHELINE, "catalog header layout");
-_Static_assert(sizeof(struct cxlcr_host_heartbeat) == 128, "heartbeat slot layout");
-_Static_assert(sizeof(struct cxlcr_catalog_header) <= CXLCR_HEARTBEAT_OFFSET &&
-	       CXLCR_HEARTBEAT_OFFSET + CXLCR_HEARTBEAT_SLOTS * sizeof(struct cxlcr_host_heartbeat) <=
-	       CXLCR_CATALOG_HEADER_SIZE, "heartbeats fit the catalog's header page");
 _Static_assert(CXLCR_CATALOG_BORROWERS == 64, "holders is a 64-bit mask");
 _Static_assert(CXLCR_CATALOG_SIZE <= 2 * CXLCR_POOL_ALIGN, "catalog fits its region");
 

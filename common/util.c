@@ -70,15 +70,22 @@ const char *cxlcr_format_size(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
+static __thread char host_name[CXLCR_HOST_MAX];
+
+void cxlcr_host_name_set(const char *name)
+{
+	cxlcr_copy_field(host_name, sizeof(host_name), name);
+}
+
 const char *cxlcr_host_name(void)
 {
-	static __thread char name[CXLCR_HOST_MAX];
+	char *name = host_name;
 	struct utsname u;
 	if (!name[0]) {
 		if (uname(&u) == 0)
-			cxlcr_copy_field(name, sizeof(name), u.nodename);
+			cxlcr_copy_field(name, sizeof(host_name), u.nodename);
 		else
-			cxlcr_copy_field(name, sizeof(name), "unknown");
+			cxlcr_copy_field(name, sizeof(host_name), "unknown");
 	}
 	return name;
 }

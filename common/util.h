@@ -14,6 +14,9 @@ const char *cxlcr_format_size(uint64_t bytes, char *buf, size_t len);
 
 /* This host's name as the pool records owners. */
 const char *cxlcr_host_name(void);
+/* This process acts as host name from now on (a daemon configured with a
+ * name other than the machine's; its workers inherit it). */
+void cxlcr_host_name_set(const char *name);
 
 /* Copies src into a fixed-size on-device field, always terminated. */
 void cxlcr_copy_field(char *dst, size_t len, const char *src);

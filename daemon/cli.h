@@ -66,6 +66,7 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_fork_restore(int argc, char **argv);
 int cmd_restore_prepare(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_hosts(int argc, char **argv);
 
 /* The command line most verbs share: NAME, --json, and a host option. */
 struct verb_args {

@@ -9,10 +9,11 @@
  * name); the service plumbing and CRIU work in the machine's network
  * namespace, where the pod's bridge is.
  *
- * Between requests it keeps the host's heartbeat in the pool going and
- * takes back the snapshot borrows of hosts whose heartbeat stopped
- * (pod/liveness.c).
+ * Between requests it keeps the host registered in the pod's host table,
+ * its heartbeat going, and takes back the snapshot borrows of hosts whose
+ * heartbeat stopped (pod/liveness.c).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -179,6 +180,19 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 	close(conn);
 }
 
+/* The control address the host table gives the other hosts: where the
+ * TCP listener is bound ("" if on every address, or not listening). */
+static void register_identity(int tcp, int port)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	char ip[INET_ADDRSTRLEN] = "";
+	if (tcp >= 0 && getsockname(tcp, (struct sockaddr *)&a, &len) == 0 && a.sin_family == AF_INET &&
+	    a.sin_addr.s_addr != htonl(INADDR_ANY))
+		inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+	liveness_identity(ip, tcp >= 0 ? (uint32_t)port : 0);
+}
+
 static void usage(void)
 {
 	printf("usage: cxlcrd [--config FILE] [--host NAME] [--pool PATH] [--address ADDR] [--port PORT]\n"
@@ -280,6 +294,7 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc;
 	cli_host = cfg.host;
+	cxlcr_host_name_set(cli_host);
 	dlog_init(cli_host);
 	/* Services and CRIU inherit the daemon's working directory: CRIU's
 	 * leftovers of a killed dump (proc.crtools) or a service's own files
@@ -330,6 +345,7 @@ int main(int argc, char **argv)
 			 cfg.port);
 	log_line("host %s (%s) listening on %s, pool %s; fork API on %s%s", cli_host,
 		 emulated ? "emulated" : "machine", path, cxlcr_pool_path(), api_path, tcp);
+	register_identity(api_tcp, cfg.port);
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok %d\n", getpid());
 		close(ready_fd);

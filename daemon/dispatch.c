@@ -71,6 +71,7 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 static const struct command commands[] = {
 	{ "pool", cmd_pool, "format or inspect the shared pool" },
 	{ "pod", cmd_pod, "start or stop the emulated pod hosts" },
+	{ "hosts", cmd_hosts, "list the pod's hosts and whether they live" },
 	{ "run", cmd_run, "start a service with its heap in a pool arena" },
 	{ "ps", cmd_ps, "list services and their arenas" },
 	{ "status", cmd_status, "show one service" },

@@ -1,19 +1,24 @@
 /*
  * A pod host's liveness duty, done by its daemon (cxlcrd): keep this
- * host's heartbeat going in the pool, and watch the other hosts' heartbeats
- * to take back the snapshot borrows of hosts that died (common/heartbeat.h).
+ * host's entry in the pod's host table registered and its heartbeat going,
+ * and watch the other hosts' to take back the snapshot borrows of hosts
+ * that died (common/hosts.h).
  */
 #ifndef CXLCR_POD_LIVENESS_H
 #define CXLCR_POD_LIVENESS_H
 
 #include <stdint.h>
 
+/* What this daemon registers besides its host's name: the address and
+ * port it can be reached at ("" and 0: none). Before the first tick. */
+void liveness_identity(const char *address, uint32_t port);
 /* How long the daemon may sleep before the next liveness_tick(), in ms. */
 int liveness_period_ms(void);
-/* Beats, and reaps with what this daemon has watched so far. Quiet when
- * there is no pool or no catalog yet; says in log what changed. */
+/* Beats (registering first if needed), and every quarter lease reaps with
+ * what this daemon has watched so far. Quiet when there is no pool; says
+ * in log what changed. */
 void liveness_tick(void (*log)(int priority, const char *fmt, ...));
-/* The daemon stops in order: its heartbeat says so. */
+/* The daemon stops in order: its entry says `left`. */
 void liveness_leave(void);
 
 #endif

@@ -18,7 +18,7 @@
 #include "../common/catalog.h"
 #include "../common/checksum.h"
 #include "../common/error.h"
-#include "../common/heartbeat.h"
+#include "../common/hosts.h"
 #include "../common/pool.h"
 #include "../common/snapshot.h"
 #include "../common/util.h"
@@ -962,8 +962,8 @@ static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
 
 	SAY("borrows from other hosts: never reaped by a reaper that keeps no watch");
 	uint64_t s7 = publish_snapshot(pool, a, "s7", &info);
-	struct cxlcr_heartbeat beat;
-	CHECK(cxlcr_heartbeat_join(pool, "other-host", LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_host_reg beat;
+	CHECK(cxlcr_host_join(pool, "other-host", "", 0, LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
 	struct cxlcr_borrower elsewhere = { .pid = 4242, .host = "other-host" };
 	struct cxlcr_borrower no_daemon = { .pid = 4243, .host = "host-without-daemon" };
 	CHECK(cxlcr_catalog_borrow(pool, "s7", &elsewhere, &far) == 0, "%s", cxlcr_last_error());
@@ -974,19 +974,19 @@ static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
 	 * a lease is LEASE, and the borrows were made "long ago" by any
 	 * wall clock (nothing in them is a time the reaper reads). */
 	SAY("a watching reaper: other-host's borrow stays while its heartbeat advances, however long");
-	struct cxlcr_heartbeat_watch watch;
-	cxlcr_heartbeat_watch_init(&watch, LEASE);
+	struct cxlcr_hosts_watch watch;
+	cxlcr_hosts_watch_init(&watch, LEASE);
 	uint64_t t = 1000 * LEASE;
 	for (int i = 0; i < 8; i++, t += LEASE) {
 		CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t, &rep), 0);
-		CHECK(cxlcr_heartbeat_beat(pool, &beat) == 0, "%s", cxlcr_last_error());
+		CHECK(cxlcr_host_beat(pool, &beat) == 0, "%s", cxlcr_last_error());
 	}
 	CHECK_EQ(entry_info(pool, info.index).refcount, 2);
 	SAY("... and after it stood still for less than a lease");
 	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t, &rep), 0);
 	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + LEASE - 1, &rep), 0);
 	SAY("a daemon started again (new incarnation, same slot): still alive");
-	CHECK(cxlcr_heartbeat_join(pool, "other-host", LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(pool, "other-host", "", 0, LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + LEASE + 1, &rep), 0);
 	t += LEASE + 1;
 	SAY("once its heartbeat stood still for a whole lease, as this reaper saw it: reaped");
@@ -997,9 +997,9 @@ static void test_dead_borrowers(struct cxlcr_pool *pool, struct arena_map *a)
 	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + 100 * LEASE, &rep), 0);
 	CHECK_EQ(entry_info(pool, info.index).refcount, 1);
 	SAY("a host whose daemon left in order: its borrows are not reaped by age either");
-	CHECK(cxlcr_heartbeat_join(pool, "other-host", LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(pool, "other-host", "", 0, LEASE / 4, &beat) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_catalog_borrow(pool, "s7", &elsewhere, &far) == 0, "%s", cxlcr_last_error());
-	cxlcr_heartbeat_leave(pool, &beat);
+	cxlcr_host_leave(pool, &beat);
 	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + 200 * LEASE, &rep), 0);
 	CHECK_EQ(cxlcr_catalog_reap_watched(pool, &watch, t + 400 * LEASE, &rep), 0);
 	CHECK(cxlcr_catalog_return(pool, &far) == 0, "%s", cxlcr_last_error());

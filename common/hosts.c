@@ -1,0 +1,417 @@
+/*
+ * The host table (see hosts.h and pool_format.h). Registration happens
+ * under the pool lock; beats and leaving are single atomic words; readers
+ * never take the lock and never read another host's clock.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "checksum.h"
+#include "error.h"
+#include "hosts.h"
+#include "persist.h"
+#include "util.h"
+
+uint64_t cxlcr_lease_ns(void)
+{
+	const char *v = getenv("CXLCR_LEASE_MS");
+	char *end;
+	if (v && *v) {
+		unsigned long long ms = strtoull(v, &end, 10);
+		if (!*end && ms > 0)
+			return ms * 1000000ull;
+	}
+	return CXLCR_CATALOG_LEASE_NS;
+}
+
+uint64_t cxlcr_heartbeat_period_ns(void)
+{
+	uint64_t p = cxlcr_lease_ns() / 4;
+	return p > CXLCR_HEARTBEAT_PERIOD_MAX_NS ? CXLCR_HEARTBEAT_PERIOD_MAX_NS : p ? p : 1;
+}
+
+/* ---- the table ---- */
+
+static uint32_t header_checksum(const struct cxlcr_hosts_header *h)
+{
+	return cxlcr_crc32c(0, h, offsetof(struct cxlcr_hosts_header, checksum));
+}
+
+static uint32_t identity_checksum(const struct cxlcr_host_identity *id)
+{
+	return cxlcr_crc32c(0, id, sizeof(*id));
+}
+
+/* The region: found, or (with create) made; a racing maker's allocation
+ * fails on the name, and it takes the other's. 1 if there is none. */
+static int find_or_make_region(struct cxlcr_pool *pool, bool create, struct cxlcr_region *r)
+{
+	bool found = cxlcr_region_find(pool, CXLCR_KIND_HOSTS, CXLCR_HOSTS_REGION, r);
+	if (!found && !create)
+		return 1;
+	if (!found && cxlcr_region_alloc(pool, CXLCR_KIND_HOSTS, CXLCR_HOSTS_REGION, CXLCR_HOSTS_SIZE, r) == 0)
+		return 0;
+	if (!found)
+		found = cxlcr_region_find(pool, CXLCR_KIND_HOSTS, CXLCR_HOSTS_REGION, r);
+	return found ? 0 : cxlcr_error("cannot make the host table in pool %s: %s", pool->path, cxlcr_last_error());
+}
+
+/* A new region reads as zero; the header is written once, under the pool
+ * lock, by whoever gets there first, the magic last. */
+static int init_header(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct cxlcr_hosts_header *h)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	cxlcr_refresh(h, sizeof(*h));
+	if (h->magic == 0) {
+		memset(h, 0, sizeof(*h));
+		h->version = CXLCR_HOSTS_VERSION;
+		h->header_size = sizeof(*h);
+		memcpy(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid));
+		h->region_generation = r->generation;
+		h->entry_count = CXLCR_HOSTS_MAX;
+		h->entry_size = sizeof(struct cxlcr_host_entry);
+		h->magic = CXLCR_HOSTS_MAGIC;
+		h->checksum = header_checksum(h);
+		h->magic = 0;
+		cxlcr_publish(h, sizeof(*h));
+		h->magic = CXLCR_HOSTS_MAGIC;
+		cxlcr_publish(h, sizeof(*h));
+	}
+	cxlcr_pool_unlock(pool);
+	return 0;
+}
+
+static int check_header(struct cxlcr_pool *pool, const struct cxlcr_region *r, const struct cxlcr_hosts_header *h)
+{
+	const char *why = NULL;
+	if (h->magic != CXLCR_HOSTS_MAGIC)
+		why = "no host table magic";
+	else if (h->version != CXLCR_HOSTS_VERSION)
+		return cxlcr_error("host table of pool %s: format version %u, this cxlcr reads version %u", pool->path,
+				   h->version, CXLCR_HOSTS_VERSION);
+	else if (h->checksum != header_checksum(h))
+		why = "header checksum mismatch";
+	else if (memcmp(h->pool_uuid, pool->sb->uuid, sizeof(h->pool_uuid)) != 0)
+		why = "it belongs to another pool (uuid mismatch)";
+	else if (h->region_generation != r->generation || h->header_size != sizeof(*h) ||
+		 h->entry_count != CXLCR_HOSTS_MAX || h->entry_size != sizeof(struct cxlcr_host_entry))
+		why = "inconsistent layout";
+	return why ? cxlcr_error("host table of pool %s is corrupt (%s)", pool->path, why) : 0;
+}
+
+int cxlcr_hosts_open(struct cxlcr_pool *pool, bool create, struct cxlcr_hosts_map *m)
+{
+	struct cxlcr_region r;
+	memset(m, 0, sizeof(*m));
+	int rc = find_or_make_region(pool, create, &r);
+	if (rc != 0)
+		return rc;
+	if (r.size < CXLCR_HOSTS_SIZE)
+		return cxlcr_error("host table of pool %s is corrupt (region of %llu bytes)", pool->path,
+				   (unsigned long long)r.size);
+	m->base = cxlcr_pool_map(pool, r.offset, CXLCR_HOSTS_SIZE, 0, 0);
+	if (!m->base)
+		return -1;
+	m->size = CXLCR_HOSTS_SIZE;
+	m->pool = pool;
+	m->header = m->base;
+	m->entries = (struct cxlcr_host_entry *)(void *)((uint8_t *)m->base + CXLCR_HOSTS_HEADER_SIZE);
+	cxlcr_refresh(m->header, sizeof(*m->header));
+	if (m->header->magic == 0 && (!create || init_header(pool, &r, m->header) < 0)) {
+		cxlcr_hosts_close(m);
+		return create ? -1 : 1;
+	}
+	if (check_header(pool, &r, m->header) < 0) {
+		cxlcr_hosts_close(m);
+		return -1;
+	}
+	return 0;
+}
+
+void cxlcr_hosts_close(struct cxlcr_hosts_map *m)
+{
+	if (m->base)
+		munmap(m->base, m->size);
+	memset(m, 0, sizeof(*m));
+}
+
+bool cxlcr_host_entry_intact(const struct cxlcr_host_entry *e, char *why, size_t len)
+{
+	uint64_t state = __atomic_load_n(&e->state, __ATOMIC_SEQ_CST);
+	const char *bad = NULL;
+	if (state > CXLCR_HOST_LEFT)
+		bad = "unknown state";
+	else if (state == CXLCR_HOST_FREE)
+		return true;    /* never used: nothing to check */
+	else if (e->id_checksum != identity_checksum(&e->id))
+		bad = "checksum mismatch";
+	else if (!memchr(e->id.name, 0, sizeof(e->id.name)) || !e->id.name[0] ||
+		 !memchr(e->id.address, 0, sizeof(e->id.address)) || e->id.port > 65535 || !e->id.incarnation)
+		bad = "impossible identity";
+	if (bad && why)
+		snprintf(why, len, "%s", bad);
+	return !bad;
+}
+
+/* The entry named host among the intact ones, else the first free one,
+ * else -1. A corrupt entry is never taken: nobody can tell whose it was. */
+static int entry_for(const struct cxlcr_hosts_map *m, const char *host)
+{
+	int unused = -1;
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		const struct cxlcr_host_entry *e = &m->entries[i];
+		if (!cxlcr_host_entry_intact(e, NULL, 0))
+			continue;
+		if (e->state == CXLCR_HOST_FREE) {
+			if (unused < 0)
+				unused = (int)i;
+		} else if (!strncmp(e->id.name, host, CXLCR_HOST_MAX)) {
+			return (int)i;
+		}
+	}
+	return unused;
+}
+
+int cxlcr_host_join(struct cxlcr_pool *pool, const char *host, const char *address, uint32_t port,
+		    uint64_t period_ns, struct cxlcr_host_reg *reg)
+{
+	struct cxlcr_hosts_map m;
+	memset(reg, 0, sizeof(*reg));
+	if (cxlcr_hosts_open(pool, true, &m) != 0)
+		return -1;
+	if (cxlcr_pool_lock(pool) < 0) {
+		cxlcr_hosts_close(&m);
+		return -1;
+	}
+	cxlcr_refresh(m.entries, CXLCR_HOSTS_MAX * sizeof(*m.entries));
+	int i = entry_for(&m, host);
+	if (i >= 0) {
+		struct cxlcr_host_entry *e = &m.entries[i];
+		bool known = e->state != CXLCR_HOST_FREE;
+		struct cxlcr_host_identity id = { 0 };
+		cxlcr_copy_field(id.name, sizeof(id.name), host);
+		cxlcr_copy_field(id.address, sizeof(id.address), address ? address : "");
+		id.port = port;
+		id.incarnation = (known ? e->id.incarnation : 0) + 1;
+		id.period_ns = period_ns;
+		id.joined_ns = cxlcr_now_ns();
+		/* The counter moves first, so that a reader watching the old
+		 * incarnation never sees the new one with a standing counter;
+		 * the identity is written in full before the state says so. */
+		__atomic_add_fetch(&e->counter, 1, __ATOMIC_SEQ_CST);
+		e->id = id;
+		e->id_checksum = identity_checksum(&e->id);
+		cxlcr_publish(e, sizeof(*e));
+		__atomic_store_n(&e->state, CXLCR_HOST_RUNNING, __ATOMIC_SEQ_CST);
+		cxlcr_publish(&e->state, sizeof(e->state));
+		reg->index = (uint32_t)i;
+		reg->incarnation = id.incarnation;
+		memcpy(reg->pool_uuid, pool->sb->uuid, sizeof(reg->pool_uuid));
+	}
+	cxlcr_pool_unlock(pool);
+	cxlcr_hosts_close(&m);
+	return i >= 0 ? 0 : cxlcr_error("the pod's host table is full (%u hosts)", CXLCR_HOSTS_MAX);
+}
+
+/* The entry of a registration, mapped, if it is still ours. */
+static struct cxlcr_host_entry *own_entry(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg,
+					   struct cxlcr_hosts_map *m)
+{
+	if (!reg->incarnation || memcmp(reg->pool_uuid, pool->sb->uuid, sizeof(reg->pool_uuid))) {
+		reg->incarnation = 0;
+		cxlcr_error("not registered in this pool");
+		return NULL;
+	}
+	if (cxlcr_hosts_open(pool, false, m) != 0) {
+		reg->incarnation = 0;
+		cxlcr_error("the pool has no host table any more");
+		return NULL;
+	}
+	struct cxlcr_host_entry *e = &m->entries[reg->index];
+	cxlcr_refresh(e, sizeof(*e));
+	if (e->id.incarnation != reg->incarnation || !cxlcr_host_entry_intact(e, NULL, 0)) {
+		cxlcr_error("host table entry %u of %.64s was taken over", reg->index, e->id.name);
+		reg->incarnation = 0;
+		cxlcr_hosts_close(m);
+		return NULL;
+	}
+	return e;
+}
+
+int cxlcr_host_beat(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg)
+{
+	struct cxlcr_hosts_map m;
+	struct cxlcr_host_entry *e = own_entry(pool, reg, &m);
+	if (!e)
+		return -1;
+	__atomic_add_fetch(&e->counter, 1, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&e->counter, sizeof(e->counter));
+	cxlcr_hosts_close(&m);
+	return 0;
+}
+
+void cxlcr_host_leave(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg)
+{
+	struct cxlcr_hosts_map m;
+	struct cxlcr_host_entry *e = own_entry(pool, reg, &m);
+	if (!e)
+		return;
+	uint64_t running = CXLCR_HOST_RUNNING;
+	__atomic_compare_exchange_n(&e->state, &running, CXLCR_HOST_LEFT, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	cxlcr_publish(&e->state, sizeof(e->state));
+	reg->incarnation = 0;
+	cxlcr_hosts_close(&m);
+}
+
+int cxlcr_host_lookup(struct cxlcr_pool *pool, const char *host, uint64_t *incarnation)
+{
+	struct cxlcr_hosts_map m;
+	if (cxlcr_hosts_open(pool, false, &m) != 0)
+		return -1;
+	int found = -1;
+	cxlcr_refresh(m.entries, CXLCR_HOSTS_MAX * sizeof(*m.entries));
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX && found < 0; i++) {
+		const struct cxlcr_host_entry *e = &m.entries[i];
+		if (__atomic_load_n(&e->state, __ATOMIC_SEQ_CST) == CXLCR_HOST_RUNNING &&
+		    cxlcr_host_entry_intact(e, NULL, 0) && !strncmp(e->id.name, host, CXLCR_HOST_MAX)) {
+			*incarnation = e->id.incarnation;
+			found = (int)i;
+		}
+	}
+	cxlcr_hosts_close(&m);
+	return found;
+}
+
+/* ---- watching ---- */
+
+const char *cxlcr_host_verdict_name(enum cxlcr_host_verdict v)
+{
+	static const char *const names[] = { "unused", "watching", "alive", "suspect", "dead", "left", "corrupt" };
+	return v < sizeof(names) / sizeof(names[0]) ? names[v] : "?";
+}
+
+void cxlcr_hosts_watch_init(struct cxlcr_hosts_watch *w, uint64_t lease_ns)
+{
+	memset(w, 0, sizeof(*w));
+	w->lease_ns = lease_ns ? lease_ns : cxlcr_lease_ns();
+}
+
+/* Whether entry e is intact. A registration rewrites an identity under
+ * the pool lock, so one that fails its checks without the lock is looked
+ * at again with it: only then is it corrupt. */
+static bool intact_now(const struct cxlcr_hosts_map *m, const struct cxlcr_host_entry *e, bool *locked,
+		       char *why, size_t len)
+{
+	if (cxlcr_host_entry_intact(e, why, len))
+		return true;
+	if (!*locked && cxlcr_pool_lock(m->pool) == 0)
+		*locked = true;
+	cxlcr_refresh(e, sizeof(*e));
+	return cxlcr_host_entry_intact(e, why, len);
+}
+
+void cxlcr_hosts_observe(struct cxlcr_hosts_watch *w, const struct cxlcr_hosts_map *m, uint64_t now)
+{
+	bool locked = false;
+	if (memcmp(w->pool_uuid, m->header->pool_uuid, sizeof(w->pool_uuid)) != 0) {
+		cxlcr_hosts_watch_init(w, w->lease_ns);   /* a new pool: start over */
+		memcpy(w->pool_uuid, m->header->pool_uuid, sizeof(w->pool_uuid));
+	}
+	cxlcr_refresh(m->entries, CXLCR_HOSTS_MAX * sizeof(*m->entries));
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		const struct cxlcr_host_entry *e = &m->entries[i];
+		struct cxlcr_host_seen *s = &w->entry[i];
+		/* The counter before the rest: a beat seen with an older
+		 * identity is still a beat. */
+		uint64_t counter = __atomic_load_n(&e->counter, __ATOMIC_SEQ_CST);
+		s->intact = intact_now(m, e, &locked, s->why, sizeof(s->why));
+		uint64_t inc = s->intact ? e->id.incarnation : 0;
+		if (s->seen && (s->incarnation != inc || s->counter != counter))
+			s->advanced = true;
+		if (!s->seen || s->incarnation != inc || s->counter != counter) {
+			s->incarnation = inc;
+			s->counter = counter;
+			s->since_ns = now;
+			s->seen = true;
+		}
+		s->state = s->intact ? __atomic_load_n(&e->state, __ATOMIC_SEQ_CST) : CXLCR_HOST_FREE;
+		s->period_ns = s->intact ? e->id.period_ns : 0;
+		cxlcr_copy_field(s->name, sizeof(s->name), s->intact ? e->id.name : "");
+	}
+	if (locked)
+		cxlcr_pool_unlock(m->pool);
+}
+
+void cxlcr_hosts_advanced_reset(struct cxlcr_hosts_watch *w)
+{
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++)
+		w->entry[i].advanced = false;
+}
+
+/* The silence after which a host is taken for dead: our lease, or four of
+ * the host's own periods if it beats more slowly than we expect (a period
+ * is a duration, not a time: it can be compared across hosts). */
+static uint64_t dead_after(const struct cxlcr_hosts_watch *w, const struct cxlcr_host_seen *s)
+{
+	uint64_t own = w->lease_ns, theirs = 4 * s->period_ns;
+	return theirs > own ? theirs : own;
+}
+
+enum cxlcr_host_verdict cxlcr_hosts_judge(const struct cxlcr_hosts_watch *w, uint32_t index, uint64_t now,
+					  uint64_t *silent_ns)
+{
+	const struct cxlcr_host_seen *s = index < CXLCR_HOSTS_MAX ? &w->entry[index] : NULL;
+	uint64_t silent = s && s->seen ? now - s->since_ns : 0;
+	if (silent_ns)
+		*silent_ns = silent;
+	if (!s || !s->seen)
+		return CXLCR_VERDICT_UNUSED;
+	if (!s->intact)
+		return CXLCR_VERDICT_CORRUPT;
+	if (s->state == CXLCR_HOST_FREE)
+		return CXLCR_VERDICT_UNUSED;
+	if (s->state == CXLCR_HOST_LEFT)
+		return CXLCR_VERDICT_LEFT;
+	if (silent >= dead_after(w, s))
+		return CXLCR_VERDICT_DEAD;
+	if (silent >= 2 * s->period_ns)
+		return CXLCR_VERDICT_SUSPECT;
+	return s->advanced ? CXLCR_VERDICT_ALIVE : CXLCR_VERDICT_WATCHING;
+}
+
+void cxlcr_hosts_claims_begin(struct cxlcr_hosts_watch *w)
+{
+	for (uint32_t i = 0; i < w->claims; i++)
+		w->claim[i].seen = false;
+}
+
+bool cxlcr_hosts_claim_stale(struct cxlcr_hosts_watch *w, uint32_t entry, uint32_t slot, uint64_t token,
+			     uint64_t now)
+{
+	for (uint32_t i = 0; i < w->claims; i++) {
+		if (w->claim[i].entry != entry || w->claim[i].slot != slot)
+			continue;
+		if (w->claim[i].token != token) {
+			w->claim[i].token = token;
+			w->claim[i].since_ns = now;
+		}
+		w->claim[i].seen = true;
+		return now - w->claim[i].since_ns >= w->lease_ns;
+	}
+	if (w->claims < sizeof(w->claim) / sizeof(w->claim[0]))
+		w->claim[w->claims++] = (typeof(w->claim[0])){ entry, slot, token, now, true };
+	return false;
+}
+
+void cxlcr_hosts_claims_end(struct cxlcr_hosts_watch *w)
+{
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < w->claims; i++)
+		if (w->claim[i].seen)
+			w->claim[kept++] = w->claim[i];
+	w->claims = kept;
+}
