@@ -28,6 +28,7 @@
 #include "cli.h"
 #include "container.h"
 #include "../emulation/hostgroup.h"
+#include "../pod/membership.h"
 #include "exec.h"
 #include "rpc.h"
 
@@ -365,6 +366,11 @@ static int pod_down(int argc, char **argv)
 		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", pod->netns, NULL);
 	hostgroup_remove_pod(pod);
 	pod_forget(pod);
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
+		membership_forget(pool.sb->uuid);
+		cxlcr_pool_close(&pool);
+	}
 	if (!hosts)
 		printf("no pod hosts were up\n");
 	return EXIT_OK;

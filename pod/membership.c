@@ -31,12 +31,24 @@ static void boot_id(char *buf, size_t len)
 	}
 }
 
-static void history_path(const struct cxlcr_hosts_map *m, char *buf, size_t len)
+static void uuid_path(const uint8_t uuid[16], char *buf, size_t len)
 {
 	char hex[33];
 	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", m->header->pool_uuid[i]);
+		snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
 	snprintf(buf, len, "%s/hosts-%s.watch", HISTORY_DIR, hex);
+}
+
+static void history_path(const struct cxlcr_hosts_map *m, char *buf, size_t len)
+{
+	uuid_path(m->header->pool_uuid, buf, len);
+}
+
+void membership_forget(const uint8_t pool_uuid[16])
+{
+	char path[128];
+	uuid_path(pool_uuid, path, sizeof(path));
+	unlink(path);
 }
 
 /* What an earlier reader of this host, since this boot, saw of this pool;

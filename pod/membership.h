@@ -18,5 +18,8 @@
  * the last look. Keeps what it saw for the next reader of this host.
  */
 void membership_sample(const struct cxlcr_hosts_map *m, struct cxlcr_hosts_watch *w, uint64_t *now);
+/* Forgets what this host's readers saw of the pool with this uuid (its
+ * emulated pod comes down). */
+void membership_forget(const uint8_t pool_uuid[16]);
 
 #endif
