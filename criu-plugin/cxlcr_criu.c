@@ -9,10 +9,10 @@
  *   CHECKPOINT_DEVICES   (dump, each task) records the task's arenas, and
  *                        snapshots the arena for a fork (fork.c); first
  *                        takes a pod service's network lock (netlock.c)
- *   RESUME_DEVICES_LATE  (restore, each task, before it runs) checks the
- *                        records and takes the arenas over, or kills the
- *                        task so that the restore fails; then releases
- *                        the network lock
+ *   RESUME_DEVICES_LATE  (restore, before the tasks run) checks the records
+ *                        of the whole tree and takes the arenas over, or
+ *                        kills the tree so that the restore fails; then
+ *                        releases the network lock
  *   init(RESTORE)        checks every record before CRIU creates anything
  *   HANDLE_DEVICE_VMA, DUMP_EXT_FILE, RESTORE_EXT_FILE, UPDATE_VMA_MAP
  *                        a pool on a devdax device (see devdax.c)
@@ -173,22 +173,33 @@ CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__CHECKPOINT_DEVICES, cxlcr_checkpoint_dev
 
 /*
  * Called for every restored task after its memory and files are back and
- * before it runs again. CRIU 4.2.1 ignores what this hook returns (it
- * logs it at debug level and resumes the tasks anyway), so a refusal also
- * kills the restored tree: its tasks are stopped under ptrace and never run
- * again; CRIU then fails to detach from them and fails the restore.
- * (They are reaped here too: see restore_kill_traced().)
+ * before it runs again, the root first; by then CRIU has restored the
+ * whole tree and traces every task of it. So the first call does the work
+ * for the tree: checks every task's records, takes the arenas over only
+ * if all of them hold (restore.c), and only then releases the network
+ * lock; the later calls have nothing left to do. (Task by task, a refusal
+ * of a later task left the earlier ones' arenas owned by tasks about to be
+ * killed, and the link on the bridge.) CRIU 4.2.1 ignores what this hook
+ * returns (it logs it at debug level and resumes the tasks anyway), so a
+ * refusal also kills the restored tree: its tasks are stopped under ptrace
+ * and never run again; CRIU then fails to detach from them and fails the
+ * restore. (They are reaped here too: see restore_kill_traced().)
  */
 static int cxlcr_resume_devices_late(int pid)
 {
+	static pid_t tree[4096];
 	if (refused)
 		return -EACCES;
-	int rc = restore_take_over(criu_get_image_dir(), pid, cxlcr_pool_path());
+	if (netlock_done)
+		return -ENOTSUP;
+	size_t n = restore_traced_tasks(pid, tree, sizeof(tree) / sizeof(tree[0]));
+	int rc = restore_take_over(criu_get_image_dir(), tree, n, cxlcr_pool_path());
 	if (rc > 0)
-		pr_info("pid %d now owns its %d arena mapping(s)\n", pid, rc);
-	if (rc >= 0 && !netlock_done) {
-		/* The root task comes first: the service is reachable once it
-		 * owns its arena, before any task runs. */
+		pr_info("pid %d and %zu other restored task(s) now own their %d arena mapping(s)\n", pid,
+			n ? n - 1 : 0, rc);
+	if (rc >= 0) {
+		/* The service is reachable once it owns its arenas, before any
+		 * task runs. */
 		int flushed;
 		bool late;
 		rc = netlock_release(&flushed, &late);

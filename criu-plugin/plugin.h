@@ -95,9 +95,13 @@ int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_recor
 /* Checks every arena record of dirfd against the pool at pool_path (no
  * take-over); *records says how many there were. */
 int restore_precheck(int dirfd, const char *pool_path, int *records);
-/* Checks the records of restored task pid and takes its arenas over.
- * Returns how many records it had (0: none), -1 if it must not run. */
-int restore_take_over(int dirfd, pid_t pid, const char *pool_path);
+/* Checks the records of the restored tasks pids (one tree) and, if all
+ * hold, takes their arenas over. Returns how many records they had (0:
+ * none), -1 if they must not run (then nothing was taken). */
+int restore_take_over(int dirfd, const pid_t *pids, size_t count, const char *pool_path);
+/* The restored tree's tasks (CRIU traces them all when its late hooks
+ * run): root first, then the others, at most max. */
+size_t restore_traced_tasks(pid_t root, pid_t *pids, size_t max);
 /* Starts a new restore: forgets what the last one took over. */
 void restore_forget_claims(void);
 /* Kills and reaps every task this process traces (CRIU: the restored tree). */

@@ -155,56 +155,106 @@ static int claim(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_re
 	return 0;
 }
 
-/*
- * The task pid (as this host sees it) has been restored and is about to
- * run: its records must hold and it must map its arenas where they say;
- * then it becomes their owner. Returns how many records it had (0: it maps
- * no arena), -1 if the restore must be refused.
- */
-int restore_take_over(int dirfd, pid_t pid, const char *pool_path)
-{
+/* One restored task's records and where it maps the pool. */
+struct task {
+	pid_t pid;
 	pid_t nspid;
-	if (proc_innermost_nspid(pid, &nspid) < 0)
+	struct cxlcr_arena_record *recs;
+	ssize_t n;
+	struct pool_mapping *maps;
+	size_t nmaps;
+};
+
+static int by_nspid(const void *a, const void *b)
+{
+	const struct task *x = a, *y = b;
+	return x->nspid < y->nspid ? -1 : x->nspid > y->nspid;
+}
+
+/* Task t's records (none: t->n is 0). */
+static int read_task(int dirfd, struct task *t)
+{
+	if (proc_innermost_nspid(t->pid, &t->nspid) < 0)
 		return -1;
 	char name[64];
-	struct cxlcr_arena_record *recs;
-	ssize_t n = cxlcr_arena_records_read(dirfd, cxlcr_arena_record_name(name, sizeof(name), nspid),
-					     &recs);
-	if (n <= 0)
-		return (int)n;
+	t->n = cxlcr_arena_records_read(dirfd, cxlcr_arena_record_name(name, sizeof(name), t->nspid), &t->recs);
+	return t->n < 0 ? -1 : 0;
+}
 
-	int rc = -1;
-	struct cxlcr_pool pool;
-	struct pool_id id;
-	struct pool_mapping *maps = NULL;
-	size_t nmaps = 0;
+/* Checks task t's records, and that it maps its arenas where they say.
+ * Takes nothing. */
+static int check_task(struct cxlcr_pool *pool, struct task *t)
+{
 	bool arenas = false;
-	for (ssize_t i = 0; i < n; i++)
-		arenas |= !(recs[i].flags & CXLCR_RECORD_F_FORK);
+	for (ssize_t i = 0; i < t->n; i++)
+		arenas |= !(t->recs[i].flags & CXLCR_RECORD_F_FORK);
+	/* A fork child's view of a snapshot is many private mappings
+	 * (rebase/, hundreds for a large heap, whose maps are not read): its
+	 * snapshot was checked by restore_precheck(), and is borrowed rather
+	 * than taken over (the borrow fails if the catalog no longer holds
+	 * it). */
+	struct pool_id id;
+	if (arenas && (pool_id_of(pool, &id) < 0 || proc_pool_mappings(t->pid, &id, &t->maps, &t->nmaps) < 0))
+		return -1;
+	for (ssize_t i = 0; i < t->n; i++) {
+		if (!(t->recs[i].flags & CXLCR_RECORD_F_FORK) &&
+		    (restore_check_record(pool, &t->recs[i]) < 0 ||
+		     check_mapped(t->maps, t->nmaps, t->pid, &t->recs[i]) < 0))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The restored tasks pids (as this host sees them), all of one tree, are
+ * about to run: every task's records must hold and it must map its arenas
+ * where they say; then, and only then, the tasks take their arenas over.
+ * Everything is checked before anything is taken, across the whole tree:
+ * a task refused after another had taken its arena would leave that arena
+ * owned by a task that is killed, and the checkpoint stale. The arenas are
+ * taken in the tasks' order in their own pid namespace (the root first),
+ * so two restores of one checkpoint meet at the same first arena, where
+ * the loser stops before it has taken any. Returns how many records the
+ * tasks had (0: none maps an arena), -1 if they must not run.
+ */
+int restore_take_over(int dirfd, const pid_t *pids, size_t count, const char *pool_path)
+{
+	struct task *tasks = calloc(count ? count : 1, sizeof(*tasks));
+	if (!tasks)
+		return cxlcr_error("out of memory for %zu restored tasks", count);
+	int rc = -1, records = 0;
+	for (size_t k = 0; k < count; k++) {
+		tasks[k].pid = pids[k];
+		if (read_task(dirfd, &tasks[k]) < 0)
+			goto out;
+		records += (int)tasks[k].n;
+	}
+	if (records == 0) {
+		rc = 0; /* the pool is opened only for a tree with records */
+		goto out;
+	}
+	struct cxlcr_pool pool;
 	if (cxlcr_pool_open(&pool, pool_path) < 0)
 		goto out;
-	/* Everything is checked before anything is taken. A fork child's view
-	 * of a snapshot is many private mappings (rebase/, hundreds for a
-	 * large heap, whose maps are not read): its snapshot was checked by
-	 * restore_precheck(), and is borrowed rather than taken over (the
-	 * borrow fails if the catalog no longer holds it). */
-	if (arenas && (pool_id_of(&pool, &id) < 0 || proc_pool_mappings(pid, &id, &maps, &nmaps) < 0))
-		goto close;
-	for (ssize_t i = 0; i < n; i++) {
-		if (!(recs[i].flags & CXLCR_RECORD_F_FORK) &&
-		    (restore_check_record(&pool, &recs[i]) < 0 || check_mapped(maps, nmaps, pid, &recs[i]) < 0))
+	for (size_t k = 0; k < count; k++)
+		if (check_task(&pool, &tasks[k]) < 0)
 			goto close;
-	}
-	for (ssize_t i = 0; i < n; i++)
-		if (recs[i].flags & CXLCR_RECORD_F_FORK ? fork_borrow_for(&pool, pid, &recs[i]) < 0
-							: claim(&pool, pid, &recs[i]) < 0)
-			goto close;
-	rc = (int)n;
+	qsort(tasks, count, sizeof(*tasks), by_nspid);
+	for (size_t k = 0; k < count; k++)
+		for (ssize_t i = 0; i < tasks[k].n; i++)
+			if (tasks[k].recs[i].flags & CXLCR_RECORD_F_FORK
+				    ? fork_borrow_for(&pool, tasks[k].pid, &tasks[k].recs[i]) < 0
+				    : claim(&pool, tasks[k].pid, &tasks[k].recs[i]) < 0)
+				goto close;
+	rc = records;
 close:
 	cxlcr_pool_close(&pool);
 out:
-	free(maps);
-	free(recs);
+	for (size_t k = 0; k < count; k++) {
+		free(tasks[k].recs);
+		free(tasks[k].maps);
+	}
+	free(tasks);
 	return rc;
 }
 
@@ -255,6 +305,22 @@ static size_t traced_threads(pid_t (*tids)[2], size_t max)
 	}
 	closedir(procdir);
 	return n;
+}
+
+size_t restore_traced_tasks(pid_t root, pid_t *pids, size_t max)
+{
+	static pid_t tids[4096][2];
+	size_t n = traced_threads(tids, sizeof(tids) / sizeof(tids[0])), count = 0;
+	if (max)
+		pids[count++] = root;
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+		for (size_t k = 0; k < count && !seen; k++)
+			seen = pids[k] == tids[i][1];
+		if (!seen && count < max)
+			pids[count++] = tids[i][1];
+	}
+	return count;
 }
 
 /*

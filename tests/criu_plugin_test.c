@@ -161,6 +161,13 @@ static ssize_t my_records(struct cxlcr_arena_record **recs)
 					recs);
 }
 
+/* The take-over of a restored tree of one task: this process. */
+static int take_over_me(const char *pool_path)
+{
+	pid_t me = getpid();
+	return restore_take_over(dirfd_, &me, 1, pool_path);
+}
+
 static void test_dump_restore(void)
 {
 	struct cxlcr_pool pool;
@@ -210,14 +217,14 @@ static void test_dump_restore(void)
 	restore_forget_claims();
 	CHECK(restore_precheck(dirfd_, path, &n) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(n, 1);
-	CHECK(restore_take_over(dirfd_, getpid(), path) == 1, "%s", cxlcr_last_error());
+	CHECK(take_over_me(path) == 1, "%s", cxlcr_last_error());
 	CHECK(cxlcr_region_get(&pool, r.generation, &now) == 0);
 	CHECK_EQ(now.owner_epoch, 2);
 	CHECK_EQ(now.owner_pid, getpid());
 	CHECK(!strcmp(now.owner_host, cxlcr_host_name()));
 
 	SAY("another task of the same restore that shares the arena is let through");
-	CHECK(restore_take_over(dirfd_, getpid(), path) == 1, "%s", cxlcr_last_error());
+	CHECK(take_over_me(path) == 1, "%s", cxlcr_last_error());
 	CHECK(cxlcr_region_get(&pool, r.generation, &now) == 0);
 	CHECK_EQ(now.owner_epoch, 2);
 
@@ -225,7 +232,7 @@ static void test_dump_restore(void)
 	restore_forget_claims();
 	CHECK_ERROR(restore_precheck(dirfd_, path, &n),
 		    "checkpoint is stale: arena svc was taken over (epoch 1, now 2)");
-	CHECK_ERROR(restore_take_over(dirfd_, getpid(), path),
+	CHECK_ERROR(take_over_me(path),
 		    "checkpoint is stale: arena svc was taken over (epoch 1, now 2)");
 	CHECK(cxlcr_region_get(&pool, r.generation, &now) == 0);
 	CHECK_EQ(now.owner_epoch, 2);
@@ -234,14 +241,14 @@ static void test_dump_restore(void)
 	CHECK(cxlcr_pool_format(other, POOL_SIZE, true, NULL) == 0, "%s", cxlcr_last_error());
 	CHECK(dump_task_arenas(dirfd_, getpid(), &id, false) == 1);
 	CHECK_ERROR(restore_precheck(dirfd_, other, &n), "record is from another pool");
-	CHECK_ERROR(restore_take_over(dirfd_, getpid(), other), "record is from another pool");
+	CHECK_ERROR(take_over_me(other), "record is from another pool");
 
 	SAY("a task that does not map the arena where the record says is refused, and takes nothing");
 	char *moved = cxlcr_pool_map(&pool, r.offset, r.size, 0, 0);
 	CHECK(moved);
 	CHECK(munmap(arena, r.size) == 0);
 	CHECK(restore_precheck(dirfd_, path, &n) == 0, "%s", cxlcr_last_error());
-	CHECK_ERROR(restore_take_over(dirfd_, getpid(), path), "does not map it at");
+	CHECK_ERROR(take_over_me(path), "does not map it at");
 	CHECK(cxlcr_region_get(&pool, r.generation, &now) == 0);
 	CHECK_EQ(now.owner_epoch, 2);
 	arena = moved;
@@ -274,6 +281,59 @@ static void test_dump_restore(void)
 	cxlcr_pool_close(&pool);
 }
 
+/* A restored tree of two tasks: a refusal of the second leaves the first's
+ * arena untaken (issue 12 point 6: task by task, the first had taken it). */
+static void test_tree_refused(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_region a, b, now;
+	struct pool_id id;
+	SAY("a tree of two tasks (the second maps an arena of its own) whose second task's record is stale: "
+	    "nothing is taken, not even the first task's arena");
+	CHECK(cxlcr_pool_format(path, POOL_SIZE, true, &pool) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "tree-a", ARENA_SIZE, &a) == 0);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "tree-b", ARENA_SIZE, &b) == 0);
+	CHECK(pool_id_load(path, &id) == 0);
+	char *ma = cxlcr_pool_map(&pool, a.offset, a.size, 0, 0);
+	CHECK(ma, "%s", cxlcr_last_error());
+	int up[2], down[2];
+	CHECK(pipe(up) == 0 && pipe(down) == 0);
+	fflush(stdout);
+	pid_t kid = fork();
+	CHECK(kid >= 0);
+	if (kid == 0) {
+		char c = cxlcr_pool_map(&pool, b.offset, b.size, 0, 0) ? 'm' : 'x';
+		if (write(up[1], &c, 1) != 1 || read(down[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	char c;
+	CHECK(read(up[0], &c, 1) == 1 && c == 'm', "the second task did not map its arena");
+	CHECK_EQ(dump_task_arenas(dirfd_, getpid(), &id, false), 1);
+	CHECK_EQ(dump_task_arenas(dirfd_, kid, &id, false), 2);  /* its parent's arena, and its own */
+	pid_t tree[2] = { getpid(), kid };
+	restore_forget_claims();
+	CHECK(cxlcr_region_set_owner(&pool, b.generation, 77, "elsewhere", NULL) == 0);
+	CHECK_ERROR(restore_take_over(dirfd_, tree, 2, path), "arena tree-b was taken over");
+	CHECK(cxlcr_region_get(&pool, a.generation, &now) == 0);
+	CHECK(now.owner_epoch == a.owner_epoch && now.owner_pid == 0, "tree-a was taken: epoch %llu, pid %d",
+	      (unsigned long long)now.owner_epoch, now.owner_pid);
+
+	SAY("with both records good, both tasks take their arenas, the first task the shared one");
+	CHECK_EQ(dump_task_arenas(dirfd_, kid, &id, false), 2);
+	restore_forget_claims();
+	CHECK(restore_take_over(dirfd_, tree, 2, path) == 3, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_get(&pool, a.generation, &now) == 0 && now.owner_pid == getpid());
+	CHECK(cxlcr_region_get(&pool, b.generation, &now) == 0 && now.owner_pid == kid);
+	CHECK(write(down[1], "q", 1) == 1);
+	int status;
+	CHECK(waitpid(kid, &status, 0) == kid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+	CHECK(munmap(ma, a.size) == 0);
+	CHECK(dump_remove_old_records(dirfd_) == 0);
+	cxlcr_pool_close(&pool);
+}
+
 /* One mapping that the kernel merged across region boundaries. */
 static void test_split_mappings(void)
 {
@@ -302,7 +362,7 @@ static void test_split_mappings(void)
 	CHECK_EQ(recs[1].map_pgoff, b.offset);
 	free(recs);
 	restore_forget_claims();
-	CHECK(restore_take_over(dirfd_, getpid(), path) == 2, "%s", cxlcr_last_error());
+	CHECK(take_over_me(path) == 2, "%s", cxlcr_last_error());
 	CHECK(munmap(m, len) == 0);
 	CHECK(dump_remove_old_records(dirfd_) == 0);
 	cxlcr_pool_close(&pool);
@@ -563,6 +623,7 @@ int main(int argc, char **argv)
 	test_proc();
 	test_dump_restore();
 	test_split_mappings();
+	test_tree_refused();
 	test_claim_race();
 	test_devdax();
 	test_kill_traced();

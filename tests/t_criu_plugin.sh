@@ -248,7 +248,7 @@ wait_for "the restored redis-server to answer" 10 answers
 [ "$(field pid)" = "$restored" ] || die "arena owner pid $(field pid), restored pid $restored"
 [ "$(field owner_epoch)" = $((epoch0 + 1)) ] || die "epoch $(field owner_epoch), expected $((epoch0 + 1))"
 [ "$(field host)" = "$(uname -n)" ] || die "arena owner host $(field host), expected $(uname -n)"
-grep -q "cxlcr: pid $restored now owns its 1 arena mapping" "$IMG/restore.log" ||
+grep -q "cxlcr: pid $restored and 0 other restored task(s) now own their 1 arena mapping" "$IMG/restore.log" ||
 	die "the restore log does not say the plugin took the arena over"
 ok "restored as pid $restored: $keys keys, same digest; owner pid $restored, epoch $((epoch0 + 1))"
 

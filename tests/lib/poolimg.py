@@ -11,6 +11,8 @@
                                       snapshots, 5: fork children, ...)
     poolimg.py corrupt-snapshot POOL  flips a byte in the header of the newest
                                       snapshot (its checksum no longer holds)
+    poolimg.py bump-epoch POOL NAME   bumps the owner epoch of the live region
+                                      NAME, as a take-over by someone else would
     poolimg.py put POOL FILE          writes a kept image set back into the
                                       pool, as it was: only into its own table
                                       slot if that slot is free, and only if
@@ -35,6 +37,8 @@ ENTRIES = 1024
 LIVE = 1
 IMAGES = 2
 SNAPSHOT = 3
+OWNER_EPOCH = 104   # offsets in an entry (struct cxlcr_region)
+SEQ = 252
 
 
 def entries(f):
@@ -106,6 +110,24 @@ def main(argv):
             o.write(data)
         print(name)
         return 0
+    if len(argv) == 3 and argv[0] == "bump-epoch":
+        with open(argv[1], "r+b") as f:
+            for i, raw, state, kind, gen, off, size, name in entries(f):
+                if state == LIVE and name == argv[2]:
+                    epoch, = struct.unpack_from("<Q", raw, OWNER_EPOCH)
+                    seq, = struct.unpack_from("<I", raw, SEQ)
+                    at = TABLE + ENTRY * i
+                    f.seek(at + SEQ)
+                    f.write(struct.pack("<I", (seq | 1)))
+                    f.flush()
+                    f.seek(at + OWNER_EPOCH)
+                    f.write(struct.pack("<Q", epoch + 1))
+                    f.flush()
+                    f.seek(at + SEQ)
+                    f.write(struct.pack("<I", (seq | 1) + 1))
+                    print(epoch + 1)
+                    return 0
+        sys.exit("poolimg: no live region %s in %s" % (argv[2], argv[1]))
     if len(argv) == 3 and argv[0] == "put":
         pool, kept = argv[1:]
         with open(kept, "rb") as o:
