@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -801,8 +802,46 @@ int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
 	return 0;
 }
 
+/*
+ * Gives [offset, offset+size) of a pool file its blocks now (fallocate),
+ * so that a page of it never meets a full file system later: on tmpfs a
+ * sparse pool's page is only allocated at its first touch, and a touch
+ * that finds no room is a SIGBUS in the service (or in CRIU's plugin,
+ * copying a snapshot). Other pools and files on the same file system
+ * count, as they take its room. The blocks stay holes to SEEK_DATA until
+ * written (tmpfs keeps them not up to date), so snapshots still skip
+ * them. In chunks, renewing the lock between them; a refusal gives back
+ * what it got. Nothing to do on devdax: the device is all there.
+ */
+static int reserve_blocks(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
+{
+	if (pool->devdax)
+		return 0;
+	const uint64_t chunk = 256ull << 20;
+	for (uint64_t done = 0; done < size; done += chunk) {
+		uint64_t n = size - done < chunk ? size - done : chunk;
+		if (pool->lock_word && renew_lock(pool) < 0)
+			return -1;
+		if (fallocate(pool->fd, 0, (off_t)(offset + done), (off_t)n) < 0) {
+			int e = errno;
+			cxlcr_pool_zero(pool, offset, done + n);
+			struct statvfs fs;
+			char want[32], have[32];
+			uint64_t avail = fstatvfs(pool->fd, &fs) == 0 ? (uint64_t)fs.f_bavail * fs.f_frsize : 0;
+			if (e == ENOSPC)
+				return cxlcr_error("pool %s: no room on its file system for %s more (%s free)",
+						   pool->path, cxlcr_format_size(size, want, sizeof(want)),
+						   cxlcr_format_size(avail, have, sizeof(have)));
+			return cxlcr_error("pool %s: cannot reserve %s at offset %llu: %s", pool->path,
+					   cxlcr_format_size(size, want, sizeof(want)), (unsigned long long)offset,
+					   strerror(e));
+		}
+	}
+	return 0;
+}
+
 /* An allocation is one entry reserved (STAGING), filled in, its space
- * cleared, and published by one compare-and-swap STAGING -> LIVE that a
+ * cleared (and its blocks reserved on a file), and published by one compare-and-swap STAGING -> LIVE that a
  * take-over defeats (fence_out_staging): a holder that lost the lock on
  * the way never makes a region, and never clears space another holder
  * handed out. */
@@ -845,7 +884,8 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 	/* The space is ours to clear only if the lock still was when the
 	 * entry that takes it became visible: a holder that took the lock over
 	 * before then may have handed the space out. */
-	if (still_held(pool) < 0 || cxlcr_pool_zero(pool, offset, size) < 0) {
+	if (still_held(pool) < 0 || cxlcr_pool_zero(pool, offset, size) < 0 ||
+	    reserve_blocks(pool, offset, size) < 0) {
 		release_slot(slot);
 		goto out;
 	}

@@ -14,7 +14,9 @@ need redis-server redis-cli
 PORT=6379
 new_pool 8G
 pod_up 1
-pool_bytes() { echo $(($(stat -c %b "$CXLCR_POOL") * 512)); }
+# What the pool file holds as data (a region's blocks are reserved when it
+# is made: those count once written).
+pool_bytes() { python3 "$ROOT/tests/lib/poolimg.py" data-bytes "$CXLCR_POOL"; }
 
 SERVICES+=(rel)
 "$CXLCR" run --host h0 --name rel --arena 512M --env MIMALLOC_DECOMMIT_DELAY=0 --env MIMALLOC_SEGMENT_DECOMMIT_DELAY=0 --log "$POOL_DIR/rel.log" -- \

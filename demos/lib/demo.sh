@@ -202,7 +202,7 @@ print("%-32s %9.1f MiB of %.0f MiB" % ("arena in use (cxlcr)", s["arena_used"] /
 print("%-32s %9.1f MiB" % ("RssShmem: in the pool arena", shmem))
 print("%-32s %9.1f MiB" % ("RssAnon: private memory", anon))
 if stat.S_ISREG(st.st_mode):
-    print("%-32s %9.1f MiB" % ("pool pages in use (tmpfs)", st.st_blocks * 512 / 2**20))
+    print("%-32s %9.1f MiB" % ("pool pages held (tmpfs)", st.st_blocks * 512 / 2**20))
 print("%-32s %9.2f %%" % ("share of memory in the arena", 100 * share))
 print("allocations that fell back to glibc: %d" % s["glibc_fallbacks"])
 print("SHARE %.1f OK %d FALLBACKS %d" % (100 * share, share >= 0.95 or s["rss_anon_kb"] <= int(sys.argv[5]),
@@ -265,7 +265,7 @@ rss_line() {
 s = json.load(open(sys.argv[1]))
 import os, stat
 st = os.stat(sys.argv[2])
-pool = ", pool pages in use %.1f MiB" % (st.st_blocks * 512 / 2**20) if stat.S_ISREG(st.st_mode) else ""
+pool = ", pool pages held %.1f MiB" % (st.st_blocks * 512 / 2**20) if stat.S_ISREG(st.st_mode) else ""
 print("memory on %s: RssShmem %.1f MiB (arena), RssAnon %.1f MiB, arena in use %.1f MiB%s"
       % (s["host"], s["rss_shmem_kb"] / 1024, s["rss_anon_kb"] / 1024, s["arena_used"] / 2**20, pool))' \
 		"$OUT/status.json" "$CXLCR_POOL"

@@ -11,6 +11,9 @@
                                       snapshots, 5: fork children, ...)
     poolimg.py corrupt-snapshot POOL  flips a byte in the header of the newest
                                       snapshot (its checksum no longer holds)
+    poolimg.py data-bytes POOL        bytes of the pool file that hold data
+                                      (SEEK_DATA): written pages, not holes nor
+                                      blocks only reserved (fallocate)
     poolimg.py bump-epoch POOL NAME   bumps the owner epoch of the live region
                                       NAME, as a take-over by someone else would
     poolimg.py put POOL FILE          writes a kept image set back into the
@@ -28,6 +31,7 @@ at 4 KiB; an entry starts with state u32, kind u32, generation u64, offset
 u64, size u64, name char[64]. Python standard library only.
 """
 import json
+import os
 import struct
 import sys
 
@@ -109,6 +113,21 @@ def main(argv):
             o.write(raw)
             o.write(data)
         print(name)
+        return 0
+    if len(argv) == 2 and argv[0] == "data-bytes":
+        fd = os.open(argv[1], os.O_RDONLY)
+        end, at, total = os.fstat(fd).st_size, 0, 0
+        try:
+            while at < end:
+                try:
+                    lo = os.lseek(fd, at, os.SEEK_DATA)
+                except OSError:
+                    break
+                at = os.lseek(fd, lo, os.SEEK_HOLE)
+                total += at - lo
+        finally:
+            os.close(fd)
+        print(total)
         return 0
     if len(argv) == 3 and argv[0] == "bump-epoch":
         with open(argv[1], "r+b") as f:

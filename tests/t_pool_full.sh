@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A pool on a file system that is nearly full (issue 12 point 6): a region
+# gets its blocks when it is made (fallocate), so a service never meets a
+# full tmpfs at the first touch of a heap page (a SIGBUS), and one that
+# cannot have its arena is refused at start with one clear line. A 256 MiB
+# tmpfs holds a 240 MiB pool and, beside it, 120 MiB of another tenant:
+#  - a process asking for a 192 MiB arena is refused at start, naming the
+#    free room, and leaves no region behind (before: it started and died of
+#    SIGBUS writing 150 MB);
+#  - a process with a 64 MiB arena that writes 150 MB gets what fits in its
+#    arena and the rest from glibc, since no extent can be made: it ends
+#    well (before: the extent was made sparse and the write died of SIGBUS).
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+
+PY=$(python3 -c 'import sys; print(sys.executable)')
+POOL_DIR=$(mktemp -d /dev/shm/cxlcr-test-XXXX)
+small=$POOL_DIR/small
+mkdir "$small"
+mount -t tmpfs -o size=256M,mode=0700 cxlcr-test-small "$small" || skip "cannot mount a tmpfs"
+on_exit "umount '$small'"
+export CXLCR_POOL=$small/pool
+"$CXLCR" pool format --size 240M >/dev/null || die "cxlcr pool format on a 256 MiB tmpfs failed"
+fallocate -l 120M "$small/other-tenant"
+free_mb() { df -m --output=avail "$small" | tail -1 | tr -d ' '; }
+say "pool of 240 MiB and 120 MiB of another tenant on a 256 MiB tmpfs: $(free_mb) MiB free"
+
+# under_preload ARENA SIZE MB: a Python under the preload with arena ARENA
+# of SIZE that writes MB megabytes and reads them back.
+under_preload() {
+	env CXLCR_POOL="$CXLCR_POOL" CXLCR_ARENA="$1" CXLCR_ARENA_SIZE="$2" \
+		LD_PRELOAD="$ROOT/build/libcxlcr-preload.so" "$PY" -c "
+import sys
+b = bytearray(b'x') * ($3 << 20)
+assert b.count(b'x') == len(b)
+print('wrote', len(b) >> 20, 'MiB')
+"
+}
+regions() { python3 "$ROOT/tests/lib/poolimg.py" kind "$CXLCR_POOL" "$1"; }
+
+rc=0
+under_preload big 192M 150 >"$POOL_DIR/big.out" 2>"$POOL_DIR/big.err" || rc=$?
+[ $rc -ne 0 ] || die "a 192 MiB arena was made with $(free_mb) MiB free"
+[ $rc -ne 135 ] || die "the service died of SIGBUS (its arena was made without room for it)"
+[ $rc -eq 69 ] || die "exit status $rc, not 69 (no arena): $(cat "$POOL_DIR/big.err")"
+grep -q "no room on its file system" "$POOL_DIR/big.err" || die "unclear refusal: $(cat "$POOL_DIR/big.err")"
+[ "$(wc -l <"$POOL_DIR/big.err")" -eq 1 ] || die "not one line: $(cat "$POOL_DIR/big.err")"
+[ "$(regions 1)" -eq 0 ] || die "the refused arena left a region behind"
+ok "refused at start: $(cat "$POOL_DIR/big.err")"
+
+rc=0
+under_preload small 64M 150 >"$POOL_DIR/small.out" 2>"$POOL_DIR/small.err" || rc=$?
+[ $rc -ne 135 ] || die "the service died of SIGBUS when its arena grew"
+[ $rc -eq 0 ] || die "exit status $rc: $(cat "$POOL_DIR/small.err")"
+grep -q "wrote 150 MiB" "$POOL_DIR/small.out" || die "the service did not write its 150 MiB"
+ok "a 64 MiB arena whose extents do not fit: the service wrote 150 MiB (the rest on glibc), $(regions 6) extent(s) made"
