@@ -19,7 +19,7 @@ POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c c
 COMMON_SRC  := $(POOL_SRC) \
                common/snapshot.c common/catalog.c common/hosts.c common/rtnl.c
 PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c preload/track.c
-VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pod.c \
+VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_check.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
@@ -109,6 +109,12 @@ test: setup
 demo: setup
 	@demos/redis/run.sh
 
+# The pool under minutes of forks, snapshots, stops and reaps from several
+# hosts (tests/t_stress.sh; `make test` runs it for 20 s).
+STRESS_SECONDS ?= 300
+stress: setup
+	@STRESS_SECONDS=$(STRESS_SECONDS) CXLCR_TEST_TIMEOUT=$$(($(STRESS_SECONDS) + 300)) tests/run.sh -v t_stress
+
 bench: deps
 	@$(MAKE) --no-print-directory all $(O)/bench/mcload $(O)/bench/loadclient
 	@bench/run.sh
@@ -116,7 +122,7 @@ bench: deps
 clean:
 	rm -rf build
 
-.PHONY: all deps setup sanitize test demo bench clean
+.PHONY: all deps setup sanitize test demo stress bench clean
 
 # The CRIU plugin, criu-plugin/ (needs CRIU's criu-plugin.h, from `make deps`).
 # CRIU loads every *.so of the directory given with `criu --lib DIR`, and the

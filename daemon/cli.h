@@ -6,6 +6,7 @@
  *   dispatch.c     the verb table, usage, forwarding a verb to a host
  *   rpc.c          the client/daemon protocol
  *   cmd_pool.c     cxlcr pool format | pool info
+ *   cmd_pool_check.c  cxlcr pool check: the region table and catalog, for leaks and overlaps
  *   cmd_pod.c      cxlcr pod up | pod down: emulated hosts on this machine
  *   cmd_run.c      cxlcr run: start a service under the preload
  *   cmd_status.c   cxlcr ps | status | stop | rm
@@ -52,6 +53,7 @@ int cli_dispatch(int argc, char **argv);
 int forward_to_host(const char *host, int argc, char **argv);
 
 int cmd_pool(int argc, char **argv);
+int pool_check(int argc, char **argv);
 int cmd_pod(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_restore(int argc, char **argv);

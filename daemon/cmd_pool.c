@@ -1,4 +1,4 @@
-/* cxlcr pool format | cxlcr pool info */
+/* cxlcr pool format | cxlcr pool info (cxlcr pool check: cmd_pool_check.c) */
 #include <getopt.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -156,10 +156,13 @@ int cmd_pool(int argc, char **argv)
 		return pool_format(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "info"))
 		return pool_info(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "check"))
+		return pool_check(argc - 1, argv + 1);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		printf("usage: cxlcr pool format [--device PATH] [--size SIZE] [--force] [--json]\n"
-		       "       cxlcr pool info [--json]\n");
+		       "       cxlcr pool info [--json]\n"
+		       "       cxlcr pool check [--json]\n");
 		return EXIT_OK;
 	}
-	return fail(EXIT_USAGE, "usage: cxlcr pool format|info [options]");
+	return fail(EXIT_USAGE, "usage: cxlcr pool format|info|check [options]");
 }

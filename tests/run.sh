@@ -21,7 +21,8 @@
 #                          CXLCR_TEST_TMP  an empty directory of its own under
 #                                          /dev/shm, removed afterwards
 #
-# Each test runs under `timeout 300`. One line per test (PASS, FAIL or SKIP),
+# Each test runs under `timeout 300` ($CXLCR_TEST_TIMEOUT if set).
+# One line per test (PASS, FAIL or SKIP),
 # then exactly one summary line "N passed, N failed[, N skipped]"; the exit
 # status is non-zero if any test failed.
 set -u
@@ -29,7 +30,7 @@ set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 build=$root/build
-TIMEOUT=300
+TIMEOUT=${CXLCR_TEST_TIMEOUT:-300}   # make stress gives its long run more
 POOL_SIZE=4G     # sparse: only what a test touches takes memory
 
 verbose=0

@@ -14,6 +14,10 @@
     poolimg.py data-bytes POOL        bytes of the pool file that hold data
                                       (SEEK_DATA): written pages, not holes nor
                                       blocks only reserved (fallocate)
+    poolimg.py fake-region POOL KIND NAME OFFSET SIZE
+                                      writes a live region entry into a free
+                                      slot, whatever it overlaps (to show that
+                                      `cxlcr pool check` finds what is wrong)
     poolimg.py bump-epoch POOL NAME   bumps the owner epoch of the live region
                                       NAME, as a take-over by someone else would
     poolimg.py put POOL FILE          writes a kept image set back into the
@@ -113,6 +117,18 @@ def main(argv):
             o.write(raw)
             o.write(data)
         print(name)
+        return 0
+    if len(argv) == 6 and argv[0] == "fake-region":
+        pool, kind, name, off, size = argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5])
+        with open(pool, "r+b") as f:
+            free = [e for e in entries(f) if e[2] == 0]
+            gen = max(e[4] for e in entries(f)) + 1000
+            raw = bytearray(ENTRY)
+            struct.pack_into("<IIQQQ", raw, 0, LIVE, kind, gen, off, size)
+            raw[32:32 + len(name)] = name.encode()
+            f.seek(TABLE + ENTRY * free[0][0])
+            f.write(raw)
+        print(free[0][0])
         return 0
     if len(argv) == 2 and argv[0] == "data-bytes":
         fd = os.open(argv[1], os.O_RDONLY)

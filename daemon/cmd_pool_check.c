@@ -1,0 +1,229 @@
+/*
+ * cxlcr pool check [--json]: the pool's shared metadata, checked for what
+ * must hold once nothing is under way (a stress test's end, after a fault):
+ *
+ *   region table  every entry FREE or LIVE (an entry left STAGING,
+ *                 ABANDONED or FREEING keeps its space: a leak); every live
+ *                 region aligned and inside the data area; no two regions
+ *                 that take space overlap; no two live regions of one kind
+ *                 and name; no entry left mid-rewrite (odd seq); every
+ *                 extent's arena alive; every snapshot region named by the
+ *                 catalog (else nobody will ever free it);
+ *   catalog       every entry FREE, PUBLISHED or TOMBSTONE (WRITING and
+ *                 FREEING are half done); its snapshot a live snapshot
+ *                 region, named by no other entry; one published entry per
+ *                 name; no tombstone without a reference (it should have
+ *                 been freed); no borrow slot claimed without a reference.
+ *
+ * Each problem is one line (or an element of "problems"); exit status 1 if
+ * there is any. It reads without the lock, through stable copies, so it
+ * can run beside the pool's users, but only a quiet pool must pass.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/arena.h"
+#include "../common/catalog.h"
+#include "../common/error.h"
+#include "../common/util.h"
+#include "cli.h"
+#include "json.h"
+
+#define PROBLEMS_MAX 64
+
+struct check {
+	char problems[PROBLEMS_MAX][CXLCR_ERROR_MAX];
+	unsigned count;
+	unsigned regions, snapshots, catalog_entries, borrows;
+	uint64_t region_bytes;
+};
+
+static void problem(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(struct check *c, const char *fmt, ...)
+{
+	if (c->count < PROBLEMS_MAX) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(c->problems[c->count], sizeof(c->problems[0]), fmt, ap);
+		va_end(ap);
+	}
+	c->count++;
+}
+
+static const char *state_name(uint32_t s)
+{
+	static const char *const names[] = { "FREE", "LIVE", "STAGING", "ABANDONED", "FREEING" };
+	return s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct cxlcr_region *x = a, *y = b;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static bool live_region(const struct cxlcr_region *t, uint32_t kind, const char *name)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		if (t[i].state == CXLCR_REGION_LIVE && t[i].kind == kind && !strncmp(t[i].name, name, CXLCR_NAME_MAX))
+			return true;
+	return false;
+}
+
+static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, struct check *c)
+{
+	static struct cxlcr_region taken[CXLCR_REGION_MAX];
+	size_t n = 0;
+	uint64_t end = pool->sb->size;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		const struct cxlcr_region *r = &t[i];
+		if (r->seq & 1)
+			problem(c, "region entry %u (%.64s) was left mid-rewrite (seq %u)", i, r->name, r->seq);
+		if (r->state == CXLCR_REGION_FREE)
+			continue;
+		if (r->state != CXLCR_REGION_LIVE)
+			problem(c, "region entry %u (%.64s) is left %s: its %llu bytes stay taken", i, r->name,
+				state_name(r->state), (unsigned long long)r->size);
+		else {
+			c->regions++;
+			c->region_bytes += r->size;
+		}
+		if (r->offset % CXLCR_POOL_ALIGN || r->offset < CXLCR_DATA_OFFSET || r->size == 0 ||
+		    r->offset > end || r->size > end - r->offset)
+			problem(c, "region %.64s lies at %llu+%llu, outside the data area [%llu, %llu) or unaligned",
+				r->name, (unsigned long long)r->offset, (unsigned long long)r->size,
+				(unsigned long long)CXLCR_DATA_OFFSET, (unsigned long long)end);
+		taken[n++] = *r;
+		if (r->state != CXLCR_REGION_LIVE)
+			continue;
+		for (uint32_t k = i + 1; k < CXLCR_REGION_MAX; k++)
+			if (t[k].state == CXLCR_REGION_LIVE && t[k].kind == r->kind &&
+			    !strncmp(t[k].name, r->name, CXLCR_NAME_MAX))
+				problem(c, "two live regions of kind %u are called %.64s (entries %u and %u)", r->kind,
+					r->name, i, k);
+		if (r->kind == CXLCR_KIND_EXTENT) {
+			char arena[CXLCR_NAME_MAX];
+			cxlcr_copy_field(arena, sizeof(arena), r->name);
+			char *sep = strstr(arena, CXLCR_EXTENT_SEP);
+			if (sep)
+				*sep = 0;
+			if (!sep || !cxlcr_extent_of(r->name, arena) || !live_region(t, CXLCR_KIND_ARENA, arena))
+				problem(c, "extent %.64s belongs to no live arena: leaked", r->name);
+		}
+	}
+	qsort(taken, n, sizeof(taken[0]), by_offset);
+	for (size_t i = 1; i < n; i++)
+		if (taken[i - 1].offset + taken[i - 1].size > taken[i].offset)
+			problem(c, "regions %.64s (%llu+%llu) and %.64s (%llu+%llu) overlap", taken[i - 1].name,
+				(unsigned long long)taken[i - 1].offset, (unsigned long long)taken[i - 1].size,
+				taken[i].name, (unsigned long long)taken[i].offset, (unsigned long long)taken[i].size);
+}
+
+static void check_catalog(struct cxlcr_pool *pool, const struct cxlcr_region *t, struct check *c)
+{
+	static struct cxlcr_catalog_info e[CXLCR_CATALOG_ENTRIES];
+	static bool named[CXLCR_REGION_MAX];
+	memset(named, 0, sizeof(named));
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		if (cxlcr_catalog_entry(pool, i, &e[i]) < 0) {
+			problem(c, "catalog entry %u cannot be read: %s", i, cxlcr_last_error());
+			return;
+		}
+	}
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		const struct cxlcr_catalog_info *x = &e[i];
+		if (x->state == CXLCR_CATALOG_FREE)
+			continue;
+		c->catalog_entries++;
+		c->borrows += x->refcount;
+		if (x->state != CXLCR_CATALOG_PUBLISHED && x->state != CXLCR_CATALOG_TOMBSTONE) {
+			problem(c, "catalog entry %u (%.64s) is left half %s", i, x->name,
+				x->state == CXLCR_CATALOG_WRITING ? "published" : "freed");
+			continue;
+		}
+		if (x->state == CXLCR_CATALOG_TOMBSTONE && x->refcount == 0)
+			problem(c, "catalog entry %u (%.64s) is a tombstone nobody holds: its snapshot was never freed",
+				i, x->name);
+		if (x->slots_claimed > x->refcount)
+			problem(c, "catalog entry %u (%.64s) has %u borrow slot(s) claimed and %u reference(s)", i,
+				x->name, x->slots_claimed, x->refcount);
+		bool found = false;
+		for (uint32_t k = 0; k < CXLCR_REGION_MAX && !found; k++) {
+			if (t[k].state == CXLCR_REGION_LIVE && t[k].generation == x->snapshot_generation) {
+				found = true;
+				if (t[k].kind != CXLCR_KIND_SNAPSHOT)
+					problem(c, "catalog entry %u (%.64s) names region %.64s, which is no snapshot", i,
+						x->name, t[k].name);
+				else if (named[k])
+					problem(c, "snapshot %.64s is named by two catalog entries", t[k].name);
+				named[k] = true;
+			}
+		}
+		if (!found)
+			problem(c, "catalog entry %u (%.64s) names snapshot region %llu, which is gone", i, x->name,
+				(unsigned long long)x->snapshot_generation);
+		for (uint32_t k = i + 1; k < CXLCR_CATALOG_ENTRIES; k++)
+			if (x->state == CXLCR_CATALOG_PUBLISHED && e[k].state == CXLCR_CATALOG_PUBLISHED &&
+			    !strncmp(e[k].name, x->name, CXLCR_NAME_MAX))
+				problem(c, "two published catalog entries are called %.64s (%u and %u)", x->name, i, k);
+	}
+	for (uint32_t k = 0; k < CXLCR_REGION_MAX; k++) {
+		if (t[k].state != CXLCR_REGION_LIVE || t[k].kind != CXLCR_KIND_SNAPSHOT)
+			continue;
+		c->snapshots++;
+		if (!named[k])
+			problem(c, "snapshot region %.64s (%llu bytes) is named by no catalog entry: leaked", t[k].name,
+				(unsigned long long)t[k].size);
+	}
+}
+
+int pool_check(int argc, char **argv)
+{
+	bool json = argc > 1 && !strcmp(argv[1], "--json");
+	if (argc > 2 || (argc > 1 && !json)) {
+		printf("usage: cxlcr pool check [--json]\n");
+		return argc > 1 && !strcmp(argv[1], "--help") ? EXIT_OK : EXIT_USAGE;
+	}
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	static struct cxlcr_region table[CXLCR_REGION_MAX];
+	static struct check c;
+	memset(&c, 0, sizeof(c));
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+		cxlcr_region_slot(&pool, i, &table[i]);
+	check_table(&pool, table, &c);
+	check_catalog(&pool, table, &c);
+	cxlcr_pool_close(&pool);
+	unsigned shown = c.count < PROBLEMS_MAX ? c.count : PROBLEMS_MAX;
+	if (json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_bool(&j, "ok", c.count == 0);
+		json_u64(&j, "regions", c.regions);
+		json_u64(&j, "region_bytes", c.region_bytes);
+		json_u64(&j, "snapshots", c.snapshots);
+		json_u64(&j, "catalog_entries", c.catalog_entries);
+		json_u64(&j, "borrows", c.borrows);
+		json_u64(&j, "problem_count", c.count);
+		json_array(&j, "problems");
+		for (unsigned i = 0; i < shown; i++)
+			json_str(&j, NULL, c.problems[i]);
+		json_array_end(&j);
+		json_end(&j);
+	} else {
+		for (unsigned i = 0; i < shown; i++)
+			printf("problem: %s\n", c.problems[i]);
+		if (c.count > shown)
+			printf("problem: ... and %u more\n", c.count - shown);
+		printf("%s: %u live region(s) (%llu bytes), %u snapshot(s), %u catalog entr%s, %u borrow(s)\n",
+		       c.count ? "pool check failed" : "pool check passed", c.regions,
+		       (unsigned long long)c.region_bytes, c.snapshots, c.catalog_entries,
+		       c.catalog_entries == 1 ? "y" : "ies", c.borrows);
+	}
+	return c.count ? EXIT_FAIL : EXIT_OK;
+}
