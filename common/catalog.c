@@ -755,17 +755,30 @@ static bool settle_entry(struct reaper *r, uint32_t index)
 	return false;
 }
 
+static int reap(struct cxlcr_pool *pool, const char *host, struct cxlcr_hosts_watch *watch, uint64_t now,
+		struct cxlcr_reap_report *report);
+
 int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report)
 {
-	return cxlcr_catalog_reap_watched(pool, NULL, 0, report);
+	return reap(pool, cxlcr_host_name(), NULL, 0, report);
+}
+
+int cxlcr_catalog_reap_as(struct cxlcr_pool *pool, const char *host, struct cxlcr_reap_report *report)
+{
+	return reap(pool, host, NULL, 0, report);
 }
 
 int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_hosts_watch *watch, uint64_t now,
 			       struct cxlcr_reap_report *report)
 {
+	return reap(pool, cxlcr_host_name(), watch, now, report);
+}
+
+static int reap(struct cxlcr_pool *pool, const char *host, struct cxlcr_hosts_watch *watch, uint64_t now,
+		struct cxlcr_reap_report *report)
+{
 	struct catalog c;
-	struct reaper r = { .c = &c, .watch = watch, .now = now, .pid_ns = cxlcr_pid_namespace(),
-			    .host = cxlcr_host_name() };
+	struct reaper r = { .c = &c, .watch = watch, .now = now, .pid_ns = cxlcr_pid_namespace(), .host = host };
 	if (report)
 		memset(report, 0, sizeof(*report));
 	int rc = catalog_open(pool, false, &c);

@@ -113,6 +113,10 @@ int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *fre
  * borrows dropped, or -1.
  */
 int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report);
+/* The same, judging the borrows recorded for host's processes instead of
+ * this host's: for an emulated pod host of this machine (its processes are
+ * ours, and the slot's pid namespace must still match ours). */
+int cxlcr_catalog_reap_as(struct cxlcr_pool *pool, const char *host, struct cxlcr_reap_report *report);
 
 /*
  * The same, by a reaper that lives long enough to watch: it also drops the

@@ -130,9 +130,59 @@ static void drop_snapshot(struct cxlcr_pool *pool, const char *name)
 	image_store_reclaim(pool, name, 0);
 }
 
+/* "SERVICE.sDIGITS": a snapshot name snapshot_service() gave service. */
+static bool snapshot_of(const char *name, const char *service)
+{
+	size_t n = strnlen(service, 40);
+	if (strncmp(name, service, n) || name[n] != '.' || name[n + 1] != 's' || !name[n + 2])
+		return false;
+	for (const char *p = name + n + 2; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/*
+ * A snapshot worker that died (killed, or its host crashed) between its
+ * draft and the catalog leaves a snapshot region, and maybe its image set,
+ * that nothing refers to: no catalog entry names it, so no child can
+ * borrow it and no reaper frees it. The next snapshot of the service,
+ * under the service's lease (so no other snapshot of it is under way),
+ * drops every such stray before it makes its own.
+ */
+static void drop_strays(struct cxlcr_pool *pool, const char *service)
+{
+	uint64_t named[CXLCR_CATALOG_ENTRIES];
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		struct cxlcr_catalog_info e;
+		if (cxlcr_catalog_entry(pool, i, &e) < 0)
+			break;
+		if (e.state != CXLCR_CATALOG_FREE)
+			named[n++] = e.snapshot_generation;
+	}
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r = pool->table[i];
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_SNAPSHOT || !snapshot_of(r.name, service))
+			continue;
+		bool in_catalog = false;
+		for (uint32_t k = 0; k < n && !in_catalog; k++)
+			in_catalog = named[k] == r.generation;
+		if (!in_catalog)
+			drop_snapshot(pool, r.name);
+	}
+}
+
+void snapshot_forget(struct cxlcr_pool *pool, const char *service)
+{
+	retire_previous(pool, service);
+	drop_strays(pool, service);
+}
+
 int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
 {
 	memset(out, 0, sizeof(*out));
+	drop_strays(pool, s->region.name);
 	uint64_t t0 = cxlcr_mono_ns();
 	/* Unique among the snapshots of the service that children still hold. */
 	snprintf(out->name, sizeof(out->name), "%.40s.s%llu", s->region.name,

@@ -14,6 +14,8 @@
 #include "cli.h"
 #include "image_store.h"
 #include "container.h"
+#include "fork.h"
+#include "rpc.h"
 
 #define STOP_GRACE_MS 10000
 
@@ -126,7 +128,7 @@ int cmd_status(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Frees a service's arena (and its checkpoints): only once nothing runs
+/* Frees a service's arena (and its checkpoints and snapshots): only once nothing runs
  * in it. A fork child has
  * no arena; what it gives back is its borrow of the snapshot it came from,
  * recorded for its pid: the reaper ends it now that the pid is gone. */
@@ -137,10 +139,17 @@ static int free_arena(struct cxlcr_pool *pool, struct service *s)
 	/* Its checkpoints go with it: a new service of the same name starts
 	 * its epochs again, and would find their names taken (issue 13
 	 * point 6). */
-	if (s->region.kind == CXLCR_KIND_ARENA)
+	if (s->region.kind == CXLCR_KIND_ARENA) {
 		image_store_reclaim(pool, s->region.name, 0);
-	if (s->region.kind == CXLCR_KIND_CHILD)
+		snapshot_forget(pool, s->region.name);
+	}
+	/* The child's borrow is recorded for its pid on its host, which may
+	 * be a pod host other than the one stop runs as. */
+	if (s->region.kind == CXLCR_KIND_CHILD) {
 		cxlcr_catalog_reap(pool, NULL);
+		if (host_is_local_pod_host(s->region.owner_host))
+			cxlcr_catalog_reap_as(pool, s->region.owner_host, NULL);
+	}
 	return EXIT_OK;
 }
 

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "criu.h"
 #include "exec.h"
+#include "rpc.h"
 
 /* CRIU says what went wrong in its log. The cxlcr plugin's reason is the
  * one that matters when it refused; otherwise the first error line (later
@@ -82,6 +83,12 @@ static void add_test_hook(char **argv, size_t *n)
 	}
 }
 
+int criu_timeout_s(void)
+{
+	int deadline_s = (rpc_timeout_ms() + 999) / 1000;
+	return deadline_s < CRIU_TIMEOUT_S ? deadline_s : CRIU_TIMEOUT_S;
+}
+
 /* The service's network namespace: CRIU runs inside it (criu.h). */
 static int service_netns(pid_t pid)
 {
@@ -131,7 +138,7 @@ static int dump_service(pid_t pid, const char *dir, const char *leave, const int
 	if (leave)
 		argv[n++] = (char *)leave;
 	add_test_hook(argv, &n);
-	int rc = exec_argv_in(argv, CRIU_TIMEOUT_S, fds, nfds, netns);
+	int rc = exec_argv_in(argv, criu_timeout_s(), fds, nfds, netns);
 	close(netns);
 	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
 }
@@ -177,7 +184,7 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 	 * through our socket (CRIU's fd 4). */
 	netlock_env(4, link, bridge);
 	int fds[2] = { pool_fd, rtnl };
-	int rc = exec_argv_kept(argv, CRIU_TIMEOUT_S, fds, 2, netns_fd);
+	int rc = exec_argv_kept(argv, criu_timeout_s(), fds, 2, netns_fd);
 	netlock_env_clear();
 	close(rtnl);
 	if (rc != 0)

@@ -11,6 +11,11 @@
 #include <sys/types.h>
 
 #define CRIU_TIMEOUT_S 120
+/* CRIU's time: CRIU_TIMEOUT_S, or less when the deadline of the requests
+ * that wait for it is shorter ($CXLCR_RPC_TIMEOUT_MS): a CRIU that runs on
+ * after its caller gave up would keep a service frozen, or half-restored
+ * tasks mapping its arena, for nobody (docs/control-plane.md). */
+int criu_timeout_s(void);
 
 /*
  * CRIU runs inside the service's network namespace (setns before exec).

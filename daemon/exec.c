@@ -17,6 +17,7 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "exec.h"
+#include "rpc.h"
 
 #define EXEC_MAX_ARGS 64
 
@@ -56,7 +57,8 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
  * verb died too. The tool dies with the keeper (PR_SET_PDEATHSIG), and the
  * keeper learns of the verb's death by its own parent-death signal: it
  * then kills the tool and every process it adopted (half-restored tasks,
- * which would otherwise map the arena for ever). While the verb lives the
+ * which would otherwise map the arena for ever). It kills what it adopted
+ * too when the tool failed (killed, or exited non-zero). Otherwise the
  * keeper only passes the tool's exit on, and exits with it, handing the
  * tool's result (a restored service) up to the verb.
  */
@@ -93,10 +95,12 @@ _Noreturn static void run_kept(char *const argv[], pid_t verb)
 		if (w == tool)
 			break;
 	}
-	if (orphaned || getppid() != verb) {
+	/* A tool that failed leaves nothing running either: what it had
+	 * built (half-restored tasks, which map the pool) are our orphans. */
+	if (orphaned || getppid() != verb || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		exec_kill_orphans();
+	if (orphaned || getppid() != verb)
 		_exit(1);
-	}
 	if (WIFSIGNALED(status)) {
 		signal(WTERMSIG(status), SIG_DFL);
 		sigprocmask(SIG_UNBLOCK, &set, NULL);
@@ -132,7 +136,7 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 		 * after its worker died would restore and take the arena over
 		 * behind the back of a source that resumed (docs/control-plane.md).
 		 * The re-check covers a parent that died before the prctl. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		if (exec_die_with(parent) < 0)
 			_exit(127);
 		int null = open("/dev/null", O_RDWR);
 		dup2(null, 0);
@@ -165,20 +169,30 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 	size_t got = 0;
 	buf[0] = 0;
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_s * 1000000000ull;
-	bool timed_out = false, exited = false;
+	bool timed_out = false, exited = false, abandoned = false;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	/* The caller of the request this worker serves: once it has gone,
+	 * the tool is stopped (rpc.h). Only while the pidfd tells the tool's
+	 * exit apart: the poll set is in a fixed order. */
+	int caller = pidfd >= 0 ? rpc_caller_fd() : -1;
 	for (;;) {
 		uint64_t now = cxlcr_mono_ns();
 		if (now >= deadline) {
 			timed_out = true;
 			break;
 		}
-		struct pollfd p[2] = { { .fd = err[0], .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
-		int rc = exited ? 1 : poll(p, pidfd >= 0 ? 2 : 1, (int)((deadline - now) / 1000000) + 1);
+		struct pollfd p[3] = { { .fd = err[0], .events = POLLIN }, { .fd = pidfd, .events = POLLIN },
+				       { .fd = caller, .events = POLLRDHUP } };
+		int rc = exited ? 1 : poll(p, pidfd >= 0 ? (caller >= 0 ? 3 : 2) : 1,
+					   (int)((deadline - now) / 1000000) + 1);
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc <= 0)
 			continue;
+		if (!exited && caller >= 0 && (p[2].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			abandoned = true;
+			break;
+		}
 		if (!exited && pidfd >= 0 && p[1].revents) {
 			/* What it wrote is in the pipe already: read that, no more. */
 			exited = true;
@@ -201,8 +215,10 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 	close(err[0]);
 	if (pidfd >= 0)
 		close(pidfd);
-	if (timed_out)
-		kill(pid, SIGKILL);
+	/* A keeper is told, not killed: killed, it could not end what the
+	 * tool had built (its SIGUSR2 is the verb's death). */
+	if (timed_out || abandoned)
+		kill(pid, keep ? SIGUSR2 : SIGKILL);
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
@@ -210,6 +226,9 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 	last_line(buf, line, sizeof(line));
 	if (timed_out)
 		return cxlcr_error("%s timed out after %d s", argv[0], timeout_s);
+	if (abandoned)
+		return cxlcr_error("%s stopped: the caller of this request has gone (it gave up or died)",
+				   argv[0]);
 	if (WIFSIGNALED(status))
 		return cxlcr_error("%s killed by signal %d%s%s", argv[0], WTERMSIG(status),
 				   line[0] ? ": " : "", line);
@@ -230,6 +249,11 @@ int exec_run(int timeout_s, const char *arg0, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	return exec_argv(argv, timeout_s);
+}
+
+int exec_die_with(pid_t parent)
+{
+	return prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent ? -1 : 0;
 }
 
 int exec_adopt_orphans(void)

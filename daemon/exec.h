@@ -37,4 +37,11 @@ int exec_run(int timeout_s, const char *arg0, ...) __attribute__((sentinel));
 int exec_adopt_orphans(void);
 int exec_kill_orphans(void);
 
+/* In a child just forked from parent: it dies (SIGKILL) when parent does,
+ * even if parent died before the prctl. 0, or -1 if parent is gone. A
+ * process a verb forks to work for it must not outlive the verb: what it
+ * started would go on behind the back of whoever handles the verb's end
+ * (docs/control-plane.md). */
+int exec_die_with(pid_t parent);
+
 #endif

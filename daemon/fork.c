@@ -38,6 +38,7 @@
 #include "criu.h"
 #include "fork.h"
 #include "../control/fence.h"
+#include "exec.h"
 #include "image_store.h"
 #include "rpc.h"
 
@@ -58,10 +59,46 @@ struct child_job {
 	bool ok;
 };
 
+/* What `cxlcr ps` shows for a child being made, and once it runs. */
+static void making_command(const char *parent, char *out, size_t len)
+{
+	snprintf(out, len, "forking %.38s", parent);
+}
+
+static void child_command(const char *parent, char *out, size_t len)
+{
+	snprintf(out, len, "fork of %.38s", parent);
+}
+
+/*
+ * The children of parent a dead maker left half made: a fork-restore
+ * worker killed (or its host crashed) between a child's region and its
+ * running task. Its restore jobs and their CRIU died with it (the keeper
+ * ended the half-restored tasks); what stays is the region, owned by the
+ * dead maker, and the child's network namespace. Run under the parent's
+ * lease (no other fork of it is under way), on the child's host.
+ */
+static void drop_half_made(struct cxlcr_pool *pool, const char *parent)
+{
+	char making[CXLCR_COMMAND_MAX];
+	making_command(parent, making, sizeof(making));
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r = pool->table[i];
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_CHILD ||
+		    strncmp(r.command, making, sizeof(r.command)) ||
+		    strncmp(r.owner_host, this_host(), CXLCR_HOST_MAX) || pid_alive(r.owner_pid))
+			continue;
+		char link[16];
+		container_link_name(pool->sb->uuid, r.generation, 0, link);
+		container_netns_release(link, true);
+		cxlcr_region_free(pool, r.generation);
+	}
+}
+
 /* A child region PARENT.N with the lowest free N: its name, owner host and
  * address. Its owner pid is set once the child runs. */
 static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const char *parent,
-			const char *command, struct child_job *job)
+			struct child_job *job)
 {
 	for (int n = 1; n <= CHILD_NUMBER_MAX; n++) {
 		snprintf(job->name, sizeof(job->name), "%.*s.%d", (int)CXLCR_NAME_MAX - 8, parent, n);
@@ -74,7 +111,10 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 			return -1;
 		}
 		container_link_name(pool->sb->uuid, job->region.generation, 0, job->link);
-		if (cxlcr_region_set_owner(pool, job->region.generation, 0, this_host(), command) < 0 ||
+		/* Its maker owns it until the child runs (half_made()). */
+		char making[CXLCR_COMMAND_MAX];
+		making_command(parent, making, sizeof(making));
+		if (cxlcr_region_set_owner(pool, job->region.generation, getpid(), this_host(), making) < 0 ||
 		    cxlcr_region_assign_net(pool, job->region.generation, pod_service_first(pod),
 					    POD_SERVICE_COUNT, job->link, &job->ip) < 0) {
 			cxlcr_region_free(pool, job->region.generation);
@@ -152,9 +192,14 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 			struct cxlcr_pool *pool)
 {
 	uint64_t t0 = cxlcr_mono_ns();
+	pid_t self = getpid();
 	for (unsigned i = 0; i < n; i++) {
 		jobs[i].worker = fork();
 		if (jobs[i].worker == 0) {
+			/* Dies with this worker, and so does its CRIU's keeper,
+			 * which then ends the half-restored child. */
+			if (exec_die_with(self) < 0)
+				_exit(1);
 			/* Each child's network namespace, made here so that all are
 			 * made at once: its own address and MAC. */
 			pid_t pid;
@@ -249,12 +294,14 @@ static void undo_children(struct cxlcr_pool *pool, struct child_job *jobs, unsig
  * holds under the parent's name. Prints one "child NAME HOST ADDRESS PID
  * MS" line per child (porcelain) or a sentence each.
  */
-static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bool porcelain)
+static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bool porcelain,
+		     const struct verb_lease *l)
 {
 	const struct pod *pod = pod_current(false);
 	if (!pod)
 		return cxlcr_error("%s is not a pod host", this_host());
 	uint64_t t0 = cxlcr_mono_ns();
+	drop_half_made(pool, parent);
 	struct cxlcr_borrow borrow;
 	/* Dead children's borrows may hold every slot: reaped, and once more. */
 	if (cxlcr_catalog_borrow(pool, parent, NULL, &borrow) < 0 &&
@@ -277,11 +324,11 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	    image_work_dir("fork", parent, src, sizeof(src)) < 0 || image_store_fetch(pool, &images, src) < 0)
 		goto out;
 	char command[CXLCR_COMMAND_MAX];
-	snprintf(command, sizeof(command), "fork of %.38s", parent);
+	child_command(parent, command, sizeof(command));
 	for (unsigned i = 0; i < n; i++) {
 		struct child_job *job = &jobs[i];
 		struct cxlcr_rebase_fork spec = { .snapshot = &snap, .ifname = SERVICE_IFNAME };
-		if (child_region(pool, pod, parent, command, job) < 0 ||
+		if (child_region(pool, pod, parent, job) < 0 ||
 		    image_work_dir("child", job->name, job->dir, sizeof(job->dir)) < 0)
 			goto undo;
 		spec.child_ip = htonl(job->ip);
@@ -291,6 +338,8 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 			goto undo;
 		}
 	}
+	if (verb_lease_check(l, "the children's restore") < 0)
+		goto undo;
 	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
@@ -302,6 +351,9 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 		cxlcr_error("%s", why);
 		goto undo;
 	}
+	/* The children are the parent's fork's only while it holds the lease. */
+	if (verb_lease_check(l, "the children's start") < 0)
+		goto undo;
 	for (unsigned i = 0; i < n; i++)
 		cxlcr_region_set_owner(pool, jobs[i].region.generation, jobs[i].pid, this_host(), command);
 	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
@@ -354,33 +406,45 @@ out:
 
 int cmd_fork_restore(int argc, char **argv)
 {
-	const char *usage = "cxlcr fork-restore PARENT --count N [--porcelain] (run by cxlcr fork on the "
-			    "destination host)";
+	const char *usage = "cxlcr fork-restore PARENT --count N --lease LEASE [--porcelain] (run by cxlcr fork "
+			    "on the destination host)";
 	const struct option opts[] = { { "count", required_argument, 0, 'c' },
 				       { "porcelain", no_argument, 0, 'p' },
+				       { "lease", required_argument, 0, 'L' },
 				       { "help", no_argument, 0, 'h' },
 				       { 0, 0, 0, 0 } };
 	unsigned count = 1;
 	bool porcelain = false;
+	const char *lease = NULL;
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:ph", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:pL:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': count = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'p': porcelain = true; break;
+		case 'L': lease = optarg; break;
 		case 'h': printf("usage: %s\n", usage); return EXIT_OK;
 		default: return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1 || count < 1 || count > FORK_MAX_CHILDREN)
+	if (optind != argc - 1 || count < 1 || count > FORK_MAX_CHILDREN || !lease)
 		return fail(EXIT_USAGE, "usage: %s (N from 1 to %d)", usage, FORK_MAX_CHILDREN);
 	if (!cli_host)
 		return fail(EXIT_USAGE, "fork-restore runs in a host's daemon; use cxlcr fork");
+	/* Only under the lease of the fork that asked: a fork whose caller
+	 * gave up must not make children after the next one began. */
 	struct cxlcr_pool pool;
-	int rc = open_pool_or_fail(&pool);
+	struct service s;
+	struct verb_lease l;
+	int rc = service_find(&pool, argv[optind], &s);
 	if (rc)
 		return rc;
-	rc = fork_here(&pool, argv[optind], count, porcelain);
+	if ((rc = verb_begin(&pool, &s, "fork", lease, &l))) {
+		cxlcr_pool_close(&pool);
+		return rc;
+	}
+	rc = fork_here(&pool, argv[optind], count, porcelain, &l);
+	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (rc < 0)
 		return fail(EXIT_FAIL, "fork of %s on %s failed: %s", argv[optind], this_host(), cxlcr_last_error());
@@ -444,8 +508,9 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 	}
 	char count[16];
 	snprintf(count, sizeof(count), "%u", req->count);
-	char *argv[] = { "fork-restore", (char *)req->service, "--count", count, "--porcelain", NULL };
-	if (rpc_call_capture(req->host, 5, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+	char *argv[] = { "fork-restore", (char *)req->service, "--count", count, "--porcelain", "--lease",
+			 (char *)lease, NULL };
+	if (rpc_call_capture(req->host, 7, argv, out, sizeof(out), why, sizeof(why)) != 0) {
 		snprintf(rep->error, sizeof(rep->error), "%s", why);
 		return -1;
 	}

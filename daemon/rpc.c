@@ -227,6 +227,11 @@ int rpc_check_peer(int conn)
 /* The connection being served by this worker, until it has its answer. */
 static int serving = -1;
 
+int rpc_caller_fd(void)
+{
+	return serving;
+}
+
 void rpc_reply_now(int status)
 {
 	if (serving < 0)

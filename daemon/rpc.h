@@ -26,6 +26,12 @@ bool host_is_local_pod_host(const char *host);
 #define RPC_TIMEOUT_ENV "CXLCR_RPC_TIMEOUT_MS"
 #define RPC_TIMEOUT_DEFAULT_MS 300000
 #define RPC_REQUEST_READ_S 10 /* the daemon reads a request's bytes within this */
+/* In a worker: the connection of the request it serves until its answer
+ * is sent, -1 otherwise. It reads POLLRDHUP once the caller has gone
+ * (given up past its deadline, or died): nobody then waits for the verb,
+ * and whoever gave up has decided what happens instead (exec.c stops the
+ * tool the verb runs). */
+int rpc_caller_fd(void);
 int rpc_timeout_ms(void);
 
 /* Runs `cxlcr argv...` on host's daemon; returns its exit status, or -1

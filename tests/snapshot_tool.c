@@ -6,6 +6,12 @@
  *                                     as NAME, publish it in the catalog,
  *                                     print its region generation
  *   snapshot_tool drop NAME           tombstone it (freed with its last borrower)
+ *   snapshot_tool census              what a fork or a snapshot may leave behind,
+ *                                     one line: "entries E borrows B snapshots S
+ *                                     children C images I" (catalog entries in
+ *                                     use, borrow slots claimed in them, regions
+ *                                     of those kinds) - tests/t_fault_*.sh
+ *                                     compare it before and after a fault
  *
  * The pool is $CXLCR_POOL. The caller freezes the service around create.
  */
@@ -19,11 +25,36 @@
 #include "../common/pool.h"
 #include "../common/snapshot.h"
 
+/* Catalog entries in use and their borrow slots, and the regions a fork
+ * or a snapshot makes. */
+static int print_census(struct cxlcr_pool *pool)
+{
+	unsigned entries = 0, borrows = 0, kinds[8] = { 0 };
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		struct cxlcr_catalog_info e;
+		if (cxlcr_catalog_entry(pool, i, &e) < 0)
+			break; /* no catalog yet */
+		if (e.state == CXLCR_CATALOG_FREE)
+			continue;
+		entries++;
+		borrows += e.slots_claimed;
+	}
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region *r = &pool->table[i];
+		if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == CXLCR_REGION_LIVE && r->kind < 8)
+			kinds[r->kind]++;
+	}
+	printf("entries %u borrows %u snapshots %u children %u images %u\n", entries, borrows,
+	       kinds[CXLCR_KIND_SNAPSHOT], kinds[CXLCR_KIND_CHILD], kinds[CXLCR_KIND_IMAGES]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	bool create = argc == 4 && !strcmp(argv[1], "create"), drop = argc == 3 && !strcmp(argv[1], "drop");
-	if (!create && !drop) {
-		fprintf(stderr, "usage: snapshot_tool create ARENA NAME | drop NAME\n");
+	bool census = argc == 2 && !strcmp(argv[1], "census");
+	if (!create && !drop && !census) {
+		fprintf(stderr, "usage: snapshot_tool create ARENA NAME | drop NAME | census\n");
 		return 2;
 	}
 	struct cxlcr_pool pool;
@@ -32,7 +63,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int rc = -1;
-	if (drop) {
+	if (census) {
+		rc = print_census(&pool);
+	} else if (drop) {
 		bool freed;
 		rc = cxlcr_catalog_tombstone(&pool, argv[2], &freed);
 		if (rc == 0)
