@@ -31,6 +31,10 @@
  * between its two steps: each retry means a publish and a free happened
  * meanwhile, so more than a few means something is wrong. */
 #define BORROW_TRIES     8
+/* The pid of a borrow held by a snapshot region, not a process: an
+ * incremental snapshot's hold on a base (its pid_start is the holder
+ * region's generation). */
+#define HELD_BY_SNAPSHOT (-1)
 
 struct catalog {
 	struct cxlcr_pool *pool;
@@ -275,12 +279,12 @@ static bool snapshot_of(struct cxlcr_catalog_entry *e, uint64_t status, uint64_t
  * finishing what a process that looks dead began): freeing a region by
  * its generation, which is never reused, is harmless the second time, and
  * the final step is a compare-and-swap. */
+static int free_snapshot_region(struct catalog *c, uint64_t snapshot);
+
 static int finish_free(struct catalog *c, uint32_t index, uint64_t generation, uint64_t snapshot)
 {
 	struct cxlcr_catalog_entry *e = &c->entries[index];
-	struct cxlcr_region r;
-	if (cxlcr_region_get(c->pool, snapshot, &r) == 0 && r.kind == CXLCR_KIND_SNAPSHOT &&
-	    cxlcr_region_free(c->pool, snapshot) < 0 && cxlcr_region_get(c->pool, snapshot, &r) == 0)
+	if (free_snapshot_region(c, snapshot) < 0)
 		return -1;   /* still there: a reaper tries again */
 	set_status(e, CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_FREEING),
 		   CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_FREE));
@@ -414,6 +418,106 @@ static int take_back(struct catalog *c, uint32_t index, uint32_t slot, uint64_t 
 	if ((before & bit) && (before & ~bit) == 0)
 		return free_if_unheld_tombstone(c, index);
 	return 0;
+}
+
+/* ---- holds: borrows made by a snapshot on its bases ---- */
+
+/*
+ * An incremental snapshot keeps its bases alive by borrowing each of them
+ * in the name of its own region (not of a process): such a borrow is taken
+ * back when the snapshot region is freed (free_snapshot_region), or by any
+ * reaper that finds the region gone (holder_is_gone). A base may be a
+ * tombstone already; the caller holds it alive meanwhile (it borrowed the
+ * newest base, which holds the older ones), and the re-check after the
+ * reference is taken refuses one that is being freed all the same.
+ */
+int cxlcr_catalog_hold(struct cxlcr_pool *pool, uint32_t entry, uint64_t entry_generation,
+		       uint64_t holder_region, uint32_t *slot, uint64_t *token)
+{
+	struct catalog c;
+	if (entry >= CXLCR_CATALOG_ENTRIES)
+		return cxlcr_error("catalog entry %u does not exist", entry);
+	int rc = catalog_open(pool, false, &c);
+	if (rc != 0)
+		return rc < 0 ? -1 : cxlcr_error("the snapshot catalog is empty");
+	struct holder h = { .pid = HELD_BY_SNAPSHOT, .pid_start = holder_region };
+	struct cxlcr_catalog_entry *e = &c.entries[entry];
+	int claimed = claim_slot(&c, e, &h, token);
+	if (claimed < 0) {
+		catalog_close(&c);
+		return cxlcr_error("catalog entry %u has %u borrowers already", entry, CXLCR_CATALOG_BORROWERS);
+	}
+	fetch_or_shared(&e->holders, 1ull << claimed);
+	cxlcr_fence();
+	uint64_t now = load_shared(&e->status);
+	uint32_t state = CXLCR_CATALOG_STATUS_STATE(now);
+	if (CXLCR_CATALOG_STATUS_GENERATION(now) != entry_generation ||
+	    (state != CXLCR_CATALOG_PUBLISHED && state != CXLCR_CATALOG_TOMBSTONE)) {
+		take_back(&c, entry, (uint32_t)claimed, *token, NULL);
+		catalog_close(&c);
+		return cxlcr_error("catalog entry %u is no longer the snapshot to hold", entry);
+	}
+	*slot = (uint32_t)claimed;
+	catalog_close(&c);
+	return 0;
+}
+
+/* Takes back the holds listed (each only if its token is still ours). */
+static void release_holds(struct catalog *c, const struct cxlcr_snapshot_base *bases, uint32_t n)
+{
+	for (uint32_t k = 0; k < n && k < CXLCR_SNAPSHOT_BASES_MAX; k++)
+		if (bases[k].entry < CXLCR_CATALOG_ENTRIES && bases[k].slot < CXLCR_CATALOG_BORROWERS &&
+		    bases[k].token)
+			take_back(c, bases[k].entry, bases[k].slot, bases[k].token, NULL);
+}
+
+/*
+ * Frees a snapshot region (a published snapshot's, or a draft's), and
+ * first takes back the holds it has on its bases, which may free them in
+ * turn. Its header says which: the same fields in a draft and a snapshot.
+ * Freeing a region that is gone already is not an error.
+ */
+static int free_snapshot_region(struct catalog *c, uint64_t snapshot)
+{
+	struct cxlcr_region r;
+	if (cxlcr_region_get(c->pool, snapshot, &r) < 0 || r.kind != CXLCR_KIND_SNAPSHOT)
+		return 0;
+	struct cxlcr_snapshot_header *h = cxlcr_pool_map(c->pool, r.offset, sizeof(*h), 0, 0);
+	if (h) {
+		cxlcr_refresh(h, sizeof(*h));
+		struct cxlcr_snapshot_base bases[CXLCR_SNAPSHOT_BASES_MAX];
+		uint32_t n = h->base_count <= CXLCR_SNAPSHOT_BASES_MAX ? h->base_count : 0;
+		memcpy(bases, h->bases, n * sizeof(bases[0]));
+		munmap(h, sizeof(*h));
+		release_holds(c, bases, n);
+	}
+	if (cxlcr_region_free(c->pool, snapshot) < 0 && cxlcr_region_get(c->pool, snapshot, &r) == 0)
+		return -1;
+	return 0;
+}
+
+int cxlcr_catalog_release_holds(struct cxlcr_pool *pool, const struct cxlcr_snapshot_base *bases, uint32_t n)
+{
+	struct catalog c;
+	int rc = catalog_open(pool, false, &c);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	release_holds(&c, bases, n);
+	catalog_close(&c);
+	return 0;
+}
+
+int cxlcr_snapshot_region_free(struct cxlcr_pool *pool, uint64_t generation)
+{
+	struct catalog c;
+	int rc = catalog_open(pool, false, &c);
+	if (rc < 0)
+		return -1;
+	if (rc > 0) /* no catalog: nothing held */
+		return cxlcr_region_free(pool, generation);
+	rc = free_snapshot_region(&c, generation);
+	catalog_close(&c);
+	return rc;
 }
 
 /* ---- publish, find ---- */
@@ -682,6 +786,12 @@ static bool holder_is_gone(struct reaper *r, uint32_t index, uint32_t slot, uint
 		return r->watch && cxlcr_hosts_claim_stale(r->watch, index, slot, token, r->now);
 	cxlcr_fence();
 	cxlcr_refresh(s, sizeof(*s));
+	if (s->pid == HELD_BY_SNAPSHOT) {
+		/* Held by a snapshot region: gone with it (generations are
+		 * never reused). No clock, no host: any reaper can tell. */
+		struct cxlcr_region holder;
+		return cxlcr_region_get(r->c->pool, s->pid_start, &holder) < 0 || holder.kind != CXLCR_KIND_SNAPSHOT;
+	}
 	if (!strncmp(s->host, r->host, sizeof(s->host)) && s->pid_ns == r->pid_ns) {
 		uint64_t start = 0;
 		return !cxlcr_process_start(s->pid, &start) || (s->pid_start && start != s->pid_start);

@@ -119,6 +119,22 @@ int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report
 int cxlcr_catalog_reap_as(struct cxlcr_pool *pool, const char *host, struct cxlcr_reap_report *report);
 
 /*
+ * Holds: borrows made in the name of a snapshot region (an incremental
+ * snapshot on each of its bases), not of a process. cxlcr_catalog_hold
+ * borrows entry (still of entry_generation, published or a tombstone) for
+ * the region holder_region; the hold lasts until that region is freed with
+ * cxlcr_snapshot_region_free(), which takes back the holds its header
+ * lists (and may so free its bases), or until a reaper finds the region
+ * gone. cxlcr_catalog_release_holds takes back holds not yet recorded in
+ * a header.
+ */
+struct cxlcr_snapshot_base;
+int cxlcr_catalog_hold(struct cxlcr_pool *pool, uint32_t entry, uint64_t entry_generation,
+		       uint64_t holder_region, uint32_t *slot, uint64_t *token);
+int cxlcr_catalog_release_holds(struct cxlcr_pool *pool, const struct cxlcr_snapshot_base *bases, uint32_t n);
+int cxlcr_snapshot_region_free(struct cxlcr_pool *pool, uint64_t generation);
+
+/*
  * The same, by a reaper that lives long enough to watch: it also drops the
  * borrows of hosts whose heartbeat it has seen stand still for a whole
  * lease, and slots left claimed but not filled in (or half emptied) that

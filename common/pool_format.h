@@ -358,6 +358,17 @@ struct cxlcr_arena_header {
 	 * frees the arena ends it first, as it maps this header. 0: none. */
 	int32_t  tracker_pid;
 	uint32_t reserved0;
+	/* Heap ranges punched out (preload/release.c): begun is bumped before
+	 * the punch, done after it. A punch changes pages (they read zero
+	 * afterwards) without a write the tracking sees, so a snapshot whose
+	 * finish trusts tracking looks for new holes when these moved. */
+	uint64_t punches_begun;
+	uint64_t punches_done;
+	/* Scans of the heap's write tracking (tracking/since.c), each of which
+	 * re-arms what it reports: bumped before every scan, so a snapshot
+	 * that knows the count after its own scan can tell that no other scan
+	 * took writes away from the next one. */
+	uint64_t scan_count;
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");
@@ -520,8 +531,9 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
  *   run_offset    the run table: the leaf table as maximal runs (struct
  *                 cxlcr_snapshot_run), right after it
  *   data_offset   copies of the heap's non-zero pages, 4 KiB each, in heap
- *                 order; CXLCR_POOL_ALIGN aligned, so that a run of pages can
- *                 be mapped from a devdax device too
+ *                 order (then room for pages its finish copies again);
+ *                 CXLCR_POOL_ALIGN aligned, so that a run of pages can be
+ *                 mapped from a devdax device too
  *   arena_header_offset
  *                 a copy of the arena header's pages as they were at the
  *                 freeze, right after the data: a fork child's header is a
@@ -535,8 +547,18 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
  *   bits 0..3    its tier (enum cxlcr_page_tier)
  *   bits 4..11   reserved, 0 (room for a cold-tier server index)
  *   bits 12..63  a 4 KiB aligned, device-relative offset: for CXL the pool
- *                offset of the page's copy (inside this region's data area),
- *                for COLD its offset on the memory server, for ZERO 0.
+ *                offset of the page's copy (inside this region's data area,
+ *                or one of its bases'), for COLD its offset on the memory
+ *                server, for ZERO 0.
+ *
+ * Incremental snapshots. A snapshot taken while the arena's writes were
+ * tracked since an earlier snapshot of it (its base) copies only the pages
+ * written since; every other leaf is the base's, pointing into the base's
+ * data area or into one of the base's own bases. Such a snapshot lists
+ * the snapshots whose data its leaves use (bases[], at most
+ * CXLCR_SNAPSHOT_BASES_MAX) and holds a catalog borrow on each of them
+ * (held by this snapshot's region, not by a process: see the catalog), so
+ * none is freed while it lives; when it is freed, it returns them.
  *
  * So a zero page costs 8 bytes of table and nothing else, and an all-zero
  * leaf is a zero page. Offsets are device-relative: any host rebases them
@@ -558,7 +580,9 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
  * another host sees a whole snapshot or none.
  */
 #define CXLCR_SNAPSHOT_MAGIC        0x5350414e53434c58ULL /* "XLCSNAPS" */
-#define CXLCR_SNAPSHOT_VERSION      3u
+/* 4: incremental snapshots (bases[]), a 1 KiB header */
+#define CXLCR_SNAPSHOT_VERSION      4u
+#define CXLCR_SNAPSHOT_BASES_MAX    8u
 #define CXLCR_SNAPSHOT_COMPLETE     0x454e4f4450414e53ULL /* "SNAPDONE" */
 #define CXLCR_SNAPSHOT_PAGE_SIZE    4096u
 #define CXLCR_SNAPSHOT_TABLE_OFFSET 4096u
@@ -607,6 +631,20 @@ struct cxlcr_snapshot_header {
 	uint64_t run_count;          /* entries of the run table */
 	uint64_t arena_header_offset; /* data_offset + data_size: the arena header at the freeze */
 	uint64_t arena_header_size;  /* CXLCR_SNAPSHOT_ARENA_HEADER_SIZE */
+	uint64_t pages_own;          /* CXL pages whose copy is in this snapshot's data area */
+	uint64_t track_scans;        /* the arena's scan_count after the finish's scan; 0: not tracked */
+	uint64_t track_fork_count;   /* the arena's fork_count at the finish */
+	uint64_t track_punches;      /* the arena's punches_begun at the finish */
+	uint32_t base_count;         /* entries of bases[] */
+	uint32_t reserved3;
+	struct cxlcr_snapshot_base {
+		uint64_t region_generation;  /* the base snapshot's region */
+		uint64_t data_lo, data_hi;   /* pool offsets of its data area, where leaves may point */
+		uint64_t entry_generation;   /* its catalog entry's generation */
+		uint32_t entry;              /* ... and index */
+		uint32_t slot;               /* the borrow slot this snapshot holds there */
+		uint64_t token;              /* ... with this token */
+	} bases[CXLCR_SNAPSHOT_BASES_MAX];
 	uint32_t table_crc;          /* CRC-32C of the leaf table */
 	uint32_t run_crc;            /* CRC-32C of the run table */
 	uint32_t checksum;           /* CRC-32C of everything above */
@@ -618,7 +656,12 @@ struct cxlcr_snapshot_header {
 	uint32_t draft_tracked;      /* 1: the heap's written pages were re-armed right before the copy */
 	uint32_t draft_runs;         /* runs of its leaf table */
 	uint64_t draft_nonzero;      /* pages it stored */
-	uint8_t  pad[512 - 424];
+	uint64_t draft_punches;      /* the arena's punches_begun before the copy */
+	uint32_t draft_punch_clean;  /* 1: no punch was under way then (begun == done) */
+	uint32_t draft_spare;        /* pages of room after its copies, for its finish */
+	uint64_t draft_own;          /* pages it stored in its own data area */
+	uint64_t draft_run_room;     /* runs its layout leaves room for */
+	uint8_t  pad[1024 - 880];
 };
 
 /* One entry of the run table: pages [first_page, first_page + pages) of
@@ -631,7 +674,7 @@ struct cxlcr_snapshot_run {
 	uint64_t leaf;
 };
 
-_Static_assert(sizeof(struct cxlcr_snapshot_header) == 512, "snapshot header layout");
+_Static_assert(sizeof(struct cxlcr_snapshot_header) == 1024, "snapshot header layout");
 _Static_assert(sizeof(struct cxlcr_snapshot_header) <= CXLCR_SNAPSHOT_TABLE_OFFSET,
 	       "snapshot header fits before the table");
 _Static_assert(sizeof(struct cxlcr_snapshot_run) == 24, "snapshot run layout");

@@ -21,6 +21,7 @@
 
 #include "../tracking/track.h"
 #include "arena.h"
+#include "catalog.h"
 #include "checksum.h"
 #include "error.h"
 #include "persist.h"
@@ -359,14 +360,26 @@ static uint32_t header_checksum(const struct cxlcr_snapshot_header *h)
 	return cxlcr_crc32c(0, h, offsetof(struct cxlcr_snapshot_header, checksum));
 }
 
+/* What a snapshot's header says beyond its layout: its own copies, the
+ * bases whose copies it uses (with the borrows it holds on them), and
+ * whether its finish trusted write tracking (then the arena's counters
+ * after it, which let the next snapshot be incremental on this one). */
+struct publish_extra {
+	uint64_t own;                /* pages copied into its own data area */
+	const struct cxlcr_snapshot_base *bases;
+	uint32_t base_count;
+	bool tracked;
+};
+
 /* Writes the arena header's copy, the leaf table, its runs and the
  * header, each written back before the next step, and the completion
  * marker last: from then on it is a snapshot. It runs in the freeze (the
  * header copy is what a fork child's header starts as, so it must be of
- * the same instant as the heap). */
+ * the same instant as the heap). The runs and the tier counts come from
+ * the table; the layout must leave room for the runs. */
 static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 			    const struct cxlcr_region *snap_region, uint8_t *snap,
-			    const struct layout *l, const struct page_map *m, const uint64_t *table)
+			    const struct layout *l, const struct publish_extra *x, const uint64_t *table)
 {
 	cxlcr_refresh(src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
 	copy_to_pool(snap + l->arena_header_offset, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
@@ -374,11 +387,17 @@ static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 	if (table != (const void *)(snap + l->table_offset))
 		memcpy(snap + l->table_offset, table, l->table_size);
 	struct cxlcr_snapshot_run *runs = (void *)(snap + l->run_offset);
-	if (cxlcr_snapshot_table_runs(table, m->pages, runs, l->run_count) != l->run_count)
-		return cxlcr_error("snapshot '%s': its leaf table has not the %llu runs planned", snap_region->name,
-				   (unsigned long long)l->run_count);
-	cxlcr_publish(snap + l->table_offset, l->table_size + l->run_count * RUN_SIZE);
+	uint64_t pages = l->table_size / LEAF_SIZE;
+	uint64_t run_count = cxlcr_snapshot_table_runs(table, pages, runs, l->run_count);
+	if (run_count > l->run_count)
+		return cxlcr_error("snapshot '%s': its leaf table has %llu runs, room for %llu", snap_region->name,
+				   (unsigned long long)run_count, (unsigned long long)l->run_count);
+	uint64_t counts[3] = { 0, 0, 0 };
+	for (uint64_t r = 0; r < run_count; r++)
+		counts[CXLCR_LEAF_TIER(runs[r].leaf) % 3] += runs[r].pages;
+	cxlcr_publish(snap + l->table_offset, l->table_size + run_count * RUN_SIZE);
 
+	/* Anything still in the header (a draft's bases) was copied by the caller. */
 	struct cxlcr_snapshot_header *h = (void *)snap;
 	memset(h, 0, sizeof(*h));
 	h->magic = CXLCR_SNAPSHOT_MAGIC;
@@ -393,27 +412,59 @@ static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 	h->heap_address = src->heap_address;
 	h->heap_size = src->heap_size;
 	h->page_size = CXLCR_SNAPSHOT_PAGE_SIZE;
-	h->page_count = m->pages;
-	h->pages_zero = m->pages - m->nonzero;
-	h->pages_cxl = m->nonzero;
-	h->pages_cold = 0;
+	h->page_count = pages;
+	h->pages_zero = counts[CXLCR_TIER_ZERO];
+	h->pages_cxl = counts[CXLCR_TIER_CXL];
+	h->pages_cold = counts[CXLCR_TIER_COLD];
 	h->table_offset = l->table_offset;
 	h->table_size = l->table_size;
 	h->run_offset = l->run_offset;
-	h->run_count = l->run_count;
+	h->run_count = run_count;
 	h->arena_header_offset = l->arena_header_offset;
 	h->arena_header_size = CXLCR_SNAPSHOT_ARENA_HEADER_SIZE;
 	h->data_offset = l->data_offset;
 	h->data_size = l->data_size;
+	h->pages_own = x->own;
+	h->base_count = x->base_count;
+	if (x->base_count)
+		memcpy(h->bases, x->bases, x->base_count * sizeof(h->bases[0]));
+	if (x->tracked) {
+		/* In the freeze: nothing scans or punches until it ends. */
+		const struct cxlcr_arena_header *a = (const void *)src->base;
+		h->track_scans = __atomic_load_n(&a->scan_count, __ATOMIC_ACQUIRE);
+		h->track_fork_count = __atomic_load_n(&a->fork_count, __ATOMIC_ACQUIRE);
+		h->track_punches = __atomic_load_n(&a->punches_begun, __ATOMIC_ACQUIRE);
+	}
 	h->created_ns = cxlcr_now_ns();
 	cxlcr_copy_field(h->source_host, sizeof(h->source_host), cxlcr_host_name());
 	h->table_crc = cxlcr_crc32c(0, table, l->table_size);
-	h->run_crc = cxlcr_crc32c(0, runs, l->run_count * RUN_SIZE);
+	h->run_crc = cxlcr_crc32c(0, runs, run_count * RUN_SIZE);
 	h->checksum = header_checksum(h);
 	cxlcr_publish(h, sizeof(*h));
 	h->complete = CXLCR_SNAPSHOT_COMPLETE;
 	cxlcr_publish(&h->complete, sizeof(h->complete));
 	return 0;
+}
+
+/* Pages of room a draft of `copies` copies leaves for its finish. */
+static uint64_t draft_spare(uint64_t copies)
+{
+	return 256 + copies / 16;
+}
+
+/* The arena's punch counters (pool_format.h) as a draft starts: done is
+ * read first, so a punch under way then shows as begun != done. */
+struct punch_note {
+	uint64_t begun;
+	bool clean;
+};
+
+static void note_punches(const struct source *src, struct punch_note *n)
+{
+	const struct cxlcr_arena_header *h = (const void *)src->base;
+	uint64_t done = __atomic_load_n(&h->punches_done, __ATOMIC_SEQ_CST);
+	n->begun = __atomic_load_n(&h->punches_begun, __ATOMIC_SEQ_CST);
+	n->clean = n->begun == done;
 }
 
 /* Allocates the snapshot region, copies into it and publishes it. */
@@ -422,10 +473,16 @@ static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
  * With publish, the header follows (a whole snapshot); without, the region
  * is a draft for cxlcr_snapshot_finish(). */
 static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, const struct page_map *m,
-			  const char *name, bool publish, struct cxlcr_region *snap_region)
+			  const char *name, bool publish, const struct punch_note *punches,
+			  struct cxlcr_region *snap_region)
 {
+	/* A draft leaves room for pages its finish may have to copy: written
+	 * while it was made, where it has a zero page (or, for an incremental
+	 * one, a page it shares). Without room the finish copies everything. */
+	uint64_t spare = publish ? 0 : draft_spare(m->nonzero);
+	uint64_t run_room = page_map_runs(m) + (spare ? 2 * spare + 2 : 0);
 	struct layout l;
-	plan_layout(m->pages, m->nonzero, page_map_runs(m), &l);
+	plan_layout(m->pages, m->nonzero + spare, run_room, &l);
 	uint64_t *table = calloc(m->pages, LEAF_SIZE);
 	if (!table)
 		return cxlcr_error("out of memory for a leaf table of %llu pages", (unsigned long long)m->pages);
@@ -443,7 +500,8 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 	copy_pages(src, m, snap, snap_region->offset, &l, table);
 	int rc = 0;
 	if (publish) {
-		rc = publish_snapshot(pool, src, snap_region, snap, &l, m, table);
+		struct publish_extra x = { .own = m->nonzero };
+		rc = publish_snapshot(pool, src, snap_region, snap, &l, &x, table);
 	} else {
 		memcpy(snap + l.table_offset, table, l.table_size);
 		cxlcr_publish(snap + l.table_offset, l.table_size);
@@ -453,6 +511,11 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 		h->page_count = m->pages;
 		h->draft_runs = (uint32_t)l.run_count;
 		h->draft_nonzero = m->nonzero;
+		h->draft_own = m->nonzero;
+		h->draft_spare = (uint32_t)spare;
+		h->draft_run_room = l.run_count;
+		h->draft_punches = punches->begun;
+		h->draft_punch_clean = punches->clean;
 		cxlcr_publish(h, sizeof(*h));
 	}
 	munmap(snap, snap_region->size);
@@ -474,6 +537,7 @@ static void describe(struct cxlcr_snapshot_info *out, const struct cxlcr_region 
 	out->heap_size = src->heap_size;
 	out->pages_total = m->pages;
 	out->pages_cxl = m->nonzero;
+	out->pages_own = m->nonzero;
 	out->pages_zero = m->pages - m->nonzero;
 }
 
@@ -491,10 +555,12 @@ static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, con
 				   name, CXLCR_NAME_MAX - 1);
 	if (open_source(pool, arena_generation, &src) < 0)
 		return -1;
+	struct punch_note punches;
+	note_punches(&src, &punches); /* before the copy: see refresh_holes() */
 	if (find_nonzero_pages(pool, &src, &m) < 0)
 		goto out;
 	uint64_t scanned = cxlcr_mono_ns();
-	if (write_snapshot(pool, &src, &m, name, publish, &snap_region) < 0)
+	if (write_snapshot(pool, &src, &m, name, publish, &punches, &snap_region) < 0)
 		goto out;
 	uint64_t done = cxlcr_mono_ns();
 	if (out) {
@@ -546,7 +612,8 @@ static int check_header(const struct cxlcr_pool *pool, const struct cxlcr_snapsh
 	    h->run_offset != h->table_offset + h->table_size || h->run_count == 0 ||
 	    h->run_count > h->page_count ||
 	    h->data_offset % CXLCR_POOL_ALIGN || h->data_offset < h->run_offset + h->run_count * RUN_SIZE ||
-	    h->data_size != h->pages_cxl * PAGE)
+	    h->data_size % PAGE || h->pages_own > h->pages_cxl || h->pages_own > h->data_size / PAGE ||
+	    h->base_count > CXLCR_SNAPSHOT_BASES_MAX || (h->base_count == 0 && h->pages_own != h->pages_cxl))
 		return cxlcr_error("snapshot '%s' is corrupt (inconsistent layout)", name);
 	if (h->arena_header_offset != h->data_offset + h->data_size ||
 	    h->arena_header_size != CXLCR_SNAPSHOT_ARENA_HEADER_SIZE)
@@ -560,14 +627,73 @@ static int check_header(const struct cxlcr_pool *pool, const struct cxlcr_snapsh
 }
 
 /*
+ * The bases of an incremental snapshot, checked and mapped: each must be a
+ * live snapshot region of this pool (its generation is never reused, so a
+ * base freed since cannot pass for another), and the data range recorded
+ * for it must lie inside that region. The snapshot's borrows keep them
+ * alive while it lives; a reader holds the snapshot.
+ */
+static int open_bases(struct cxlcr_snapshot *s)
+{
+	const struct cxlcr_snapshot_header *h = &s->header;
+	for (uint32_t k = 0; k < h->base_count; k++) {
+		const struct cxlcr_snapshot_base *b = &h->bases[k];
+		struct cxlcr_region r;
+		if (b->region_generation == s->region.generation ||
+		    cxlcr_region_get(s->pool, b->region_generation, &r) < 0 || r.kind != CXLCR_KIND_SNAPSHOT)
+			return cxlcr_error("snapshot '%s': its base %u (region %llu) is gone", s->region.name, k,
+					   (unsigned long long)b->region_generation);
+		if (b->data_lo % PAGE || b->data_hi % PAGE || b->data_lo >= b->data_hi || b->data_lo < r.offset ||
+		    b->data_hi > r.offset + r.size)
+			return cxlcr_error("snapshot '%s' is corrupt (base %u's data lies outside its region)",
+					   s->region.name, k);
+		void *m = cxlcr_pool_map(s->pool, b->data_lo, b->data_hi - b->data_lo, 0, 0);
+		if (!m)
+			return -1;
+		mprotect(m, b->data_hi - b->data_lo, PROT_READ);
+		s->bases[k].lo = b->data_lo;
+		s->bases[k].hi = b->data_hi;
+		s->bases[k].map = m;
+		s->base_count = k + 1;
+	}
+	return 0;
+}
+
+const uint8_t *cxlcr_snapshot_copy(const struct cxlcr_snapshot *s, uint64_t offset)
+{
+	const struct cxlcr_snapshot_header *h = &s->header;
+	uint64_t own_lo = s->region.offset + h->data_offset;
+	if (offset >= own_lo && offset - own_lo < h->data_size)
+		return s->base + (offset - s->region.offset);
+	for (uint32_t k = 0; k < s->base_count; k++)
+		if (offset >= s->bases[k].lo && offset < s->bases[k].hi)
+			return s->bases[k].map + (offset - s->bases[k].lo);
+	return NULL;
+}
+
+/* Does a CXL run of `pages` copies from `offset` lie in the snapshot's
+ * own data area or in one base's? */
+static bool run_stored(const struct cxlcr_snapshot *s, uint64_t offset, uint64_t pages)
+{
+	const struct cxlcr_snapshot_header *h = &s->header;
+	uint64_t lo = s->region.offset + h->data_offset, hi = lo + h->data_size;
+	if (offset >= lo && offset <= hi && pages <= (hi - offset) / PAGE)
+		return true;
+	for (uint32_t k = 0; k < s->base_count; k++)
+		if (offset >= s->bases[k].lo && offset <= s->bases[k].hi &&
+		    pages <= (s->bases[k].hi - offset) / PAGE)
+			return true;
+	return false;
+}
+
+/*
  * The run table, copied out of the pool (another host could change the
  * pool's copy after the check) and checked: its checksum; runs in heap
  * order that cover the heap without gap or overlap and are maximal; every
  * leaf of a known tier with its reserved bits clear; zero runs with no
- * offset; the copies of the CXL runs packed one after the other from the
- * start of the data area to its end, so no two pages share a copy and none
- * lies outside the snapshot; and the tier counts of the header. A fork maps
- * what the runs say, and nothing else.
+ * offset; the copies of every CXL run inside the snapshot's own data area
+ * or inside one of its bases' (a fork maps them); and the tier counts of
+ * the header. A fork maps what the runs say, and nothing else.
  */
 static int check_runs(struct cxlcr_snapshot *s)
 {
@@ -584,8 +710,7 @@ static int check_runs(struct cxlcr_snapshot *s)
 	s->run_count = h->run_count;
 	if (cxlcr_crc32c(0, s->runs, len) != h->run_crc)
 		return cxlcr_error("snapshot '%s' is corrupt (run table checksum mismatch)", name);
-	uint64_t data_lo = s->region.offset + h->data_offset, data_hi = data_lo + h->data_size;
-	uint64_t next_page = 0, next_copy = data_lo, counts[3] = { 0, 0, 0 };
+	uint64_t next_page = 0, counts[3] = { 0, 0, 0 };
 	for (uint64_t r = 0; r < s->run_count; r++) {
 		const struct cxlcr_snapshot_run *run = &s->runs[r];
 		uint64_t leaf = run->leaf, offset = CXLCR_LEAF_OFFSET(leaf);
@@ -593,7 +718,7 @@ static int check_runs(struct cxlcr_snapshot *s)
 		bool bad = run->first_page != next_page || run->pages == 0 ||
 			   run->pages > h->page_count - next_page || (leaf & CXLCR_LEAF_RESERVED_MASK) ||
 			   tier > CXLCR_TIER_COLD || (tier == CXLCR_TIER_ZERO && offset != 0) ||
-			   (tier == CXLCR_TIER_CXL && (offset != next_copy || run->pages > (data_hi - offset) / PAGE)) ||
+			   (tier == CXLCR_TIER_CXL && !run_stored(s, offset, run->pages)) ||
 			   (tier == CXLCR_TIER_COLD && run->pages > (~0ull - offset) / PAGE) ||
 			   (r && leaf == run_end_leaf(&s->runs[r - 1])); /* not maximal */
 		if (bad)
@@ -601,12 +726,10 @@ static int check_runs(struct cxlcr_snapshot *s)
 					   "is out of place)",
 					   name, (unsigned long long)r, (unsigned long long)run->first_page,
 					   (unsigned long long)run->pages, (unsigned long long)leaf);
-		if (tier == CXLCR_TIER_CXL)
-			next_copy = offset + run->pages * PAGE;
 		counts[tier] += run->pages;
 		next_page += run->pages;
 	}
-	if (next_page != h->page_count || next_copy != data_hi || counts[CXLCR_TIER_ZERO] != h->pages_zero ||
+	if (next_page != h->page_count || counts[CXLCR_TIER_ZERO] != h->pages_zero ||
 	    counts[CXLCR_TIER_CXL] != h->pages_cxl || counts[CXLCR_TIER_COLD] != h->pages_cold)
 		return cxlcr_error("snapshot '%s' is corrupt (run table does not match the page counts)", name);
 	return 0;
@@ -661,7 +784,7 @@ int cxlcr_snapshot_open(struct cxlcr_pool *pool, uint64_t snapshot_generation, s
 	cxlcr_refresh(m, sizeof(s->header));
 	memcpy(&s->header, m, sizeof(s->header));
 	s->leaves = (const uint64_t *)(const void *)(m + CXLCR_SNAPSHOT_TABLE_OFFSET);
-	if (check_header(pool, s) < 0 || check_runs(s) < 0) {
+	if (check_header(pool, s) < 0 || open_bases(s) < 0 || check_runs(s) < 0) {
 		cxlcr_snapshot_close(s);
 		return -1;
 	}
@@ -677,6 +800,9 @@ void cxlcr_snapshot_close(struct cxlcr_snapshot *s)
 		munmap((void *)s->base, s->region.size);
 	s->base = NULL;
 	s->leaves = NULL;
+	for (uint32_t k = 0; k < s->base_count; k++)
+		munmap((void *)(uintptr_t)s->bases[k].map, s->bases[k].hi - s->bases[k].lo);
+	s->base_count = 0;
 }
 
 int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generation)
@@ -742,7 +868,10 @@ int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index
 	if (tier != CXLCR_TIER_CXL)
 		return cxlcr_error("snapshot '%s': page %llu is on the cold tier, which cannot be read yet",
 				   s->region.name, (unsigned long long)page_index);
-	const uint8_t *copy = s->base + (offset - s->region.offset);
+	const uint8_t *copy = cxlcr_snapshot_copy(s, offset);
+	if (!copy)
+		return cxlcr_error("snapshot '%s': page %llu lies outside its data", s->region.name,
+				   (unsigned long long)page_index);
 	cxlcr_refresh(copy, PAGE);
 	memcpy(buf, copy, PAGE);
 	return 0;
@@ -761,8 +890,12 @@ static bool page_changed(const struct cxlcr_snapshot *prev, const struct cxlcr_s
 	uint64_t old = cxlcr_snapshot_leaf(prev, i, prev_run);
 	if (CXLCR_LEAF_TIER(old) != CXLCR_TIER_CXL)
 		return true;
-	const uint8_t *a = prev->base + (CXLCR_LEAF_OFFSET(old) - prev->region.offset);
-	const uint8_t *b = cur->base + (CXLCR_LEAF_OFFSET(leaf) - cur->region.offset);
+	if (old == leaf)
+		return false; /* the same copy: an incremental snapshot shares it */
+	const uint8_t *a = cxlcr_snapshot_copy(prev, CXLCR_LEAF_OFFSET(old));
+	const uint8_t *b = cxlcr_snapshot_copy(cur, CXLCR_LEAF_OFFSET(leaf));
+	if (!a || !b)
+		return true;
 	cxlcr_refresh(a, PAGE);
 	cxlcr_refresh(b, PAGE);
 	return memcmp(a, b, PAGE) != 0;
@@ -807,22 +940,278 @@ int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, con
 	return snapshot_copy(pool, arena_generation, name, false, out);
 }
 
-/* Brings page i of the draft up to date with the arena page p (NULL: a
- * hole of the pool file, zero). Returns 1 if it was refreshed, 0 if it was
- * right, -1 if it cannot be: a page that was zero in the draft has data
- * now, and the packed draft has no room for it. */
-static int refresh_page(const uint8_t *p, uint64_t leaf, uint8_t *snap, uint64_t snap_offset)
+/* ---- incremental drafts ---- */
+
+/* A snapshot whose data an incremental draft's leaves may use: the base
+ * itself or one of the base's own bases. */
+struct candidate {
+	struct cxlcr_snapshot_base b;  /* region, data range, catalog entry */
+	uint64_t refs;                 /* leaves of the new table that point into it */
+};
+
+static int candidate_of(const struct candidate *c, uint32_t n, uint64_t leaf)
 {
-	static const uint8_t zero[CXLCR_SNAPSHOT_PAGE_SIZE] __attribute__((aligned(64)));
-	if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
-		return p && !page_is_zero(p) ? -1 : 0;
-	uint8_t *copy = snap + (CXLCR_LEAF_OFFSET(leaf) - snap_offset);
-	if (!p)
-		p = zero;
-	if (!memcmp(copy, p, PAGE))
-		return 0;
-	copy_to_pool(copy, p, PAGE); /* a page that became zero stays stored, as zeros */
-	return 1;
+	uint64_t at = CXLCR_LEAF_OFFSET(leaf);
+	for (uint32_t k = 0; k < n; k++)
+		if (at >= c[k].b.data_lo && at < c[k].b.data_hi)
+			return (int)k;
+	return -1;
+}
+
+static bool bit(const struct page_map *m, uint64_t i)
+{
+	return m->bits[i / 64] >> (i % 64) & 1;
+}
+
+static void set_bit(struct page_map *m, uint64_t i)
+{
+	m->bits[i / 64] |= 1ull << (i % 64);
+}
+
+/* The base and its own bases, as candidates (the base first). */
+static uint32_t base_candidates(const struct cxlcr_snapshot *base, uint32_t entry, uint64_t entry_generation,
+				struct candidate *c)
+{
+	const struct cxlcr_snapshot_header *h = &base->header;
+	memset(c, 0, sizeof(*c) * (CXLCR_SNAPSHOT_BASES_MAX + 1));
+	c[0].b.region_generation = base->region.generation;
+	c[0].b.data_lo = base->region.offset + h->data_offset;
+	c[0].b.data_hi = c[0].b.data_lo + h->data_size;
+	c[0].b.entry = entry;
+	c[0].b.entry_generation = entry_generation;
+	uint32_t n = 1;
+	for (uint32_t k = 0; k < h->base_count && k < CXLCR_SNAPSHOT_BASES_MAX; k++) {
+		c[n].b = h->bases[k];
+		c[n].b.slot = 0;
+		c[n].b.token = 0;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The pages an incremental draft copies: those written since the base's
+ * finish, and those past the base's heap (grown since). With punches since
+ * (freed memory given back: no write reports it), `holes` gets the pages
+ * that are holes of the pool file now: zero pages, whatever the base has.
+ */
+static int pages_to_copy(const struct cxlcr_pool *pool, const struct source *src,
+			 const struct cxlcr_snapshot_header *bh, const struct cxlcr_written *since, bool punched,
+			 struct page_map *copy, struct page_map *holes)
+{
+	uint64_t words = (src->pages + 63) / 64;
+	copy->pages = holes->pages = src->pages;
+	copy->bits = calloc(words, sizeof(uint64_t));
+	holes->bits = calloc(words, sizeof(uint64_t));
+	if (!copy->bits || !holes->bits)
+		return cxlcr_error("out of memory for maps of %llu pages", (unsigned long long)src->pages);
+	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
+	for (size_t k = 0; k < since->count; k++) {
+		uint64_t a = since->ranges[k].start > lo ? since->ranges[k].start : lo;
+		uint64_t b = since->ranges[k].end < hi ? since->ranges[k].end : hi;
+		for (uint64_t i = (a - lo) / PAGE; a < b && i < (b - lo + PAGE - 1) / PAGE; i++)
+			set_bit(copy, i);
+	}
+	for (uint64_t i = bh->page_count; i < src->pages; i++)
+		set_bit(copy, i);
+	if (punched) {
+		uint64_t at = 0, dlo, dhi;
+		for (bool more = true; more; at = dhi) {
+			more = heap_next_data(pool, src, at, &dlo, &dhi);
+			if (!more)
+				dlo = dhi = src->heap_size;
+			for (uint64_t i = at / PAGE; i < dlo / PAGE; i++)
+				set_bit(holes, i);
+		}
+	}
+	return 0;
+}
+
+/* Runs of the table being built, with own copies (own) to be packed in
+ * heap order: a bound on the runs of the final table, whatever offset the
+ * own copies get. */
+static uint64_t runs_with_own(const uint64_t *table, const struct page_map *own)
+{
+	uint64_t n = 0, want = 0;
+	bool was_own = false;
+	for (uint64_t i = 0; i < own->pages; i++) {
+		bool is_own = bit(own, i);
+		if (is_own)
+			n += i == 0 || !was_own;
+		else
+			n += i == 0 || was_own || table[i] != want;
+		want = is_own ? 0 : next_in_run(table[i]);
+		was_own = is_own;
+	}
+	return n;
+}
+
+int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			    const struct cxlcr_snapshot *base, uint32_t base_entry, uint64_t base_entry_generation,
+			    const struct cxlcr_written *since, struct cxlcr_snapshot_info *out)
+{
+	uint64_t start = cxlcr_mono_ns();
+	const struct cxlcr_snapshot_header *bh = &base->header;
+	struct source src;
+	struct page_map copy = { 0 }, holes = { 0 }, own = { 0 };
+	uint64_t *table = NULL;
+	struct candidate cand[CXLCR_SNAPSHOT_BASES_MAX + 1];
+	struct cxlcr_snapshot_base held[CXLCR_SNAPSHOT_BASES_MAX];
+	uint32_t held_count = 0;
+	struct cxlcr_region snap_region = { 0 };
+	uint8_t *snap = NULL;
+	int rc = -1;
+	if (!cxlcr_valid_name(name))
+		return cxlcr_error("invalid snapshot name '%s'", name);
+	if (open_source(pool, arena_generation, &src) < 0)
+		return -1;
+	if (bh->arena_generation != arena_generation || bh->heap_address != src.heap_address ||
+	    bh->page_count > src.pages || !bh->track_scans) {
+		rc = 1; /* not a base for this heap: a full draft */
+		goto out;
+	}
+	/* Its leaves become ours: they must be what it published. */
+	if (check_leaves(base) < 0)
+		goto out;
+	struct punch_note punches;
+	note_punches(&src, &punches);
+	bool punched = !punches.clean || punches.begun != bh->track_punches;
+	if (pages_to_copy(pool, &src, bh, since, punched, &copy, &holes) < 0)
+		goto out;
+	uint32_t n = base_candidates(base, base_entry, base_entry_generation, cand);
+	table = calloc(src.pages, LEAF_SIZE);
+	own.pages = src.pages;
+	own.bits = calloc((src.pages + 63) / 64, sizeof(uint64_t));
+	if (!table || !own.bits) {
+		cxlcr_error("out of memory for a leaf table of %llu pages", (unsigned long long)src.pages);
+		goto out;
+	}
+	/* The base's leaves for the pages not written since; which of the
+	 * candidates each one uses. */
+	cxlcr_refresh(base->leaves, bh->table_size);
+	for (uint64_t i = 0; i < src.pages; i++) {
+		if (bit(&copy, i) || bit(&holes, i))
+			continue;
+		uint64_t leaf = base->leaves[i];
+		if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
+			continue;
+		int k = candidate_of(cand, n, leaf);
+		if (k < 0) {
+			cxlcr_error("snapshot '%s': leaf %llu lies outside its data and its bases'", base->region.name,
+				    (unsigned long long)i);
+			goto out;
+		}
+		table[i] = leaf;
+		cand[k].refs++;
+	}
+	/* At most CXLCR_SNAPSHOT_BASES_MAX bases: the least used ones are
+	 * copied instead (their pages become the new snapshot's own). */
+	for (;;) {
+		uint32_t used = 0;
+		int least = -1;
+		for (uint32_t k = 0; k < n; k++)
+			if (cand[k].refs) {
+				used++;
+				if (least < 0 || cand[k].refs < cand[least].refs)
+					least = (int)k;
+			}
+		if (used <= CXLCR_SNAPSHOT_BASES_MAX)
+			break;
+		for (uint64_t i = 0; i < src.pages; i++)
+			if (CXLCR_LEAF_TIER(table[i]) == CXLCR_TIER_CXL && candidate_of(cand, n, table[i]) == least) {
+				set_bit(&copy, i);
+				table[i] = 0;
+			}
+		cand[least].refs = 0;
+	}
+	/* The pages to copy that hold data now are the draft's own. */
+	uint64_t own_pages = 0, cxl = 0;
+	for (uint64_t i = next_page_with(&copy, 0, true); i < src.pages; i = next_page_with(&copy, i + 1, true)) {
+		if (bit(&holes, i) && i < bh->page_count)
+			continue;
+		const uint8_t *p = src.heap + i * PAGE;
+		if (!page_is_zero(p)) {
+			set_bit(&own, i);
+			own_pages++;
+		}
+	}
+	/* Room for what the finish may copy: pages written while this draft
+	 * is made. Not enough room means a full snapshot in the freeze. */
+	uint64_t spare = draft_spare(own_pages) + own_pages / 8;
+	uint64_t run_room = runs_with_own(table, &own) + 2 * spare + 2;
+	struct layout l;
+	plan_layout(src.pages, own_pages + spare, run_room, &l);
+	if (cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, &snap_region) < 0)
+		goto out;
+	snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
+	if (!snap)
+		goto out;
+	prefault(snap + l.data_offset, own_pages * PAGE, MADV_POPULATE_WRITE);
+	uint64_t copied = 0;
+	for (uint64_t i = next_page_with(&own, 0, true); i < src.pages; i = next_page_with(&own, i + 1, true)) {
+		uint64_t end = next_page_with(&own, i, false);
+		copy_to_pool(snap + l.data_offset + copied * PAGE, src.heap + i * PAGE, (end - i) * PAGE);
+		for (uint64_t j = i; j < end; j++, copied++)
+			table[j] = CXLCR_LEAF(CXLCR_TIER_CXL, snap_region.offset + l.data_offset + copied * PAGE);
+		i = end - 1;
+	}
+	cxlcr_fence();
+	/* Hold each base whose data the table uses, in the draft's name. */
+	for (uint32_t k = 0; k < n; k++) {
+		if (!cand[k].refs)
+			continue;
+		held[held_count] = cand[k].b;
+		if (cxlcr_catalog_hold(pool, cand[k].b.entry, cand[k].b.entry_generation, snap_region.generation,
+				       &held[held_count].slot, &held[held_count].token) < 0) {
+			rc = 1; /* a base going away: a full draft instead */
+			goto out;
+		}
+		held_count++;
+	}
+	for (uint64_t i = 0; i < src.pages; i++)
+		cxl += CXLCR_LEAF_TIER(table[i]) == CXLCR_TIER_CXL;
+	memcpy(snap + l.table_offset, table, l.table_size);
+	cxlcr_publish(snap + l.table_offset, l.table_size);
+	struct cxlcr_snapshot_header *h = (void *)snap;
+	h->page_count = src.pages;
+	h->draft_nonzero = cxl;
+	h->draft_own = own_pages;
+	h->draft_spare = (uint32_t)spare;
+	h->draft_run_room = run_room;
+	h->draft_punches = punches.begun;
+	h->draft_punch_clean = punches.clean;
+	h->base_count = held_count;
+	memcpy(h->bases, held, held_count * sizeof(held[0]));
+	cxlcr_publish(h, sizeof(*h));
+	held_count = 0; /* the draft's header lists them now: freeing it returns them */
+	if (out) {
+		memset(out, 0, sizeof(*out));
+		out->region_generation = snap_region.generation;
+		out->region_offset = snap_region.offset;
+		out->region_size = snap_region.size;
+		out->heap_address = src.heap_address;
+		out->heap_size = src.heap_size;
+		out->pages_total = src.pages;
+		out->pages_cxl = cxl;
+		out->pages_own = own_pages;
+		out->pages_zero = src.pages - cxl;
+		out->base_count = h->base_count;
+		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
+	}
+	rc = 0;
+out:
+	if (held_count)
+		cxlcr_catalog_release_holds(pool, held, held_count);
+	if (snap)
+		munmap(snap, snap_region.size);
+	if (rc != 0 && snap_region.generation)
+		cxlcr_region_free(pool, snap_region.generation);
+	free(table);
+	free(copy.bits);
+	free(holes.bits);
+	free(own.bits);
+	close_source(&src);
+	return rc;
 }
 
 /* A draft's header, mapped (NULL if there is no draft of that name). */
@@ -866,25 +1255,154 @@ int cxlcr_snapshot_draft_notes(struct cxlcr_pool *pool, const char *name, bool *
 	return 0;
 }
 
+/* ---- the finish ---- */
+
+/* A draft being finished: its table (in the pool, changed in place), its
+ * own copies, the room left after them, and its bases' data, mapped. */
+struct finish {
+	uint8_t *snap;               /* the draft region, mapped */
+	uint64_t snap_offset;        /* its pool offset */
+	uint64_t *table;             /* its leaf table */
+	uint64_t own_lo, own_hi;     /* pool offsets of its own copies */
+	uint64_t spare_end;          /* the room for more ends here */
+	uint32_t base_count;
+	struct cxlcr_snapshot_base bases[CXLCR_SNAPSHOT_BASES_MAX];
+	const uint8_t *base_maps[CXLCR_SNAPSHOT_BASES_MAX];
+	uint64_t refreshed;
+};
+
+/* Where the copy a CXL leaf names lies in memory: the draft's own area or
+ * a base's data (NULL if it lies in neither). */
+static const uint8_t *finish_copy(const struct finish *f, uint64_t leaf)
+{
+	uint64_t at = CXLCR_LEAF_OFFSET(leaf);
+	if (at >= f->own_lo && at < f->own_hi)
+		return f->snap + (at - f->snap_offset);
+	for (uint32_t k = 0; k < f->base_count; k++)
+		if (at >= f->bases[k].data_lo && at < f->bases[k].data_hi)
+			return f->base_maps[k] + (at - f->bases[k].data_lo);
+	return NULL;
+}
+
+/*
+ * Brings page i of the draft up to date with the arena page p (NULL: a
+ * hole of the pool file, zero). A copy of the draft's own is rewritten in
+ * place; a page whose leaf is zero or a base's copy gets a copy of its own
+ * in the room after the draft's copies, when it changed; a base's page that
+ * is a hole now becomes a zero page. Returns 1 if it changed, 0 if it was
+ * right, -1 if there is no room (the caller snapshots afresh).
+ */
+static int refresh_page(struct finish *f, uint64_t i, const uint8_t *p)
+{
+	uint64_t leaf = f->table[i];
+	uint32_t tier = CXLCR_LEAF_TIER(leaf);
+	if (tier == CXLCR_TIER_CXL) {
+		uint64_t at = CXLCR_LEAF_OFFSET(leaf);
+		if (at >= f->own_lo && at < f->own_hi) {
+			static const uint8_t zero[CXLCR_SNAPSHOT_PAGE_SIZE] __attribute__((aligned(64)));
+			uint8_t *copy = f->snap + (at - f->snap_offset);
+			if (!p)
+				p = zero;
+			if (!memcmp(copy, p, PAGE))
+				return 0;
+			copy_to_pool(copy, p, PAGE); /* a page that became zero stays stored, as zeros */
+			return 1;
+		}
+		const uint8_t *copy = finish_copy(f, leaf);
+		if (!copy)
+			return -1;
+		if (!p) {
+			f->table[i] = CXLCR_LEAF(CXLCR_TIER_ZERO, 0);
+			return 1;
+		}
+		if (!memcmp(copy, p, PAGE))
+			return 0;
+	} else if (!p || page_is_zero(p)) {
+		return 0;
+	}
+	if (f->own_hi + PAGE > f->spare_end)
+		return -1;
+	copy_to_pool(f->snap + (f->own_hi - f->snap_offset), p, PAGE);
+	f->table[i] = CXLCR_LEAF(CXLCR_TIER_CXL, f->own_hi);
+	f->own_hi += PAGE;
+	return 1;
+}
+
 /* The tracked finish: only the pages in the written ranges are brought up
- * to date; the table's shape (stored pages, runs) is the draft's, since a
- * written page that was zero in the draft makes the caller start afresh. */
-static int refresh_written(const struct source *src, const struct cxlcr_written *written, const uint64_t *table,
-			   uint8_t *snap, uint64_t snap_offset, uint64_t *refreshed, uint64_t *looked)
+ * to date. */
+static int refresh_written(struct finish *f, const struct source *src, const struct cxlcr_written *written,
+			   uint64_t *looked)
 {
 	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
 	for (size_t k = 0; k < written->count; k++) {
 		uint64_t a = written->ranges[k].start > lo ? written->ranges[k].start : lo;
 		uint64_t b = written->ranges[k].end < hi ? written->ranges[k].end : hi;
 		for (uint64_t i = (a - lo) / PAGE; a < b && i < (b - lo + PAGE - 1) / PAGE; i++) {
-			int r = refresh_page(src->heap + i * PAGE, table[i], snap, snap_offset);
+			int r = refresh_page(f, i, src->heap + i * PAGE);
 			if (r < 0)
 				return 1;
-			*refreshed += (uint64_t)r;
+			f->refreshed += (uint64_t)r;
 			(*looked)++;
 		}
 	}
 	return 0;
+}
+
+/*
+ * The tracked finish, second part: pages punched out of the pool since the
+ * draft (freed memory given back, preload/release.c) read zero now, but no
+ * write lifted their protection, so the scan does not report them. When
+ * the arena's punch counter moved since the draft (or a punch was under
+ * way as it started), every page that is a hole of the pool file now and
+ * has a copy in the draft is made zero there. In the freeze no punch is
+ * under way: the service's threads are stopped outside system calls.
+ */
+static int refresh_holes(struct finish *f, const struct cxlcr_pool *pool, const struct source *src,
+			 const struct cxlcr_snapshot_header *draft)
+{
+	const struct cxlcr_arena_header *a = (const void *)src->base;
+	if (draft->draft_punch_clean && __atomic_load_n(&a->punches_begun, __ATOMIC_SEQ_CST) == draft->draft_punches)
+		return 0;
+	uint64_t at = 0, lo, hi;
+	for (bool more = true; more; at = hi) {
+		more = heap_next_data(pool, src, at, &lo, &hi);
+		if (!more)
+			lo = hi = src->heap_size;
+		for (uint64_t i = at / PAGE; i < lo / PAGE; i++) {
+			int r = refresh_page(f, i, NULL);
+			if (r < 0)
+				return 1;
+			f->refreshed += (uint64_t)r;
+		}
+	}
+	return 0;
+}
+
+/* Maps the data areas of a draft's bases (read-only); they are alive, as
+ * the draft holds a borrow on each. */
+static int map_bases(struct finish *f, struct cxlcr_pool *pool, const struct cxlcr_snapshot_header *h)
+{
+	f->base_count = h->base_count;
+	if (f->base_count > CXLCR_SNAPSHOT_BASES_MAX)
+		return cxlcr_error("draft has %u bases, at most %u", f->base_count, CXLCR_SNAPSHOT_BASES_MAX);
+	memcpy(f->bases, h->bases, f->base_count * sizeof(f->bases[0]));
+	for (uint32_t k = 0; k < f->base_count; k++) {
+		const struct cxlcr_snapshot_base *b = &f->bases[k];
+		f->base_maps[k] = b->data_hi > b->data_lo ? cxlcr_pool_map(pool, b->data_lo, b->data_hi - b->data_lo, 0, 0)
+							  : NULL;
+		if (!f->base_maps[k])
+			return -1;
+		cxlcr_refresh(f->base_maps[k], b->data_hi - b->data_lo);
+	}
+	return 0;
+}
+
+static void unmap_bases(struct finish *f)
+{
+	for (uint32_t k = 0; k < f->base_count; k++)
+		if (f->base_maps[k])
+			munmap((void *)(uintptr_t)f->base_maps[k], f->bases[k].data_hi - f->bases[k].data_lo);
+	f->base_count = 0;
 }
 
 int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
@@ -899,14 +1417,16 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 		return -1;
 	int rc = -1;
 	struct layout l;
-	struct page_map m = { .pages = src.pages };
-	plan_layout(src.pages, 0, 0, &l); /* the least the draft can be */
+	struct finish f = { 0 };
+	uint64_t looked = 0;
 	uint8_t *snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
 	if (!snap)
 		goto out;
 	const struct cxlcr_snapshot_header *h = (const void *)snap;
-	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 ||
-	    l.data_offset > snap_region.size) {
+	/* The layout the draft planned: its copies, the room after them and
+	 * room for the runs its finish may add. */
+	plan_layout(src.pages, h->draft_own + h->draft_spare, h->draft_run_room, &l);
+	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 || l.region_size > snap_region.size) {
 		rc = cxlcr_error("snapshot '%s' is not a draft of this arena", name);
 		goto unmap;
 	}
@@ -914,14 +1434,20 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 		rc = 1; /* the heap grew since the draft: the caller snapshots afresh */
 		goto unmap;
 	}
-	const uint64_t *table = (const void *)(snap + l.table_offset);
-	uint64_t refreshed = 0, runs = 0, want = 0, looked = 0;
+	f.snap = snap;
+	f.snap_offset = snap_region.offset;
+	f.table = (void *)(snap + l.table_offset);
+	f.own_lo = snap_region.offset + l.data_offset;
+	f.own_hi = f.own_lo + h->draft_own * PAGE;
+	f.spare_end = f.own_lo + l.data_size;
+	if (map_bases(&f, pool, h) < 0)
+		goto unmap;
 	if (written) {
-		rc = refresh_written(&src, written, table, snap, snap_region.offset, &refreshed, &looked);
+		rc = refresh_written(&f, &src, written, &looked);
+		if (rc == 0)
+			rc = refresh_holes(&f, pool, &src, h);
 		if (rc != 0)
 			goto unmap;
-		m.nonzero = h->draft_nonzero;
-		runs = h->draft_runs;
 		goto publish;
 	}
 	prefault(snap + l.data_offset, snap_region.size - l.data_offset, MADV_POPULATE_READ);
@@ -934,38 +1460,33 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 		prefault((void *)(uintptr_t)(src.heap + lo), hi - lo, MADV_POPULATE_READ);
 		for (uint64_t i = at / PAGE; i < hi / PAGE; i++) {
 			bool in_data = i >= lo / PAGE;
-			const uint8_t *p = in_data ? src.heap + i * PAGE : NULL;
-			int r = refresh_page(p, table[i], snap, snap_region.offset);
+			int r = refresh_page(&f, i, in_data ? src.heap + i * PAGE : NULL);
 			if (r < 0) {
 				rc = 1; /* the caller snapshots afresh */
 				goto unmap;
 			}
-			refreshed += (uint64_t)r;
-			m.nonzero += CXLCR_LEAF_TIER(table[i]) == CXLCR_TIER_CXL;
-			runs += i == 0 || table[i] != want;
-			want = next_in_run(table[i]);
+			f.refreshed += (uint64_t)r;
 		}
 	}
 publish:
 	cxlcr_fence();
-	/* The draft planned its layout with these runs: a page that became
-	 * zero since stays stored, so none has changed. */
-	plan_layout(src.pages, m.nonzero, runs, &l);
-	if (l.region_size > snap_region.size) {
-		rc = cxlcr_error("draft snapshot '%s' does not match its table", name);
-		goto unmap;
-	}
-	if (publish_snapshot(pool, &src, &snap_region, snap, &l, &m, table) < 0)
+	struct publish_extra x = { .own = (f.own_hi - f.own_lo) / PAGE, .bases = f.bases,
+				   .base_count = f.base_count, .tracked = written != NULL };
+	if (publish_snapshot(pool, &src, &snap_region, snap, &l, &x, f.table) < 0)
 		goto unmap;
 	if (out) {
+		struct page_map m = { .pages = src.pages, .nonzero = h->pages_cxl };
 		describe(out, &snap_region, &src, &m);
-		out->pages_refreshed = refreshed;
+		out->pages_own = h->pages_own;
+		out->base_count = h->base_count;
+		out->pages_refreshed = f.refreshed;
 		out->pages_written = looked;
 		out->tracked = written != NULL;
 		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
 	}
 	rc = 0;
 unmap:
+	unmap_bases(&f);
 	munmap(snap, snap_region.size);
 out:
 	close_source(&src);

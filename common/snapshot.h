@@ -23,7 +23,9 @@ struct cxlcr_snapshot_info {
 	uint64_t heap_address;
 	uint64_t heap_size;
 	uint64_t pages_total;
-	uint64_t pages_cxl;          /* copied */
+	uint64_t pages_cxl;          /* stored: in this snapshot or in its bases */
+	uint64_t pages_own;          /* copied into this snapshot */
+	uint32_t base_count;         /* earlier snapshots whose copies it shares (incremental) */
 	uint64_t pages_zero;         /* not stored */
 	uint64_t holes_skipped;      /* zero pages skipped without reading them (file pools) */
 	uint64_t pages_refreshed;    /* cxlcr_snapshot_finish(): pages that changed after the draft */
@@ -67,6 +69,25 @@ int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, con
 			 struct cxlcr_snapshot_info *out);
 
 /*
+ * An incremental draft: like cxlcr_snapshot_draft(), but only the pages of
+ * `since` (written since base's finish, as write tracking found them, see
+ * tracking/track.h), those past base's heap and those of bases it would
+ * rather not keep are copied; every other leaf is base's, and the draft
+ * holds a catalog borrow on each snapshot whose data it uses (base, the
+ * catalog entry base_entry of base_entry_generation, which the caller
+ * holds while this runs, and base's own bases). Returns 1 when base cannot
+ * serve (another heap, not tracked at its finish, a base going away): the
+ * caller makes a full draft. Its finish is cxlcr_snapshot_finish(), as for
+ * any draft; a page shared with a base that changes meanwhile is copied
+ * into room the draft leaves for it.
+ */
+struct cxlcr_snapshot;
+struct cxlcr_written;
+int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			    const struct cxlcr_snapshot *base, uint32_t base_entry, uint64_t base_entry_generation,
+			    const struct cxlcr_written *since, struct cxlcr_snapshot_info *out);
+
+/*
  * With write tracking (tracking/track.h) the finish need not compare: the
  * caller re-arms the heap's written pages right before the draft copy and
  * notes that on the draft (tracked, and the arena's fork_count then); in
@@ -91,7 +112,18 @@ struct cxlcr_snapshot {
 						     cxlcr_snapshot_validate() only */
 	struct cxlcr_snapshot_run *runs;          /* copy, as checked: what a page is */
 	uint64_t run_count;
+	/* The data of its bases (an incremental snapshot), mapped read-only:
+	 * a CXL leaf points into its own data area or into one of these. */
+	uint32_t base_count;
+	struct {
+		uint64_t lo, hi;                  /* pool offsets */
+		const uint8_t *map;
+	} bases[CXLCR_SNAPSHOT_BASES_MAX];
 };
+
+/* The copy a CXL leaf's offset names, in the snapshot or one of its
+ * bases, mapped; NULL if it lies in neither (checked on open: never). */
+const uint8_t *cxlcr_snapshot_copy(const struct cxlcr_snapshot *s, uint64_t offset);
 
 /*
  * Opens the snapshot region with this generation and checks its header and

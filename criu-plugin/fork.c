@@ -75,8 +75,8 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 		rc = cxlcr_snapshot_finish(&pool, arena, name, t == 0 ? &written : NULL, &info);
 		cxlcr_written_free(&written);
 		if (rc != 0) {
-			cxlcr_region_free(&pool, generation);
-			untracked = "a page that was zero in the draft holds data now";
+			cxlcr_snapshot_region_free(&pool, generation); /* and the draft's holds on its bases */
+			untracked = "a page the draft shares or has as zero changed, and the draft has no room for it";
 		} else if (t == 0) {
 			untracked = NULL;
 		}
@@ -93,9 +93,10 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 	dprintf(fd,
 		"generation %" PRIu64 "\npages_cxl %" PRIu64 "\npages_zero %" PRIu64 "\npages_refreshed %" PRIu64
 		"\npages_written %" PRIu64 "\nscan_ns %" PRIu64 "\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64
-		"\ntracked %d\nuntracked_because %s\n",
+		"\ntracked %d\npages_own %" PRIu64 "\nbases %u\nuntracked_because %s\n",
 		info.region_generation, info.pages_cxl, info.pages_zero, info.pages_refreshed, info.pages_written,
-		info.scan_ns, info.copy_ns, info.total_ns, untracked == NULL, untracked ? untracked : "-");
+		info.scan_ns, info.copy_ns, info.total_ns, untracked == NULL, info.pages_own, info.base_count,
+		untracked ? untracked : "-");
 	close(fd);
 	return 0;
 }

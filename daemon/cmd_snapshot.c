@@ -54,6 +54,10 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 			r->pages_cxl = v;
 		else if (!strcmp(key, "pages_zero"))
 			r->pages_zero = v;
+		else if (!strcmp(key, "pages_own"))
+			r->pages_own = v;
+		else if (!strcmp(key, "bases"))
+			r->bases = (uint32_t)v;
 		else if (!strcmp(key, "pages_refreshed"))
 			r->pages_refreshed = v;
 		else if (!strcmp(key, "pages_written"))
@@ -126,7 +130,7 @@ static void drop_snapshot(struct cxlcr_pool *pool, const char *name)
 {
 	struct cxlcr_region r;
 	if (cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &r))
-		cxlcr_region_free(pool, r.generation);
+		cxlcr_snapshot_region_free(pool, r.generation);
 	image_store_reclaim(pool, name, 0);
 }
 
@@ -179,6 +183,59 @@ void snapshot_forget(struct cxlcr_pool *pool, const char *service)
 	drop_strays(pool, service);
 }
 
+/*
+ * The draft: the heap copied while the service runs. Incremental when it
+ * can be (snapshot.h): the service's newest snapshot is its base, borrowed
+ * while the draft is made (the draft then holds it itself), and write
+ * tracking knows every page written since that snapshot's finish. Else a
+ * full copy, and full_because says why. Without a draft at all (an
+ * error), the freeze copies everything.
+ */
+static void draft(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
+{
+	struct cxlcr_borrow b;
+	struct cxlcr_snapshot base;
+	bool have_base = false, tracked = false, since_known = false;
+	uint64_t forks = 0;
+	struct cxlcr_written since = { 0 };
+	char why[160] = "the service has no earlier snapshot";
+	if (cxlcr_catalog_borrow(pool, s->region.name, NULL, &b) == 0) {
+		have_base = cxlcr_snapshot_open(pool, b.snapshot_generation, &base) == 0;
+		if (!have_base) {
+			snprintf(why, sizeof(why), "its newest snapshot could not be opened: %s", cxlcr_last_error());
+			cxlcr_catalog_return(pool, &b);
+		}
+	}
+	cxlcr_track_before_draft(pool, s->region.generation, s->region.owner_pid, have_base ? &base.header : NULL,
+				 &tracked, &forks, &since, &since_known);
+	int rc = 1;
+	if (have_base && !since_known)
+		snprintf(why, sizeof(why), "%s",
+			 !tracked ? "the service is not tracked"
+				  : "writes since its newest snapshot are not all known (not tracked then, a fork "
+				    "child, or another scan)");
+	if (have_base && since_known) {
+		rc = cxlcr_snapshot_draft_on(pool, s->region.generation, out->name, &base, b.entry, b.generation,
+					     &since, NULL);
+		if (rc == 0)
+			cxlcr_copy_field(out->base, sizeof(out->base), base.region.name);
+		else
+			snprintf(why, sizeof(why), "%s",
+				 rc < 0 ? cxlcr_last_error() : "its newest snapshot cannot be its base");
+	}
+	if (rc != 0)
+		rc = cxlcr_snapshot_draft(pool, s->region.generation, out->name, NULL);
+	if (rc == 0)
+		cxlcr_snapshot_draft_note(pool, out->name, tracked, forks);
+	if (!out->base[0])
+		cxlcr_copy_field(out->full_because, sizeof(out->full_because), why);
+	cxlcr_written_free(&since);
+	if (have_base) {
+		cxlcr_snapshot_close(&base);
+		cxlcr_catalog_return(pool, &b);
+	}
+}
+
 int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -194,13 +251,8 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 	 * plugin only copies again what changed since (snapshot.h). Without a
 	 * draft it copies everything then. */
 	uint64_t d0 = cxlcr_mono_ns();
-	bool tracked = false;
-	uint64_t forks = 0;
-	cxlcr_track_before_draft(pool, s->region.generation, s->region.owner_pid, &tracked, &forks);
-	if (cxlcr_snapshot_draft(pool, s->region.generation, out->name, NULL) == 0) {
-		cxlcr_snapshot_draft_note(pool, out->name, tracked, forks);
-		out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
-	}
+	draft(pool, s, out);
+	out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
 	uint64_t f0 = cxlcr_mono_ns();
 	if (criu_dump_for_fork(s->region.owner_pid, dir, out->name) < 0) {
 		char why[CXLCR_ERROR_MAX];
@@ -223,7 +275,9 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 	struct cxlcr_catalog_info info;
 	if (cxlcr_catalog_publish(pool, s->region.name, out->generation, &info) < 0)
 		goto undo;
-	out->snapshot_bytes = out->pages_cxl * CXLCR_SNAPSHOT_PAGE_SIZE;
+	out->snapshot_bytes = out->pages_own * CXLCR_SNAPSHOT_PAGE_SIZE;
+	if (!out->bases)
+		out->base[0] = 0; /* the freeze had to copy everything after all */
 	out->total_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	image_work_dir_remove(dir);
 	return 0;
@@ -279,6 +333,16 @@ int cmd_snapshot(int argc, char **argv)
 		json_u64(&j, "image_bytes", r.image_bytes);
 		json_u64(&j, "snapshot_bytes", r.snapshot_bytes);
 		json_u64(&j, "pages_stored", r.pages_cxl);
+		json_u64(&j, "pages_copied", r.pages_own);
+		json_bool(&j, "incremental", r.bases > 0);
+		if (r.bases > 0) {
+			json_str(&j, "base", r.base);
+			json_u64(&j, "bases", r.bases);
+			json_null(&j, "full_because");
+		} else {
+			json_null(&j, "base");
+			json_str(&j, "full_because", r.full_because[0] ? r.full_because : "the freeze copied every page");
+		}
 		json_u64(&j, "pages_zero", r.pages_zero);
 		json_u64(&j, "pages_changed", r.pages_changed);
 		json_double(&j, "draft_ms", r.draft_ms);

@@ -88,6 +88,10 @@ struct snapshot_result {
 	uint64_t image_bytes;
 	uint64_t snapshot_bytes;
 	uint64_t pages_cxl, pages_zero;
+	uint64_t pages_own;           /* stored in this snapshot (the rest of pages_cxl is its bases') */
+	uint32_t bases;               /* earlier snapshots whose pages it shares: incremental if > 0 */
+	char base[CXLCR_NAME_MAX];    /* the snapshot it was taken on, if incremental */
+	char full_because[160];       /* else why it copied every page */
 	uint64_t pages_changed;       /* since the previous snapshot: prefetched into children */
 	uint64_t pages_refreshed;     /* copied again in the freeze: changed after the draft */
 	uint64_t pages_written;       /* ... of the pages write tracking said were written */

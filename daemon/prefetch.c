@@ -164,7 +164,9 @@ static int write_batch(pid_t pid, int pagemap, const struct cxlcr_changed_pages 
 		uint64_t leaf = pages[i] < s->header.page_count ? cxlcr_snapshot_leaf(s, pages[i], run) : 0;
 		if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
 			continue; /* zero in the snapshot: nothing to copy */
-		const uint8_t *src = s->base + (CXLCR_LEAF_OFFSET(leaf) - s->region.offset);
+		const uint8_t *src = cxlcr_snapshot_copy(s, CXLCR_LEAF_OFFSET(leaf));
+		if (!src)
+			continue; /* checked on open: cannot happen */
 		uint64_t dst = h->heap_address + pages[i] * CXLCR_SNAPSHOT_PAGE_SIZE;
 		if (owned_already(pagemap, dst))
 			continue;

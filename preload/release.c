@@ -48,8 +48,12 @@ EXPORT int madvise(void *addr, size_t len, int advice)
 	uintptr_t lo, hi;
 	if ((advice != MADV_DONTNEED && advice != MADV_FREE) || !heap_part(addr, len, &lo, &hi))
 		return preload_madvise(addr, len, advice);
-	/* mimalloc's decommits are whole OS pages inside the heap. */
-	if (preload_madvise((void *)lo, hi - lo, MADV_REMOVE) < 0) {
+	/* mimalloc's decommits are whole OS pages inside the heap. Counted
+	 * around the punch, which tracking does not see (pool_format.h). */
+	__atomic_fetch_add(&cx.header->punches_begun, 1, __ATOMIC_SEQ_CST);
+	int punched = preload_madvise((void *)lo, hi - lo, MADV_REMOVE);
+	__atomic_fetch_add(&cx.header->punches_done, 1, __ATOMIC_SEQ_CST);
+	if (punched < 0) {
 		if (errno == EACCES) /* a private mapping: a fork child's own memory */
 			return preload_madvise(addr, len, advice);
 		/* devdax (ENODEV, EOPNOTSUPP): no holes, so zeros */

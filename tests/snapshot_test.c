@@ -22,6 +22,7 @@
 #include "../common/pool.h"
 #include "../common/snapshot.h"
 #include "../common/util.h"
+#include "../tracking/track.h"
 #include "test.h"
 
 #define POOL_SIZE       (8ull << 30)   /* sparse: only what the tests touch is allocated */
@@ -457,15 +458,73 @@ static void test_draft_and_finish(struct cxlcr_pool *pool)
 	cxlcr_snapshot_close(&s);
 	SAY("%llu changed pages copied again; the snapshot is the heap at the finish", (unsigned long long)changed);
 
-	SAY("a page that was zero in the draft and holds data at the finish: a fresh snapshot is needed");
+	SAY("a page that was zero in the draft and holds data at the finish: copied into the draft's room");
 	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "dsnap2", &info) == 0, "%s", cxlcr_last_error());
 	uint64_t hole = 0;
 	while (kind_of(seed, hole) != HOLE)
 		hole++;
 	a.heap[hole * PAGE] = 1;
-	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap2", NULL, &info) == 1, "finish did not refuse");
-	CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap2", &draft), "the refused draft is gone");
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap2", NULL, &info) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_open(pool, info.region_generation, &s) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_read_page(&s, hole, got) == 0 && got[0] == 1, "the page written after the draft is not in it");
+	cxlcr_snapshot_close(&s);
+	CHECK(cxlcr_region_free(pool, info.region_generation) == 0, "%s", cxlcr_last_error());
+
+	SAY("more such pages than the draft has room for: a fresh snapshot is needed");
+	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "dsnap3", &info) == 0, "%s", cxlcr_last_error());
+	uint64_t filled = 0;
+	for (uint64_t i = 0; i < a.pages && filled < a.pages / 4; i++)
+		if (kind_of(seed, i) == HOLE && !a.heap[i * PAGE]) {
+			a.heap[i * PAGE] = 2;
+			filled++;
+		}
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "dsnap3", NULL, &info) == 1, "finish did not refuse");
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "dsnap3", &draft), "the refused draft is gone");
 	CHECK(cxlcr_region_free(pool, draft.generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_free(pool, draft_generation) == 0, "%s", cxlcr_last_error());
+	drop_arena(pool, &a);
+}
+
+/* The tracked finish (written ranges given) with pages punched out of the
+ * pool after the draft, as the preload does with freed memory: no write
+ * reports them, yet the snapshot must read zero there. */
+static void test_tracked_finish_punches(struct cxlcr_pool *pool)
+{
+	struct arena_map a;
+	struct cxlcr_snapshot_info info;
+	struct cxlcr_snapshot s;
+	uint64_t seed = 0x9a7c4, nonzero, holes, punched = 0;
+	static uint8_t got[PAGE];
+
+	SAY("tracked finish: pages punched out after the draft read zero in the snapshot");
+	make_arena(pool, "psrc", TEST_HEAP, true, &a);
+	fill_heap(&a, seed, &nonzero, &holes);
+	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "psnap", &info) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_region draft;
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "psnap", &draft), "the draft has no region");
+	uint64_t draft_generation = draft.generation;
+	struct cxlcr_arena_header *h = (void *)a.base;
+	for (uint64_t i = 0; i < a.pages; i++) {
+		if (kind_of(seed, i) != PATTERN || i % 5)
+			continue;
+		/* What preload/release.c does around a punch. */
+		__atomic_fetch_add(&h->punches_begun, 1, __ATOMIC_SEQ_CST);
+		CHECK(madvise(a.heap + i * PAGE, PAGE, MADV_REMOVE) == 0, "MADV_REMOVE: %s", strerror(errno));
+		__atomic_fetch_add(&h->punches_done, 1, __ATOMIC_SEQ_CST);
+		punched++;
+	}
+	CHECK(punched > 0);
+	struct cxlcr_written none = { 0 };
+	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "psnap", &none, &info) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_open(pool, draft_generation, &s) == 0, "%s", cxlcr_last_error());
+	for (uint64_t i = 0; i < a.pages; i++) {
+		CHECK(cxlcr_snapshot_read_page(&s, i, got) == 0, "%s", cxlcr_last_error());
+		CHECK(memcmp(got, a.heap + i * PAGE, PAGE) == 0,
+		      "page %llu differs from the heap at the finish (punched out after the draft?)",
+		      (unsigned long long)i);
+	}
+	cxlcr_snapshot_close(&s);
+	SAY("%llu punched pages read zero in the snapshot", (unsigned long long)punched);
 	CHECK(cxlcr_region_free(pool, draft_generation) == 0, "%s", cxlcr_last_error());
 	drop_arena(pool, &a);
 }
@@ -622,6 +681,174 @@ static void check_nothing_leaked(struct cxlcr_pool *pool)
 		snapshots += pool->table[i].state == CXLCR_REGION_LIVE &&
 			     pool->table[i].kind == CXLCR_KIND_SNAPSHOT;
 	CHECK_EQ(snapshots, published);
+}
+
+/* Adds the page at addr to a written list (as a scan would report it). */
+static void written_add(struct cxlcr_written *w, uint64_t addr)
+{
+	if (w->count && w->ranges[w->count - 1].end == addr) {
+		w->ranges[w->count - 1].end += PAGE;
+	} else {
+		if (w->count == w->cap) {
+			w->cap = w->cap ? w->cap * 2 : 64;
+			w->ranges = realloc(w->ranges, w->cap * sizeof(*w->ranges));
+			CHECK(w->ranges);
+		}
+		w->ranges[w->count++] = (struct cxlcr_range){ addr, addr + PAGE };
+	}
+	w->bytes += PAGE;
+}
+
+/* Changes about one page in `per` of the heap, as a service would between
+ * two snapshots: new contents, zeros (both reported in w), or punched out
+ * (freed memory given back: not reported, as the kernel does not). */
+static uint64_t churn(struct arena_map *a, uint64_t seed, uint64_t per, struct cxlcr_written *w)
+{
+	struct cxlcr_arena_header *h = (void *)a->base;
+	uint64_t changed = 0;
+	for (uint64_t i = 0; i < a->pages - TAIL_HOLE_PAGES; i++) {
+		uint64_t r = mix(seed ^ (i * 0x9e37ull));
+		if (r % per)
+			continue;
+		uint8_t *p = a->heap + i * PAGE;
+		switch ((r / per) % 4) {
+		case 0: case 1:
+			memset(p, (int)(r >> 40) | 1, PAGE);
+			written_add(w, (uintptr_t)p);
+			break;
+		case 2:
+			memset(p, 0, PAGE);
+			written_add(w, (uintptr_t)p);
+			break;
+		case 3:
+			__atomic_fetch_add(&h->punches_begun, 1, __ATOMIC_SEQ_CST);
+			CHECK(madvise(p, PAGE, MADV_REMOVE) == 0, "MADV_REMOVE: %s", strerror(errno));
+			__atomic_fetch_add(&h->punches_done, 1, __ATOMIC_SEQ_CST);
+			break;
+		}
+		changed++;
+	}
+	return changed;
+}
+
+static void check_is_heap(struct cxlcr_pool *pool, uint64_t generation, const struct arena_map *a, const char *what)
+{
+	static uint8_t got[PAGE];
+	struct cxlcr_snapshot s;
+	CHECK(cxlcr_snapshot_validate(pool, generation) == 0, "%s: %s", what, cxlcr_last_error());
+	CHECK(cxlcr_snapshot_open(pool, generation, &s) == 0, "%s: %s", what, cxlcr_last_error());
+	for (uint64_t i = 0; i < a->pages; i++) {
+		CHECK(cxlcr_snapshot_read_page(&s, i, got) == 0, "%s", cxlcr_last_error());
+		CHECK(memcmp(got, a->heap + i * PAGE, PAGE) == 0, "%s: page %llu differs from the heap", what,
+		      (unsigned long long)i);
+	}
+	cxlcr_snapshot_close(&s);
+}
+
+/*
+ * Incremental snapshots: a chain of them, each taken on the one before,
+ * copying only what was written since (and what changed while its draft
+ * was made, in the finish); each holds the snapshot contents of its
+ * instant; the older ones live on, tombstoned, while a newer one uses
+ * their pages, and the last tombstone frees the whole chain.
+ */
+static void test_incremental(struct cxlcr_pool *pool)
+{
+	struct arena_map a;
+	struct cxlcr_snapshot_info info;
+	uint64_t seed = 0x1c4e, nonzero, holes;
+	enum { ROUNDS = 14 };
+	uint64_t gens[ROUNDS];
+
+	SAY("incremental snapshots: a chain of %d, each on the one before", ROUNDS);
+	make_arena(pool, "isrc", TEST_HEAP, true, &a);
+	fill_heap(&a, seed, &nonzero, &holes);
+	struct cxlcr_arena_header *h = (void *)a.base;
+	for (int round = 0; round < ROUNDS; round++) {
+		char name[32];
+		snprintf(name, sizeof(name), "isnap%d", round);
+		struct cxlcr_written since = { 0 }, during = { 0 };
+		uint64_t changed = 0;
+		if (round == 0) {
+			CHECK(cxlcr_snapshot_draft(pool, a.region.generation, name, &info) == 0, "%s", cxlcr_last_error());
+		} else {
+			changed = churn(&a, seed + (uint64_t)round, 100, &since);
+			struct cxlcr_borrow b;
+			struct cxlcr_snapshot base;
+			CHECK(cxlcr_catalog_borrow(pool, "isvc", NULL, &b) == 0, "%s", cxlcr_last_error());
+			CHECK(cxlcr_snapshot_open(pool, b.snapshot_generation, &base) == 0, "%s", cxlcr_last_error());
+			CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, name, &base, b.entry, b.generation, &since,
+						      &info) == 0, "round %d: %s", round, cxlcr_last_error());
+			cxlcr_snapshot_close(&base);
+			CHECK(cxlcr_catalog_return(pool, &b) == 0, "%s", cxlcr_last_error());
+			/* What changed, and the pages of the least used base if
+			 * there were too many bases to keep (at most 1/(MAX+1)). */
+			CHECK(info.pages_own <= changed + info.pages_cxl / (CXLCR_SNAPSHOT_BASES_MAX + 1),
+			      "round %d: the draft copied %llu pages for %llu changed", round,
+			      (unsigned long long)info.pages_own, (unsigned long long)changed);
+		}
+		/* While the draft is made: more writes, some on pages it shares
+		 * with its bases, some on pages that were zero. */
+		changed += churn(&a, seed * 7 + (uint64_t)round, 400, &during);
+		h->scan_count++; /* the finish's scan */
+		CHECK(cxlcr_snapshot_finish(pool, a.region.generation, name, &during, &info) == 0, "round %d: %s", round,
+		      cxlcr_last_error());
+		gens[round] = info.region_generation;
+		if (round > 0) {
+			bool freed;
+			CHECK(cxlcr_catalog_tombstone(pool, "isvc", &freed) == 0, "%s", cxlcr_last_error());
+			CHECK(!freed, "round %d: the base was freed, though the new snapshot uses its pages", round);
+			CHECK(info.base_count >= 1 && info.base_count <= CXLCR_SNAPSHOT_BASES_MAX, "round %d: %u bases",
+			      round, info.base_count);
+			CHECK(info.pages_own <= changed + info.pages_cxl / (CXLCR_SNAPSHOT_BASES_MAX + 1),
+			      "round %d: %llu pages stored for %llu changed", round,
+			      (unsigned long long)info.pages_own, (unsigned long long)changed);
+		}
+		CHECK(cxlcr_catalog_publish(pool, "isvc", gens[round], NULL) == 0, "%s", cxlcr_last_error());
+		check_is_heap(pool, gens[round], &a, name);
+		SAY("round %d: %llu pages changed, %llu copied, %llu stored in all, %u bases", round,
+		    (unsigned long long)changed, (unsigned long long)info.pages_own, (unsigned long long)info.pages_cxl,
+		    info.base_count);
+		cxlcr_written_free(&since);
+		cxlcr_written_free(&during);
+	}
+	SAY("the last tombstone frees the whole chain");
+	bool freed;
+	CHECK(cxlcr_catalog_tombstone(pool, "isvc", &freed) == 0 && freed, "the newest snapshot was not freed");
+	for (int round = 0; round < ROUNDS; round++)
+		CHECK(!region_live(pool, gens[round]), "snapshot %d of the chain is still there", round);
+	check_nothing_leaked(pool);
+
+	SAY("a draft freed without its catalog (a verb that died): a reaper returns its holds");
+	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "iroot", &info) == 0, "%s", cxlcr_last_error());
+	uint64_t root = info.region_generation;
+	CHECK(cxlcr_catalog_publish(pool, "isvc", root, NULL) == 0, "%s", cxlcr_last_error());
+	/* A full snapshot has no scan noted: mark it as a tracked finish's. */
+	struct cxlcr_written one = { 0 };
+	churn(&a, seed + 99, 100, &one);
+	uint8_t *m = cxlcr_pool_map(pool, info.region_offset, CXLCR_SNAPSHOT_TABLE_OFFSET, 0, 0);
+	CHECK(m);
+	hdr(m)->track_scans = 1;
+	reseal_header(hdr(m));
+	CHECK(munmap(m, CXLCR_SNAPSHOT_TABLE_OFFSET) == 0);
+	struct cxlcr_borrow b;
+	struct cxlcr_snapshot base;
+	CHECK(cxlcr_catalog_borrow(pool, "isvc", NULL, &b) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_open(pool, root, &base) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, "idraft", &base, b.entry, b.generation, &one, &info) == 0,
+	      "%s", cxlcr_last_error());
+	cxlcr_snapshot_close(&base);
+	cxlcr_catalog_return(pool, &b);
+	cxlcr_written_free(&one);
+	CHECK(cxlcr_catalog_tombstone(pool, "isvc", &freed) == 0 && !freed, "the held base was freed");
+	CHECK(cxlcr_region_free(pool, info.region_generation) == 0, "%s", cxlcr_last_error()); /* not through the catalog */
+	CHECK(region_live(pool, root), "the base went before its holder was seen gone");
+	struct cxlcr_reap_report rep;
+	CHECK(cxlcr_catalog_reap(pool, &rep) == 1, "the reaper dropped %u borrows: %s", rep.borrows_dropped,
+	      cxlcr_last_error());
+	CHECK(rep.snapshots_freed == 1 && !region_live(pool, root), "the reaper did not free the base of a freed draft");
+	check_nothing_leaked(pool);
+	drop_arena(pool, &a);
 }
 
 static void test_catalog_basics(struct cxlcr_pool *pool, struct arena_map *a)
@@ -1249,6 +1476,8 @@ int main(int argc, char **argv)
 
 	test_snapshot_contents(&pool);
 	test_draft_and_finish(&pool);
+	test_tracked_finish_punches(&pool);
+	test_incremental(&pool);
 	test_extents(&pool);
 	test_refusals(&pool);
 

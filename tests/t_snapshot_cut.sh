@@ -17,7 +17,7 @@ KEYS=2000
 PORT=6379
 
 new_pool 8G
-CXLCR_WRITE_TRACKING=1 pod_up 2 # off by default: see tracking/tracker.c
+pod_up 2
 pod_redis cut h0 256M
 [ "$(status_field cut write_tracking)" = True ] || die "write tracking is not on for a new service"
 # Writes the kernel would not track: through a second mapping of the heap's
@@ -100,7 +100,7 @@ t.start()
 def run(*args):
     return subprocess.run([cxlcr] + list(args), check=True, capture_output=True, text=True).stdout
 
-def one_round(r, expect_tracked):
+def one_round(r, expect_tracked, expect_incremental):
     with lock:
         before = dict(last_acked)        # acknowledged before the snapshot began
         acked_before = state["acked"]
@@ -112,6 +112,9 @@ def one_round(r, expect_tracked):
     if snap["write_tracking"] != expect_tracked:
         sys.exit("round %d: write_tracking %s, expected %s (%s)" % (r, snap["write_tracking"], expect_tracked,
                                                                    snap.get("compared_because")))
+    if snap["incremental"] != expect_incremental:
+        sys.exit("round %d: incremental %s, expected %s (%s)" % (r, snap["incremental"], expect_incremental,
+                                                                 snap.get("full_because")))
     fork = json.loads(run("fork", "cut", "--to", "h1", "--json"))
     child = fork["children"][0]
     c = Conn(child["address"])
@@ -132,13 +135,17 @@ def one_round(r, expect_tracked):
     with lock:
         if state["acked"] <= acked_before:
             sys.exit("round %d: the writer wrote nothing while the snapshot ran" % r)
-    print("round %d: snapshot (tracked %s, %d pages written, %d refreshed, frozen %.1f ms): %d keys checked, %d wrong"
-          % (r, snap["write_tracking"], snap["pages_written"], snap["pages_refreshed"], snap["freeze_ms"], nkeys, bad))
+    print("round %d: snapshot (tracked %s, incremental %s: %d of %d pages copied; %d written, %d refreshed in "
+          "the freeze, frozen %.1f ms): %d keys checked, %d wrong"
+          % (r, snap["write_tracking"], snap["incremental"], snap["pages_copied"], snap["pages_stored"],
+             snap["pages_written"], snap["pages_refreshed"], snap["freeze_ms"], nkeys, bad))
     if bad:
         sys.exit(1)
 
+# The first snapshot copies the heap; each later one is taken on the one
+# before it and copies only what the writer changed since.
 for r in range(rounds):
-    one_round(r, True)
+    one_round(r, True, r > 0)
 
 # Tracking lost: the tracker of the service is killed; the next snapshot
 # compares, says why, and is just as right.
@@ -161,7 +168,7 @@ for p in os.listdir("/proc"):
         continue
 if killed != 1:
     sys.exit("found %d trackers of pid %d" % (killed, pid))
-one_round(rounds, False)
+one_round(rounds, False, False)
 state["stop"] = True
 t.join()
 print("writer: %d values written" % state["acked"])

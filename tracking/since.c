@@ -35,12 +35,17 @@ static struct cxlcr_arena_header *map_header(struct cxlcr_pool *pool, uint64_t g
 	return h;
 }
 
-/* Scans (and re-arms) the whole heap of pid into w: 0, 1 if not tracked. */
-static int scan_heap(pid_t pid, const struct cxlcr_arena_header *h, struct cxlcr_written *w)
+/* Scans (and re-arms) the whole heap of pid into w: 0, 1 if not tracked.
+ * Every scan is counted in the arena header first: what it reports is
+ * gone for the next one, so a snapshot that wants the writes since an
+ * earlier snapshot's scan checks that no scan came in between. */
+static int scan_heap(pid_t pid, struct cxlcr_arena_header *h, struct cxlcr_written *w)
 {
 	int fd = cxlcr_track_open(pid);
 	if (fd < 0)
 		return -1;
+	__atomic_add_fetch(&h->scan_count, 1, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&h->scan_count, sizeof(h->scan_count));
 	uint64_t lo = h->heap_address, hi = lo + __atomic_load_n(&h->heap_size, __ATOMIC_ACQUIRE);
 	int rc = cxlcr_track_scan(fd, lo, hi, w);
 	close(fd);
@@ -72,17 +77,32 @@ static bool has_children(pid_t pid)
 	return any;
 }
 
-int cxlcr_track_before_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, bool *tracked,
-			     uint64_t *fork_count)
+int cxlcr_track_before_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid,
+			     const struct cxlcr_snapshot_header *base, bool *tracked, uint64_t *fork_count,
+			     struct cxlcr_written *since_base, bool *have_since_base)
 {
 	*tracked = false;
+	if (have_since_base)
+		*have_since_base = false;
 	struct cxlcr_arena_header *h = map_header(pool, arena_generation);
 	if (!h)
 		return -1;
 	*fork_count = __atomic_load_n(&h->fork_count, __ATOMIC_ACQUIRE);
+	/* The scan below reports what was written since the base's finish
+	 * only if that finish's scan was the last one, nothing untracked
+	 * (a fork child) ran since, and it is the same arena. */
+	bool continuous = base && since_base && base->track_scans &&
+			  base->arena_generation == arena_generation &&
+			  __atomic_load_n(&h->scan_count, __ATOMIC_ACQUIRE) == base->track_scans &&
+			  *fork_count == base->track_fork_count && !has_children(pid);
 	struct cxlcr_written w = { 0 };
 	*tracked = __atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE) && scan_heap(pid, h, &w) == 0;
-	cxlcr_written_free(&w);
+	if (continuous && *tracked) {
+		*since_base = w;
+		*have_since_base = true;
+	} else {
+		cxlcr_written_free(&w);
+	}
 	munmap(h, sizeof(*h));
 	return 0;
 }

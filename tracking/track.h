@@ -50,15 +50,20 @@ int cxlcr_track_register(int uffd, uint64_t lo, uint64_t hi);
 
 /* since.c: for a snapshot's draft and finish (common/snapshot.h). Before
  * the draft copy: re-arms the service's heap and says whether it is
- * tracked (and its fork_count then), for cxlcr_snapshot_draft_note(). In
- * the freeze: what it wrote since the draft (0), or 1 with why not. */
+ * tracked (and its fork_count then), for cxlcr_snapshot_draft_note(); with
+ * base (the service's newest snapshot), also what was written since that
+ * snapshot's finish, when that is known (*have_since_base), for an
+ * incremental draft (cxlcr_snapshot_draft_on). In the freeze: what it
+ * wrote since the draft (0), or 1 with why not. */
 struct cxlcr_pool;
-int cxlcr_track_before_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, bool *tracked,
-			     uint64_t *fork_count);
+struct cxlcr_snapshot_header;
+int cxlcr_track_before_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid,
+			     const struct cxlcr_snapshot_header *base, bool *tracked, uint64_t *fork_count,
+			     struct cxlcr_written *since_base, bool *have_since_base);
 int cxlcr_track_since_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, const char *draft,
 			    struct cxlcr_written *w, const char **why);
 
-/* Is write tracking asked for (CXLCR_WRITE_TRACKING=1)? See tracker.c. */
+/* Is write tracking on (unless CXLCR_WRITE_TRACKING=0)? See tracker.c. */
 bool cxlcr_tracking_enabled(void);
 
 /* Starts the tracker of a running service (tracker.c): a detached process

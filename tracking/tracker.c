@@ -143,12 +143,13 @@ static void run(struct cxlcr_arena_header *h, int pidfd, const char *name)
 	close(uffd);
 }
 
-/* Off unless CXLCR_WRITE_TRACKING=1 (in the environment of the daemons and
- * of `cxlcr run`), until the full suite has run with it on. */
+/* On unless CXLCR_WRITE_TRACKING=0 (in the environment of the daemons and
+ * of `cxlcr run`): a service without a tracker is snapshotted by comparing
+ * its heap, which is slower but needs nothing of the service. */
 bool cxlcr_tracking_enabled(void)
 {
 	const char *on = getenv("CXLCR_WRITE_TRACKING");
-	return on && !strcmp(on, "1");
+	return !on || strcmp(on, "0") != 0;
 }
 
 /* Is pid the tracker of the arena at [offset, offset + size) of pool: a
