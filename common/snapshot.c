@@ -1106,9 +1106,11 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	}
 	/* At most CXLCR_SNAPSHOT_BASES_MAX bases: the least used ones are
 	 * copied instead (their pages become the new snapshot's own). */
+	bool dropped[CXLCR_SNAPSHOT_BASES_MAX + 1] = { false };
+	uint32_t used;
 	for (;;) {
-		uint32_t used = 0;
 		int least = -1;
+		used = 0;
 		for (uint32_t k = 0; k < n; k++)
 			if (cand[k].refs) {
 				used++;
@@ -1123,13 +1125,33 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 				table[i] = 0;
 			}
 		cand[least].refs = 0;
+		dropped[least] = true;
 	}
-	/* The pages to copy that hold data now are the draft's own. */
+	/*
+	 * The pages to copy that hold data now are the draft's own, but for
+	 * those still the same as the base's copy: tracking reports whole
+	 * 2 MiB pages where the heap is mapped with them (a pool file on a
+	 * tmpfs with huge pages, devdax), and one write in one makes all 512
+	 * small pages "written". Comparing reads them, which copying would
+	 * have done anyway, and stores only what changed.
+	 */
 	uint64_t own_pages = 0, cxl = 0;
 	for (uint64_t i = next_page_with(&copy, 0, true); i < src.pages; i = next_page_with(&copy, i + 1, true)) {
 		if (bit(&holes, i) && i < bh->page_count)
 			continue;
 		const uint8_t *p = src.heap + i * PAGE;
+		if (i < bh->page_count && CXLCR_LEAF_TIER(base->leaves[i]) == CXLCR_TIER_CXL) {
+			uint64_t leaf = base->leaves[i];
+			int k = candidate_of(cand, n, leaf);
+			const uint8_t *was = cxlcr_snapshot_copy(base, CXLCR_LEAF_OFFSET(leaf));
+			if (k >= 0 && !dropped[k] && was && (cand[k].refs || used < CXLCR_SNAPSHOT_BASES_MAX) &&
+			    !memcmp(p, was, PAGE)) {
+				used += cand[k].refs == 0;
+				cand[k].refs++;
+				table[i] = leaf;
+				continue;
+			}
+		}
 		if (!page_is_zero(p)) {
 			set_bit(&own, i);
 			own_pages++;
