@@ -216,19 +216,32 @@ const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len)
 	return buf;
 }
 
-void verb_lease_describe(struct cxlcr_pool *pool, const struct cxlcr_region *service, char *buf, size_t len)
+/* The lease entry of a service, copied: false if it has none. */
+static bool lease_of(struct cxlcr_pool *pool, const struct cxlcr_region *service, struct cxlcr_verb_lease *e)
 {
-	buf[0] = 0;
 	struct cxlcr_region found;
 	int slot = slot_of(pool, service->generation);
 	if (!cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &found) || slot < 0)
-		return;
+		return false;
 	struct cxlcr_verb_lease *t = cxlcr_pool_map(pool, found.offset, CXLCR_LEASES_SIZE, 0, 0);
 	if (!t)
-		return;
-	struct cxlcr_verb_lease e = t[slot];
+		return false;
+	*e = t[slot];
 	munmap(t, CXLCR_LEASES_SIZE);
-	if (e.word && e.service_generation == service->generation)
+	return e->word && e->service_generation == service->generation;
+}
+
+void verb_lease_describe(struct cxlcr_pool *pool, const struct cxlcr_region *service, char *buf, size_t len)
+{
+	struct cxlcr_verb_lease e;
+	buf[0] = 0;
+	if (lease_of(pool, service, &e))
 		snprintf(buf, len, "%.*s by pid %d on %.*s%s", (int)CXLCR_LEASE_VERB_MAX, e.verb, (int)e.pid,
 			 (int)CXLCR_HOST_MAX, e.host, holder_gone(&e) ? " (dead)" : "");
+}
+
+bool verb_lease_held(struct cxlcr_pool *pool, const struct cxlcr_region *service)
+{
+	struct cxlcr_verb_lease e;
+	return lease_of(pool, service, &e) && !holder_gone(&e);
 }

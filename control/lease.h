@@ -53,5 +53,8 @@ const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len);
 /* The holder of a service's lease as one line ("migrate by pid N on h0"),
  * or "" when nobody holds it; for ps and status. */
 void verb_lease_describe(struct cxlcr_pool *pool, const struct cxlcr_region *service, char *buf, size_t len);
+/* Does a verb that is not known to be dead hold the service's lease? (A
+ * holder on another host is never known to be dead here.) */
+bool verb_lease_held(struct cxlcr_pool *pool, const struct cxlcr_region *service);
 
 #endif

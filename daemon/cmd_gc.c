@@ -26,6 +26,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../common/catalog.h"
+#include "../common/persist.h"
 #include "../common/error.h"
 #include "../common/util.h"
 #include "../control/lease.h"
@@ -58,16 +60,15 @@ static void report(struct gc *g, const char *kind, const char *what, const char 
 	}
 }
 
-/* Is a verb working on the service of this name now? */
+/* Is a verb working on the service of this name now (one that died does
+ * not count)? */
 static bool busy(struct gc *g, const char *service)
 {
 	struct cxlcr_region copy;
 	if (!cxlcr_region_find(g->pool, CXLCR_KIND_ARENA, service, &copy) &&
 	    !cxlcr_region_find(g->pool, CXLCR_KIND_CHILD, service, &copy))
 		return false;
-	char holder[256];
-	verb_lease_describe(g->pool, &copy, holder, sizeof(holder));
-	return holder[0] != 0;
+	return verb_lease_held(g->pool, &copy);
 }
 
 /* "...pPID-START.XXXXXX": its maker; false if the name has none. */
@@ -215,6 +216,41 @@ static void image_sets(struct gc *g)
 	}
 }
 
+/*
+ * Snapshot drafts whose verb is gone: a draft is made while its service's
+ * verb lease is held and is published or freed before it is released, so
+ * a draft of a service no verb works on was left by a verb that died. It
+ * may hold borrows on the snapshots it shares pages with (an incremental
+ * draft): freeing it returns them (cxlcr_snapshot_region_free), or those
+ * snapshots would never go.
+ */
+static void snapshot_drafts(struct gc *g)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		if (cxlcr_region_get(g->pool, g->pool->table[i].generation, &r) < 0 || r.kind != CXLCR_KIND_SNAPSHOT)
+			continue;
+		struct cxlcr_snapshot_header *h = cxlcr_pool_map(g->pool, r.offset, sizeof(*h), 0, 0);
+		if (!h)
+			continue;
+		cxlcr_refresh(h, sizeof(*h));
+		bool draft = h->complete != CXLCR_SNAPSHOT_COMPLETE;
+		munmap(h, sizeof(*h));
+		/* Its name is SERVICE.sNNN (cmd_snapshot.c). */
+		char service[CXLCR_NAME_MAX];
+		cxlcr_copy_field(service, sizeof(service), r.name);
+		char *dot = strrchr(service, '.');
+		if (!draft || !dot || dot[1] != 's')
+			continue;
+		*dot = 0;
+		if (busy(g, service))
+			continue;
+		report(g, "snapshot-draft", r.name, "never finished: its verb is gone");
+		if (!g->dry_run)
+			cxlcr_snapshot_region_free(g->pool, r.generation);
+	}
+}
+
 int cmd_gc(int argc, char **argv)
 {
 	static const struct option opts[] = { { "dry-run", no_argument, 0, 'n' },
@@ -232,8 +268,9 @@ int cmd_gc(int argc, char **argv)
 		case 'h':
 			printf("usage: cxlcr gc [--dry-run] [--foreign] [--json]\n\n"
 			       "Removes what crashed verbs left: work directories whose maker is gone,\n"
-			       "network namespaces of this pool's services that no verb works on, and\n"
-			       "image sets nobody can restore. --foreign also removes what cannot be tied\n"
+			       "network namespaces of this pool's services that no verb works on, image\n"
+			       "sets nobody can restore, and snapshot drafts no verb finishes (with the\n"
+			       "borrows they held). --foreign also removes what cannot be tied\n"
 			       "to this pool (for a machine that runs this pool's pod only).\n");
 			return EXIT_OK;
 		default: return EXIT_USAGE;
@@ -254,6 +291,7 @@ int cmd_gc(int argc, char **argv)
 	work_dirs(&g);
 	namespaces(&g);
 	image_sets(&g);
+	snapshot_drafts(&g);
 	cxlcr_pool_close(&pool);
 	if (g.json) {
 		json_array_end(&g.j);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # cxlcr gc removes what crashed verbs left, and nothing else: the work
 # directory of a checkpoint whose CRIU was killed (its maker is gone), a
-# named network namespace of a service that no verb works on, and an image
-# set of an epoch the service has moved on from; it leaves the running
+# named network namespace of a service that no verb works on, an image
+# set of an epoch the service has moved on from, and the draft of a
+# snapshot whose worker was killed (with the borrow it held on the earlier
+# snapshot it shared pages with); it leaves the running
 # service, a namespace of no service of this pool, and, with --dry-run,
 # everything.
 set -euo pipefail
@@ -47,7 +49,28 @@ python3 "$POOLIMG" keep "$CXLCR_POOL" "$NAME" "$POOL_DIR/kept" || die "cannot ke
 python3 "$POOLIMG" put "$CXLCR_POOL" "$POOL_DIR/kept" || die "cannot put the old image set back"
 [ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 1 ] || die "the old image set is not back"
 
-say "gc --dry-run names all three and removes nothing"
+say "a snapshot whose worker dies after its draft (incremental: it holds the first snapshot)"
+snapshots() { python3 "$POOLIMG" kind "$CXLCR_POOL" 3; }
+"$CXLCR" snapshot "$NAME" >/dev/null || die "first snapshot failed"
+python3 "$KV" fill --host "$(status_field "$NAME" address)" --port $PORT --count 300 --size 300 --seed 4 --quiet
+rm -f "$HOOK/go" "$HOOK/criu.pid"
+echo pre-dump >"$HOOK/pause-at"
+"$CXLCR" snapshot "$NAME" >/dev/null 2>&1 &
+verb=$!
+criu_reached "$verb" || die "CRIU never reached pre-dump"
+criu=$(cat "$HOOK/criu.pid")
+chain=() p=$(ps -o ppid= -p "$criu" | tr -d ' ')
+while [ -n "$p" ] && [ "$p" != 1 ] && [ "$(ps -o comm= -p "$p")" = cxlcrd ]; do
+	chain+=("$p")
+	p=$(ps -o ppid= -p "$p" | tr -d ' ')
+done
+[ ${#chain[@]} -ge 2 ] || die "CRIU ($criu) does not run under a cxlcrd worker: ${chain[*]}"
+kill -KILL "${chain[${#chain[@]} - 2]}" "$criu"
+wait "$verb" && die "the snapshot succeeded although its worker was killed"
+rm -f "$HOOK/pause-at"
+[ "$(snapshots)" -eq 2 ] || die "no snapshot draft was left to collect ($(snapshots) snapshot regions)"
+
+say "gc --dry-run names all four and removes nothing"
 "$CXLCR" gc --dry-run --json >"$POOL_DIR/dry.json" || die "gc --dry-run failed"
 python3 - "$POOL_DIR/dry.json" "$workdir" "$stale_ns" <<'PYEOF' || die "gc --dry-run: $(cat "$POOL_DIR/dry.json")"
 import json, sys
@@ -56,6 +79,7 @@ names = {(x["kind"], x["name"]) for x in j["would_remove"]}
 want = {("work-directory", sys.argv[2]), ("network-namespace", sys.argv[3])}
 assert want <= names, names
 assert any(k == "image-set" for k, _ in names), names
+assert any(k == "snapshot-draft" for k, _ in names), names
 assert not any("cx00000000" in n for _, n in names), names
 assert j["foreign_left"] >= 1
 PYEOF
@@ -69,6 +93,13 @@ say "gc removes them, and leaves the running service and the other pool's namesp
 [ ! -e "/run/netns/$stale_ns" ] || die "the stale namespace is still there"
 [ -e "/run/netns/$foreign_ns" ] || die "gc removed a namespace of no service of this pool without --foreign"
 [ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 0 ] || die "the stale image set is still there"
+[ "$(snapshots)" -eq 1 ] || die "the snapshot draft is still there ($(snapshots) snapshot regions)"
+# The draft's hold on the first snapshot went with it: replaced by a new
+# snapshot that is not incremental on it, the first one goes.
+"$CXLCR" snapshot "$NAME" --json >"$POOL_DIR/snap.json" || die "snapshot after gc failed"
+[ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["incremental"])' "$POOL_DIR/snap.json")" = False ] ||
+	die "the snapshot after the dead one is incremental (the dead draft's scan should have made it full)"
+[ "$(snapshots)" -eq 1 ] || die "the first snapshot outlived its replacement: the dead draft's borrow on it was kept"
 addr=$(status_field "$NAME" address)
 python3 "$KV" verify --host "$addr" --port $PORT --count 3000 --size 300 --seed 4 --quiet ||
 	die "the service lost values to gc"
