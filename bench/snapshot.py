@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Snapshots with 1% of the heap written since the previous one (issue 14,
+point 5), run by bench/snapshot.sh on an emulated pod it set up.
+
+For each size: a Redis (its heap in the pool) is filled with 1000 B values
+(1,048,576 per GiB); a first snapshot copies the heap (full); then, ROUNDS
+times, 1% of the keys, picked at random over the whole key space, get new
+values and a snapshot is taken (incremental: it copies only what was
+written since the one before). After every snapshot a child is forked on
+h1 and every key is checked in it. Printed, per size: the parent's freeze
+(median of the incremental rounds), the whole time of a re-snapshot
+against the full one, and the pool bytes a re-snapshot adds against the
+heap; then the freeze at the largest size against the smallest.
+
+    snapshot.py --cxlcr BUILD/cxlcr --out DIR --sizes 64M,1G,4G --rounds 5
+
+Python standard library only; shared helpers in bench/lib/results.py.
+"""
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from results import GIB, MIB, median, parse_size  # noqa: E402
+
+VALUE = 1000
+PORT = 6379
+
+
+def value(key, version):
+    """The value of key after `version` rewrites (0: the fill)."""
+    head = b"%d:%d:" % (key, version)
+    return (head * (VALUE // len(head) + 1))[:VALUE]
+
+
+class Redis:
+    """A pipelining RESP client: just what this benchmark sends."""
+
+    def __init__(self, host):
+        self.s = socket.create_connection((host, PORT), timeout=120)
+        self.f = self.s.makefile("rb", buffering=1 << 20)
+
+    def send(self, cmds):
+        out = []
+        for c in cmds:
+            out.append(b"*%d\r\n" % len(c))
+            for a in c:
+                a = a if isinstance(a, bytes) else str(a).encode()
+                out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.s.sendall(b"".join(out))
+
+    def reply(self):
+        line = self.f.readline()
+        t, rest = line[:1], line[1:-2]
+        if t in (b"+", b":"):
+            return rest
+        if t == b"-":
+            raise RuntimeError("redis: " + rest.decode())
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)
+            return data[:-2]
+        if t == b"*":
+            return [self.reply() for _ in range(int(rest))]
+        raise RuntimeError("redis: bad reply %r" % line)
+
+
+def set_keys(r, items, batch=2000):
+    items = list(items)
+    for i in range(0, len(items), batch):
+        chunk = items[i:i + batch]
+        r.send([[b"SET", b"k%d" % k, v] for k, v in chunk])
+        for _ in chunk:
+            r.reply()
+
+
+def check_all(host, keys, versions):
+    r = Redis(host)
+    bad = 0
+    for lo in range(0, keys, 1000):
+        hi = min(keys, lo + 1000)
+        r.send([[b"MGET"] + [b"k%d" % k for k in range(lo, hi)]])
+        got = r.reply()
+        for k, v in zip(range(lo, hi), got):
+            if v != value(k, versions.get(k, 0)):
+                bad += 1
+    return bad
+
+
+def cxlcr(a, *args):
+    out = subprocess.run([a.cxlcr] + list(args), check=True, capture_output=True, text=True).stdout
+    return json.loads(out) if "--json" in args else out
+
+
+def one_size(a, size, rows):
+    name = "snap%d" % (size // MIB)
+    keys = size // GIB * 1048576 if size >= GIB else size // 1024
+    arena = size * 3 // 2 + 64 * MIB
+    cxlcr(a, "run", "--host", "h0", "--name", name, "--arena", str(arena), "--log",
+          os.path.join(a.work, name + ".log"), "--", "redis-server", "--port", str(PORT),
+          "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", "/")
+    host = cxlcr(a, "status", name, "--json")["address"]
+    r = None
+    for _ in range(200):
+        try:
+            r = Redis(host)
+            break
+        except OSError:
+            time.sleep(0.05)
+    t0 = time.monotonic()
+    set_keys(r, ((k, value(k, 0)) for k in range(keys)))
+    print("snapshot: %s: %d keys written in %.1f s" % (name, keys, time.monotonic() - t0), flush=True)
+    versions = {}
+    rng = random.Random(size)
+    for rnd in range(a.rounds + 1):
+        if rnd:
+            picked = rng.sample(range(keys), keys // 100)
+            set_keys(r, ((k, value(k, rnd)) for k in picked))
+            for k in picked:
+                versions[k] = rnd
+        snap = cxlcr(a, "snapshot", name, "--json")
+        fork = cxlcr(a, "fork", name, "--to", "h1", "--json")
+        child = fork["children"][0]
+        bad = check_all(child["address"], keys, versions)
+        cxlcr(a, "stop", child["name"])
+        row = {"size": size, "round": rnd, "incremental": snap["incremental"],
+               "freeze_ms": snap["freeze_ms"], "snapshot_ms": snap["snapshot_ms"],
+               "total_ms": snap["total_ms"], "draft_ms": snap["draft_ms"],
+               "bytes_added": snap["pages_copied"] * 4096, "heap_used": cxlcr(a, "status", name, "--json")["arena_used"],
+               "keys": keys, "bad": bad}
+        rows.append(row)
+        print("snapshot: %s round %d: %s, frozen %.1f ms (snapshot part %.2f ms), whole %.1f ms, %.1f MiB "
+              "added, %d keys checked in a child, %d wrong" %
+              (name, rnd, "incremental" if row["incremental"] else "full (%s)" % snap.get("full_because"),
+               row["freeze_ms"], row["snapshot_ms"], row["total_ms"], row["bytes_added"] / MIB, keys, bad),
+              flush=True)
+        if bad:
+            raise SystemExit("snapshot: %s round %d: %d keys wrong in the child" % (name, rnd, bad))
+    cxlcr(a, "stop", name)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--cxlcr", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--sizes", default="64M,1G,4G")
+    p.add_argument("--rounds", type=int, default=5)
+    a = p.parse_args()
+    sizes = [parse_size(s, "snapshot") for s in a.sizes.split(",")]
+    rows = []
+    for size in sizes:
+        one_size(a, size, rows)
+    lines = ["size      freeze_ms  full_ms  resnap_ms  resnap/full  added/heap  incremental",
+             "--------  ---------  -------  ---------  -----------  ----------  -----------"]
+    freeze = {}
+    for size in sizes:
+        mine = [x for x in rows if x["size"] == size]
+        full = mine[0]
+        inc = [x for x in mine[1:]]
+        f = median([x["freeze_ms"] for x in inc])
+        t = median([x["total_ms"] for x in inc])
+        added = median([x["bytes_added"] for x in inc])
+        freeze[size] = f
+        lines.append("%-8s  %9.1f  %7.1f  %9.1f  %10.1f%%  %9.2f%%  %d of %d" %
+                     ("%dM" % (size // MIB) if size < GIB else "%dG" % (size // GIB), f, full["total_ms"], t,
+                      100.0 * t / full["total_ms"], 100.0 * added / full["heap_used"],
+                      sum(1 for x in inc if x["incremental"]), len(inc)))
+    lines.append("freeze at %s against %s: %.2fx (medians of %d rounds; every key checked in a child after "
+                 "every snapshot)" % (a.sizes.split(",")[-1], a.sizes.split(",")[0],
+                                      freeze[sizes[-1]] / freeze[sizes[0]], a.rounds))
+    text = "\n".join(lines)
+    print(text)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "snapshot.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(a.out, "snapshot.jsonl"), "w") as f:
+        for x in rows:
+            f.write(json.dumps(x) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

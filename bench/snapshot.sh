@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Incremental snapshots with 1% of the heap written between two (issue 14,
+# point 5): the parent's freeze at each size, a re-snapshot's whole time
+# against a full one, the pool bytes it adds; every key checked in a child
+# forked from every snapshot. See bench/snapshot.py.
+#
+#   bench/snapshot.sh                       (SIZES=64M,1G,4G ROUNDS=5)
+#   SIZES=64M,256M ROUNDS=3 bench/snapshot.sh
+# Output: a table on stdout and bench/out/snapshot.txt, snapshot.jsonl.
+# Needs root, CRIU, redis-server; run it on a quiet machine.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CXLCR=${CXLCR_BUILD:-$ROOT/build}/cxlcr
+SIZES=${SIZES:-64M,1G,4G}
+ROUNDS=${ROUNDS:-5}
+
+die() { printf 'snapshot: error: %s\n' "$*" >&2; exit 1; }
+[ -x "$CXLCR" ] || die "build first (make)"
+WORK=$(mktemp -d /dev/shm/cxlcr-snapbench-XXXX)
+chmod 700 "$WORK"
+export CXLCR_POOL=$WORK/pool
+cleanup() {
+	set +e
+	"$CXLCR" pod down >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$CXLCR" pool format --size 16G >/dev/null
+"$CXLCR" pod up --hosts 2 >/dev/null
+python3 "$ROOT/bench/snapshot.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
+	--sizes "$SIZES" --rounds "$ROUNDS"
