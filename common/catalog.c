@@ -626,8 +626,19 @@ int cxlcr_catalog_entry(struct cxlcr_pool *pool, uint32_t index, struct cxlcr_ca
 	}
 	read_entry(&c, index, out);
 	struct cxlcr_catalog_entry *e = &c.entries[index];
-	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++)
-		out->slots_claimed += load_shared(&e->borrows[i].token) != 0;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++) {
+		struct cxlcr_catalog_borrow *s = &e->borrows[i];
+		if (load_shared(&s->token) == 0)
+			continue;
+		out->slots_claimed++;
+		cxlcr_refresh(s, sizeof(*s));
+		if (load_shared(&s->filled) && s->pid == HELD_BY_SNAPSHOT && (out->holders >> i & 1)) {
+			struct cxlcr_region holder;
+			out->holds++;
+			if (cxlcr_region_get(pool, s->pid_start, &holder) < 0 || holder.kind != CXLCR_KIND_SNAPSHOT)
+				out->holds_orphaned++;
+		}
+	}
 	catalog_close(&c);
 	return 0;
 }

@@ -31,6 +31,8 @@ struct cxlcr_catalog_info {
 	uint64_t generation;
 	uint32_t refcount;           /* references held (bits of holders) */
 	uint32_t slots_claimed;      /* borrow slots in use, with or without a reference */
+	uint32_t holds;              /* references held by snapshot regions (cxlcr_catalog_entry only) */
+	uint32_t holds_orphaned;     /* ... whose region is gone (a reaper takes them back) */
 	uint64_t holders;
 	uint64_t snapshot_generation;
 	uint64_t published_ns;

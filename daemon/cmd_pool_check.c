@@ -37,7 +37,7 @@
 struct check {
 	char problems[PROBLEMS_MAX][CXLCR_ERROR_MAX];
 	unsigned count;
-	unsigned regions, snapshots, catalog_entries, borrows;
+	unsigned regions, snapshots, catalog_entries, borrows, holds, published;
 	uint64_t region_bytes;
 };
 
@@ -138,7 +138,13 @@ static void check_catalog(struct cxlcr_pool *pool, const struct cxlcr_region *t,
 		if (x->state == CXLCR_CATALOG_FREE)
 			continue;
 		c->catalog_entries++;
-		c->borrows += x->refcount;
+		/* Snapshots holding their bases (incremental) are not borrowers. */
+		c->borrows += x->refcount - x->holds;
+		c->holds += x->holds;
+		c->published += x->state == CXLCR_CATALOG_PUBLISHED;
+		if (x->holds_orphaned)
+			problem(c, "catalog entry %u (%.64s) is held by %u snapshot region(s) that are gone", i, x->name,
+				x->holds_orphaned);
 		if (x->state != CXLCR_CATALOG_PUBLISHED && x->state != CXLCR_CATALOG_TOMBSTONE) {
 			problem(c, "catalog entry %u (%.64s) is left half %s", i, x->name,
 				x->state == CXLCR_CATALOG_WRITING ? "published" : "freed");
@@ -209,6 +215,8 @@ int pool_check(int argc, char **argv)
 		json_u64(&j, "snapshots", c.snapshots);
 		json_u64(&j, "catalog_entries", c.catalog_entries);
 		json_u64(&j, "borrows", c.borrows);
+		json_u64(&j, "holds", c.holds);
+		json_u64(&j, "published", c.published);
 		json_u64(&j, "problem_count", c.count);
 		json_array(&j, "problems");
 		for (unsigned i = 0; i < shown; i++)
