@@ -103,7 +103,10 @@ def one_size(a, size, rows):
     name = "snap%d" % (size // MIB)
     keys = size // GIB * 1048576 if size >= GIB else size // 1024
     arena = size * 3 // 2 + 64 * MIB
-    cxlcr(a, "run", "--host", "h0", "--name", name, "--arena", str(arena), "--log",
+    env = []
+    for kv in filter(None, os.environ.get("BENCH_SERVICE_ENV", "").split()):
+        env += ["--env", kv]
+    cxlcr(a, "run", "--host", "h0", "--name", name, "--arena", str(arena), *env, "--log",
           os.path.join(a.work, name + ".log"), "--", "redis-server", "--port", str(PORT),
           "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", "/")
     host = cxlcr(a, "status", name, "--json")["address"]
@@ -136,10 +139,12 @@ def one_size(a, size, rows):
                "bytes_added": snap["pages_copied"] * 4096, "heap_used": cxlcr(a, "status", name, "--json")["arena_used"],
                "keys": keys, "bad": bad}
         rows.append(row)
-        print("snapshot: %s round %d: %s, frozen %.1f ms (snapshot part %.2f ms), whole %.1f ms, %.1f MiB "
-              "added, %d keys checked in a child, %d wrong" %
+        print("snapshot: %s round %d: %s, frozen %.1f ms (snapshot part %.2f ms: %d pages written since the "
+              "draft, %d copied again), whole %.1f ms (draft %.1f ms), %.1f MiB added, %d keys checked in a "
+              "child, %d wrong" %
               (name, rnd, "incremental" if row["incremental"] else "full (%s)" % snap.get("full_because"),
-               row["freeze_ms"], row["snapshot_ms"], row["total_ms"], row["bytes_added"] / MIB, keys, bad),
+               row["freeze_ms"], row["snapshot_ms"], snap["pages_written"], snap["pages_refreshed"],
+               row["total_ms"], row["draft_ms"], row["bytes_added"] / MIB, keys, bad),
               flush=True)
         if bad:
             raise SystemExit("snapshot: %s round %d: %d keys wrong in the child" % (name, rnd, bad))
