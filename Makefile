@@ -17,7 +17,7 @@ O       ?= build
 POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c \
                tracking/scan.c
 COMMON_SRC  := $(POOL_SRC) \
-               common/snapshot.c common/catalog.c common/hosts.c common/rtnl.c
+               common/snapshot.c common/snapshot_draft.c common/catalog.c common/hosts.c common/rtnl.c
 PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c preload/track.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_check.c daemon/cmd_pod.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
@@ -133,7 +133,8 @@ PLUGIN_HELPERS  := criu-plugin/pool_id.c criu-plugin/proc.c criu-plugin/dump.c \
                    criu-plugin/restore.c criu-plugin/devdax.c criu-plugin/fork.c criu-plugin/netlock.c \
                    criu-plugin/live_source.c
 PLUGIN_OBJS     := $(O)/criu-plugin/cxlcr_criu.o $(PLUGIN_HELPERS:%.c=$(O)/%.o) $(O)/common/record.o \
-                   $(O)/common/snapshot.o $(O)/common/catalog.o $(O)/common/hosts.o $(O)/common/rtnl.o $(O)/tracking/since.o
+                   $(O)/common/snapshot.o $(O)/common/snapshot_draft.o $(O)/common/catalog.o $(O)/common/hosts.o \
+                   $(O)/common/rtnl.o $(O)/tracking/since.o
 CRIU_PLUGIN_DIR ?= /usr/lib/criu
 
 all: plugin

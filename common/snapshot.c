@@ -26,15 +26,9 @@
 #include "error.h"
 #include "persist.h"
 #include "snapshot.h"
+#include "snapshot_internal.h"
 #include "util.h"
 
-#define PAGE ((uint64_t)CXLCR_SNAPSHOT_PAGE_SIZE)
-#define LEAF_SIZE sizeof(uint64_t)
-#define RUN_SIZE sizeof(struct cxlcr_snapshot_run)
-#ifndef MADV_POPULATE_READ   /* Linux 5.14; older C libraries lack the names */
-#define MADV_POPULATE_READ  22
-#define MADV_POPULATE_WRITE 23
-#endif
 
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -43,15 +37,6 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 
 /* ---- the arena being copied ---- */
 
-struct source {
-	struct cxlcr_region region;
-	uint8_t *base;               /* the arena region's header, mapped */
-	struct cxlcr_heap extents;   /* where the heap lies in the pool */
-	const uint8_t *heap;         /* the whole heap, mapped in one range */
-	uint64_t heap_size;
-	uint64_t heap_address;       /* where its owner maps the heap */
-	uint64_t pages;
-};
 
 /* The arena's header is written by the preload when a process attaches;
  * it alone knows where the heap is mapped, which a fork child needs, and
@@ -75,7 +60,7 @@ static int check_arena_header(struct cxlcr_pool *pool, struct source *src)
 	return cxlcr_heap_read(pool, &src->region, h, &src->extents);
 }
 
-static void close_source(struct source *src)
+void snap_close_source(struct source *src)
 {
 	if (src->heap)
 		cxlcr_heap_unmap(&src->extents, (void *)(uintptr_t)src->heap);
@@ -85,7 +70,7 @@ static void close_source(struct source *src)
 	src->base = NULL;
 }
 
-static int open_source(struct cxlcr_pool *pool, uint64_t arena_generation, struct source *src)
+int snap_open_source(struct cxlcr_pool *pool, uint64_t arena_generation, struct source *src)
 {
 	memset(src, 0, sizeof(*src));
 	if (cxlcr_region_get(pool, arena_generation, &src->region) < 0)
@@ -101,7 +86,7 @@ static int open_source(struct cxlcr_pool *pool, uint64_t arena_generation, struc
 		return -1;
 	if (check_arena_header(pool, src) < 0 ||
 	    !(src->heap = cxlcr_heap_map(pool, &src->extents, NULL))) {
-		close_source(src);
+		snap_close_source(src);
 		return -1;
 	}
 	src->heap_size = src->extents.size;
@@ -112,16 +97,10 @@ static int open_source(struct cxlcr_pool *pool, uint64_t arena_generation, struc
 
 /* ---- pass 1: which pages hold data ---- */
 
-struct page_map {
-	uint64_t *bits;              /* bit i: heap page i is not zero */
-	uint64_t pages;
-	uint64_t nonzero;
-	uint64_t holes_skipped;      /* zero pages never read */
-};
 
 /* The first page at or after i whose bit is `set`, or m->pages. Skips
  * whole words, so a large zero stretch costs a few instructions. */
-static uint64_t next_page_with(const struct page_map *m, uint64_t i, bool set)
+uint64_t snap_next_page_with(const struct page_map *m, uint64_t i, bool set)
 {
 	while (i < m->pages) {
 		uint64_t word = m->bits[i / 64];
@@ -139,7 +118,7 @@ static uint64_t next_page_with(const struct page_map *m, uint64_t i, bool set)
 
 /* A 4 KiB page of zeros? The first word settles nearly every data page;
  * the rest is ORed a cache line at a time, which the compiler vectorises. */
-static bool page_is_zero(const uint8_t *page)
+bool snap_page_is_zero(const uint8_t *page)
 {
 	const uint64_t *w = (const uint64_t *)page;
 	if (w[0])
@@ -184,7 +163,7 @@ static bool next_data_extent(const struct cxlcr_pool *pool, uint64_t from, uint6
 
 /* next_data_extent() over the heap, in heap offsets: the next stretch at
  * or after from that may hold data, within one extent. */
-static bool heap_next_data(const struct cxlcr_pool *pool, const struct source *src, uint64_t from,
+bool snap_heap_next_data(const struct cxlcr_pool *pool, const struct source *src, uint64_t from,
 			   uint64_t *lo, uint64_t *hi)
 {
 	while (from < src->heap_size) {
@@ -205,7 +184,7 @@ static bool heap_next_data(const struct cxlcr_pool *pool, const struct source *s
  * page faults otherwise (a fresh tmpfs page is allocated and cleared on
  * the first write); on devdax it only fills page tables. Failure (an older
  * kernel) is harmless: the pages fault in as they are touched. */
-static void prefault(void *p, uint64_t len, int how)
+void snap_prefault(void *p, uint64_t len, int how)
 {
 	if (len)
 		madvise(p, len, how);
@@ -223,17 +202,17 @@ static int find_nonzero_pages(const struct cxlcr_pool *pool, const struct source
 	if (!m->bits)
 		return cxlcr_error("out of memory for a map of %llu pages", (unsigned long long)m->pages);
 	uint64_t end = src->heap_size, at = 0, lo, hi;
-	for (; heap_next_data(pool, src, at, &lo, &hi); at = hi) {
+	for (; snap_heap_next_data(pool, src, at, &lo, &hi); at = hi) {
 		m->holes_skipped += (lo - at) / PAGE;
 		const uint8_t *p = src->heap + lo;
 		/* No cxlcr_refresh() of the heap: snapshots are taken on the host
 		 * of the arena's owner, whose caches hold its latest writes (on
 		 * a non-coherent device the other hosts' copies are what is
 		 * stale, not this one's); flushing 1 GiB of lines cost ~0.2 s. */
-		prefault((void *)(uintptr_t)p, hi - lo, MADV_POPULATE_READ);
+		snap_prefault((void *)(uintptr_t)p, hi - lo, MADV_POPULATE_READ);
 		uint64_t first = lo / PAGE, last = hi / PAGE;
 		for (uint64_t i = first; i < last; i++, p += PAGE) {
-			if (!page_is_zero(p)) {
+			if (!snap_page_is_zero(p)) {
 				m->bits[i / 64] |= 1ull << (i % 64);
 				m->nonzero++;
 			}
@@ -252,7 +231,7 @@ static uint64_t leaf_step(uint64_t leaf)
 	return CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_ZERO ? 0 : PAGE;
 }
 
-static uint64_t next_in_run(uint64_t leaf)
+uint64_t snap_next_in_run(uint64_t leaf)
 {
 	return leaf + leaf_step(leaf);
 }
@@ -275,7 +254,7 @@ uint64_t cxlcr_snapshot_table_runs(const uint64_t *leaves, uint64_t pages, struc
 		}
 		if (n <= cap)
 			runs[n - 1].pages++;
-		want = next_in_run(leaves[i]);
+		want = snap_next_in_run(leaves[i]);
 	}
 	return n;
 }
@@ -286,21 +265,14 @@ static uint64_t page_map_runs(const struct page_map *m)
 {
 	uint64_t n = 0;
 	for (uint64_t i = 0; i < m->pages; n++)
-		i = next_page_with(m, i, !(m->bits[i / 64] >> (i % 64) & 1));
+		i = snap_next_page_with(m, i, !(m->bits[i / 64] >> (i % 64) & 1));
 	return n;
 }
 
 /* ---- pass 2: the copy ---- */
 
-struct layout {
-	uint64_t table_offset, table_size;
-	uint64_t run_offset, run_count;
-	uint64_t data_offset, data_size;
-	uint64_t arena_header_offset;
-	uint64_t region_size;
-};
 
-static void plan_layout(uint64_t pages, uint64_t nonzero, uint64_t runs, struct layout *l)
+void snap_plan_layout(uint64_t pages, uint64_t nonzero, uint64_t runs, struct layout *l)
 {
 	l->table_offset = CXLCR_SNAPSHOT_TABLE_OFFSET;
 	l->table_size = pages * LEAF_SIZE;
@@ -319,7 +291,7 @@ static void plan_layout(uint64_t pages, uint64_t nonzero, uint64_t runs, struct 
  * the copy does not evict the cache of a host whose service is about to
  * resume. Elsewhere: memcpy, then write the lines back.
  */
-static void copy_to_pool(uint8_t *dst, const uint8_t *src, size_t len)
+void snap_copy_to_pool(uint8_t *dst, const uint8_t *src, size_t len)
 {
 #if defined(__x86_64__)
 	__m128i *d = (__m128i *)(void *)dst;
@@ -346,9 +318,9 @@ static void copy_pages(const struct source *src, const struct page_map *m, uint8
 {
 	uint8_t *data = snap + l->data_offset;
 	uint64_t copied = 0;
-	for (uint64_t i = next_page_with(m, 0, true); i < m->pages; i = next_page_with(m, i, true)) {
-		uint64_t run_end = next_page_with(m, i, false);
-		copy_to_pool(data + copied * PAGE, src->heap + i * PAGE, (run_end - i) * PAGE);
+	for (uint64_t i = snap_next_page_with(m, 0, true); i < m->pages; i = snap_next_page_with(m, i, true)) {
+		uint64_t run_end = snap_next_page_with(m, i, false);
+		snap_copy_to_pool(data + copied * PAGE, src->heap + i * PAGE, (run_end - i) * PAGE);
 		for (; i < run_end; i++, copied++)
 			table[i] = CXLCR_LEAF(CXLCR_TIER_CXL, snap_offset + l->data_offset + copied * PAGE);
 	}
@@ -364,12 +336,6 @@ static uint32_t header_checksum(const struct cxlcr_snapshot_header *h)
  * bases whose copies it uses (with the borrows it holds on them), and
  * whether its finish trusted write tracking (then the arena's counters
  * after it, which let the next snapshot be incremental on this one). */
-struct publish_extra {
-	uint64_t own;                /* pages copied into its own data area */
-	const struct cxlcr_snapshot_base *bases;
-	uint32_t base_count;
-	bool tracked;
-};
 
 /* Writes the arena header's copy, the leaf table, its runs and the
  * header, each written back before the next step, and the completion
@@ -377,12 +343,12 @@ struct publish_extra {
  * header copy is what a fork child's header starts as, so it must be of
  * the same instant as the heap). The runs and the tier counts come from
  * the table; the layout must leave room for the runs. */
-static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
+int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 			    const struct cxlcr_region *snap_region, uint8_t *snap,
 			    const struct layout *l, const struct publish_extra *x, const uint64_t *table)
 {
 	cxlcr_refresh(src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
-	copy_to_pool(snap + l->arena_header_offset, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
+	snap_copy_to_pool(snap + l->arena_header_offset, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
 	cxlcr_fence();
 	if (table != (const void *)(snap + l->table_offset))
 		memcpy(snap + l->table_offset, table, l->table_size);
@@ -447,19 +413,15 @@ static int publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 }
 
 /* Pages of room a draft of `copies` copies leaves for its finish. */
-static uint64_t draft_spare(uint64_t copies)
+uint64_t snap_draft_spare(uint64_t copies)
 {
 	return 256 + copies / 16;
 }
 
 /* The arena's punch counters (pool_format.h) as a draft starts: done is
  * read first, so a punch under way then shows as begun != done. */
-struct punch_note {
-	uint64_t begun;
-	bool clean;
-};
 
-static void note_punches(const struct source *src, struct punch_note *n)
+void snap_note_punches(const struct source *src, struct punch_note *n)
 {
 	const struct cxlcr_arena_header *h = (const void *)src->base;
 	uint64_t done = __atomic_load_n(&h->punches_done, __ATOMIC_SEQ_CST);
@@ -479,10 +441,10 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 	/* A draft leaves room for pages its finish may have to copy: written
 	 * while it was made, where it has a zero page (or, for an incremental
 	 * one, a page it shares). Without room the finish copies everything. */
-	uint64_t spare = publish ? 0 : draft_spare(m->nonzero);
+	uint64_t spare = publish ? 0 : snap_draft_spare(m->nonzero);
 	uint64_t run_room = page_map_runs(m) + (spare ? 2 * spare + 2 : 0);
 	struct layout l;
-	plan_layout(m->pages, m->nonzero + spare, run_room, &l);
+	snap_plan_layout(m->pages, m->nonzero + spare, run_room, &l);
 	uint64_t *table = calloc(m->pages, LEAF_SIZE);
 	if (!table)
 		return cxlcr_error("out of memory for a leaf table of %llu pages", (unsigned long long)m->pages);
@@ -496,12 +458,12 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 		cxlcr_region_free(pool, snap_region->generation);
 		return -1;
 	}
-	prefault(snap + l.data_offset, l.data_size, MADV_POPULATE_WRITE);
+	snap_prefault(snap + l.data_offset, l.data_size, MADV_POPULATE_WRITE);
 	copy_pages(src, m, snap, snap_region->offset, &l, table);
 	int rc = 0;
 	if (publish) {
 		struct publish_extra x = { .own = m->nonzero };
-		rc = publish_snapshot(pool, src, snap_region, snap, &l, &x, table);
+		rc = snap_publish_snapshot(pool, src, snap_region, snap, &l, &x, table);
 	} else {
 		memcpy(snap + l.table_offset, table, l.table_size);
 		cxlcr_publish(snap + l.table_offset, l.table_size);
@@ -526,7 +488,7 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 }
 
 /* What a snapshot holds, for cxlcr_snapshot_info (timings aside). */
-static void describe(struct cxlcr_snapshot_info *out, const struct cxlcr_region *snap_region,
+void snap_describe(struct cxlcr_snapshot_info *out, const struct cxlcr_region *snap_region,
 		     const struct source *src, const struct page_map *m)
 {
 	memset(out, 0, sizeof(*out));
@@ -553,10 +515,10 @@ static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, con
 	if (!cxlcr_valid_name(name))
 		return cxlcr_error("invalid snapshot name '%s' (letters, digits, '.', '_', '-'; at most %u)",
 				   name, CXLCR_NAME_MAX - 1);
-	if (open_source(pool, arena_generation, &src) < 0)
+	if (snap_open_source(pool, arena_generation, &src) < 0)
 		return -1;
 	struct punch_note punches;
-	note_punches(&src, &punches); /* before the copy: see refresh_holes() */
+	snap_note_punches(&src, &punches); /* before the copy: see refresh_holes() */
 	if (find_nonzero_pages(pool, &src, &m) < 0)
 		goto out;
 	uint64_t scanned = cxlcr_mono_ns();
@@ -564,7 +526,7 @@ static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, con
 		goto out;
 	uint64_t done = cxlcr_mono_ns();
 	if (out) {
-		describe(out, &snap_region, &src, &m);
+		snap_describe(out, &snap_region, &src, &m);
 		out->holes_skipped = m.holes_skipped;
 		out->scan_ns = scanned - start;
 		out->copy_ns = done - scanned;
@@ -573,7 +535,7 @@ static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, con
 	rc = 0;
 out:
 	free(m.bits);
-	close_source(&src);
+	snap_close_source(&src);
 	return rc;
 }
 
@@ -740,7 +702,7 @@ static int check_runs(struct cxlcr_snapshot *s)
  * says. Only cxlcr_snapshot_validate() reads it (a snapshot is validated
  * once, when it is published): a fork needs only the runs.
  */
-static int check_leaves(const struct cxlcr_snapshot *s)
+int snap_check_leaves(const struct cxlcr_snapshot *s)
 {
 	const struct cxlcr_snapshot_header *h = &s->header;
 	const char *name = s->region.name;
@@ -756,7 +718,7 @@ static int check_leaves(const struct cxlcr_snapshot *s)
 						   "says, %#llx)",
 						   name, (unsigned long long)i, (unsigned long long)s->leaves[i],
 						   (unsigned long long)want);
-			want = next_in_run(want);
+			want = snap_next_in_run(want);
 		}
 	}
 	return 0;
@@ -810,7 +772,7 @@ int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generatio
 	struct cxlcr_snapshot s;
 	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
 		return -1;
-	int rc = check_leaves(&s);
+	int rc = snap_check_leaves(&s);
 	cxlcr_snapshot_close(&s);
 	return rc;
 }
@@ -940,303 +902,6 @@ int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, con
 	return snapshot_copy(pool, arena_generation, name, false, out);
 }
 
-/* ---- incremental drafts ---- */
-
-/* A snapshot whose data an incremental draft's leaves may use: the base
- * itself or one of the base's own bases. */
-struct candidate {
-	struct cxlcr_snapshot_base b;  /* region, data range, catalog entry */
-	uint64_t refs;                 /* leaves of the new table that point into it */
-};
-
-static int candidate_of(const struct candidate *c, uint32_t n, uint64_t leaf)
-{
-	uint64_t at = CXLCR_LEAF_OFFSET(leaf);
-	for (uint32_t k = 0; k < n; k++)
-		if (at >= c[k].b.data_lo && at < c[k].b.data_hi)
-			return (int)k;
-	return -1;
-}
-
-static bool bit(const struct page_map *m, uint64_t i)
-{
-	return m->bits[i / 64] >> (i % 64) & 1;
-}
-
-static void set_bit(struct page_map *m, uint64_t i)
-{
-	m->bits[i / 64] |= 1ull << (i % 64);
-}
-
-/* The base and its own bases, as candidates (the base first). */
-static uint32_t base_candidates(const struct cxlcr_snapshot *base, uint32_t entry, uint64_t entry_generation,
-				struct candidate *c)
-{
-	const struct cxlcr_snapshot_header *h = &base->header;
-	memset(c, 0, sizeof(*c) * (CXLCR_SNAPSHOT_BASES_MAX + 1));
-	c[0].b.region_generation = base->region.generation;
-	c[0].b.data_lo = base->region.offset + h->data_offset;
-	c[0].b.data_hi = c[0].b.data_lo + h->data_size;
-	c[0].b.entry = entry;
-	c[0].b.entry_generation = entry_generation;
-	uint32_t n = 1;
-	for (uint32_t k = 0; k < h->base_count && k < CXLCR_SNAPSHOT_BASES_MAX; k++) {
-		c[n].b = h->bases[k];
-		c[n].b.slot = 0;
-		c[n].b.token = 0;
-		n++;
-	}
-	return n;
-}
-
-/*
- * The pages an incremental draft copies: those written since the base's
- * finish, and those past the base's heap (grown since). With punches since
- * (freed memory given back: no write reports it), `holes` gets the pages
- * that are holes of the pool file now: zero pages, whatever the base has.
- */
-static int pages_to_copy(const struct cxlcr_pool *pool, const struct source *src,
-			 const struct cxlcr_snapshot_header *bh, const struct cxlcr_written *since, bool punched,
-			 struct page_map *copy, struct page_map *holes)
-{
-	uint64_t words = (src->pages + 63) / 64;
-	copy->pages = holes->pages = src->pages;
-	copy->bits = calloc(words, sizeof(uint64_t));
-	holes->bits = calloc(words, sizeof(uint64_t));
-	if (!copy->bits || !holes->bits)
-		return cxlcr_error("out of memory for maps of %llu pages", (unsigned long long)src->pages);
-	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
-	for (size_t k = 0; k < since->count; k++) {
-		uint64_t a = since->ranges[k].start > lo ? since->ranges[k].start : lo;
-		uint64_t b = since->ranges[k].end < hi ? since->ranges[k].end : hi;
-		for (uint64_t i = (a - lo) / PAGE; a < b && i < (b - lo + PAGE - 1) / PAGE; i++)
-			set_bit(copy, i);
-	}
-	for (uint64_t i = bh->page_count; i < src->pages; i++)
-		set_bit(copy, i);
-	if (punched) {
-		uint64_t at = 0, dlo, dhi;
-		for (bool more = true; more; at = dhi) {
-			more = heap_next_data(pool, src, at, &dlo, &dhi);
-			if (!more)
-				dlo = dhi = src->heap_size;
-			for (uint64_t i = at / PAGE; i < dlo / PAGE; i++)
-				set_bit(holes, i);
-		}
-	}
-	return 0;
-}
-
-/* Runs of the table being built, with own copies (own) to be packed in
- * heap order: a bound on the runs of the final table, whatever offset the
- * own copies get. */
-static uint64_t runs_with_own(const uint64_t *table, const struct page_map *own)
-{
-	uint64_t n = 0, want = 0;
-	bool was_own = false;
-	for (uint64_t i = 0; i < own->pages; i++) {
-		bool is_own = bit(own, i);
-		if (is_own)
-			n += i == 0 || !was_own;
-		else
-			n += i == 0 || was_own || table[i] != want;
-		want = is_own ? 0 : next_in_run(table[i]);
-		was_own = is_own;
-	}
-	return n;
-}
-
-int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
-			    const struct cxlcr_snapshot *base, uint32_t base_entry, uint64_t base_entry_generation,
-			    const struct cxlcr_written *since, struct cxlcr_snapshot_info *out)
-{
-	uint64_t start = cxlcr_mono_ns();
-	const struct cxlcr_snapshot_header *bh = &base->header;
-	struct source src;
-	struct page_map copy = { 0 }, holes = { 0 }, own = { 0 };
-	uint64_t *table = NULL;
-	struct candidate cand[CXLCR_SNAPSHOT_BASES_MAX + 1];
-	struct cxlcr_snapshot_base held[CXLCR_SNAPSHOT_BASES_MAX];
-	uint32_t held_count = 0;
-	struct cxlcr_region snap_region = { 0 };
-	uint8_t *snap = NULL;
-	int rc = -1;
-	if (!cxlcr_valid_name(name))
-		return cxlcr_error("invalid snapshot name '%s'", name);
-	if (open_source(pool, arena_generation, &src) < 0)
-		return -1;
-	if (bh->arena_generation != arena_generation || bh->heap_address != src.heap_address ||
-	    bh->page_count > src.pages || !bh->track_scans) {
-		rc = 1; /* not a base for this heap: a full draft */
-		goto out;
-	}
-	/* Its leaves become ours: they must be what it published. */
-	if (check_leaves(base) < 0)
-		goto out;
-	struct punch_note punches;
-	note_punches(&src, &punches);
-	bool punched = !punches.clean || punches.begun != bh->track_punches;
-	if (pages_to_copy(pool, &src, bh, since, punched, &copy, &holes) < 0)
-		goto out;
-	uint32_t n = base_candidates(base, base_entry, base_entry_generation, cand);
-	table = calloc(src.pages, LEAF_SIZE);
-	own.pages = src.pages;
-	own.bits = calloc((src.pages + 63) / 64, sizeof(uint64_t));
-	if (!table || !own.bits) {
-		cxlcr_error("out of memory for a leaf table of %llu pages", (unsigned long long)src.pages);
-		goto out;
-	}
-	/* The base's leaves (refreshed by check_leaves) for the pages not
-	 * written since; which of the candidates each one uses. */
-	for (uint64_t i = 0; i < src.pages; i++) {
-		if (bit(&copy, i) || bit(&holes, i))
-			continue;
-		uint64_t leaf = base->leaves[i];
-		if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
-			continue;
-		int k = candidate_of(cand, n, leaf);
-		if (k < 0) {
-			cxlcr_error("snapshot '%s': leaf %llu lies outside its data and its bases'", base->region.name,
-				    (unsigned long long)i);
-			goto out;
-		}
-		table[i] = leaf;
-		cand[k].refs++;
-	}
-	/* At most CXLCR_SNAPSHOT_BASES_MAX bases: the least used ones are
-	 * copied instead (their pages become the new snapshot's own). */
-	bool dropped[CXLCR_SNAPSHOT_BASES_MAX + 1] = { false };
-	uint32_t used;
-	for (;;) {
-		int least = -1;
-		used = 0;
-		for (uint32_t k = 0; k < n; k++)
-			if (cand[k].refs) {
-				used++;
-				if (least < 0 || cand[k].refs < cand[least].refs)
-					least = (int)k;
-			}
-		if (used <= CXLCR_SNAPSHOT_BASES_MAX)
-			break;
-		for (uint64_t i = 0; i < src.pages; i++)
-			if (CXLCR_LEAF_TIER(table[i]) == CXLCR_TIER_CXL && candidate_of(cand, n, table[i]) == least) {
-				set_bit(&copy, i);
-				table[i] = 0;
-			}
-		cand[least].refs = 0;
-		dropped[least] = true;
-	}
-	/*
-	 * The pages to copy that hold data now are the draft's own, but for
-	 * those still the same as the base's copy: tracking reports whole
-	 * 2 MiB pages where the heap is mapped with them (a pool file on a
-	 * tmpfs with huge pages, devdax), and one write in one makes all 512
-	 * small pages "written". Comparing reads them, which copying would
-	 * have done anyway, and stores only what changed.
-	 */
-	uint64_t own_pages = 0, cxl = 0;
-	for (uint64_t i = next_page_with(&copy, 0, true); i < src.pages; i = next_page_with(&copy, i + 1, true)) {
-		if (bit(&holes, i) && i < bh->page_count)
-			continue;
-		const uint8_t *p = src.heap + i * PAGE;
-		if (i < bh->page_count && CXLCR_LEAF_TIER(base->leaves[i]) == CXLCR_TIER_CXL) {
-			uint64_t leaf = base->leaves[i];
-			int k = candidate_of(cand, n, leaf);
-			const uint8_t *was = cxlcr_snapshot_copy(base, CXLCR_LEAF_OFFSET(leaf));
-			if (was)
-				cxlcr_refresh(was, PAGE);
-			if (k >= 0 && !dropped[k] && was && (cand[k].refs || used < CXLCR_SNAPSHOT_BASES_MAX) &&
-			    !memcmp(p, was, PAGE)) {
-				used += cand[k].refs == 0;
-				cand[k].refs++;
-				table[i] = leaf;
-				continue;
-			}
-		}
-		if (!page_is_zero(p)) {
-			set_bit(&own, i);
-			own_pages++;
-		}
-	}
-	/* Room for what the finish may copy: pages written while this draft
-	 * is made. Not enough room means a full snapshot in the freeze. */
-	uint64_t spare = draft_spare(own_pages) + own_pages / 8;
-	uint64_t run_room = runs_with_own(table, &own) + 2 * spare + 2;
-	struct layout l;
-	plan_layout(src.pages, own_pages + spare, run_room, &l);
-	if (cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, &snap_region) < 0)
-		goto out;
-	snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
-	if (!snap)
-		goto out;
-	prefault(snap + l.data_offset, own_pages * PAGE, MADV_POPULATE_WRITE);
-	uint64_t copied = 0;
-	for (uint64_t i = next_page_with(&own, 0, true); i < src.pages; i = next_page_with(&own, i + 1, true)) {
-		uint64_t end = next_page_with(&own, i, false);
-		copy_to_pool(snap + l.data_offset + copied * PAGE, src.heap + i * PAGE, (end - i) * PAGE);
-		for (uint64_t j = i; j < end; j++, copied++)
-			table[j] = CXLCR_LEAF(CXLCR_TIER_CXL, snap_region.offset + l.data_offset + copied * PAGE);
-		i = end - 1;
-	}
-	cxlcr_fence();
-	/* Hold each base whose data the table uses, in the draft's name. */
-	for (uint32_t k = 0; k < n; k++) {
-		if (!cand[k].refs)
-			continue;
-		held[held_count] = cand[k].b;
-		if (cxlcr_catalog_hold(pool, cand[k].b.entry, cand[k].b.entry_generation, snap_region.generation,
-				       &held[held_count].slot, &held[held_count].token) < 0) {
-			rc = 1; /* a base going away: a full draft instead */
-			goto out;
-		}
-		held_count++;
-	}
-	for (uint64_t i = 0; i < src.pages; i++)
-		cxl += CXLCR_LEAF_TIER(table[i]) == CXLCR_TIER_CXL;
-	memcpy(snap + l.table_offset, table, l.table_size);
-	cxlcr_publish(snap + l.table_offset, l.table_size);
-	struct cxlcr_snapshot_header *h = (void *)snap;
-	h->page_count = src.pages;
-	h->draft_nonzero = cxl;
-	h->draft_own = own_pages;
-	h->draft_spare = (uint32_t)spare;
-	h->draft_run_room = run_room;
-	h->draft_punches = punches.begun;
-	h->draft_punch_clean = punches.clean;
-	h->base_count = held_count;
-	memcpy(h->bases, held, held_count * sizeof(held[0]));
-	cxlcr_publish(h, sizeof(*h));
-	held_count = 0; /* the draft's header lists them now: freeing it returns them */
-	if (out) {
-		memset(out, 0, sizeof(*out));
-		out->region_generation = snap_region.generation;
-		out->region_offset = snap_region.offset;
-		out->region_size = snap_region.size;
-		out->heap_address = src.heap_address;
-		out->heap_size = src.heap_size;
-		out->pages_total = src.pages;
-		out->pages_cxl = cxl;
-		out->pages_own = own_pages;
-		out->pages_zero = src.pages - cxl;
-		out->base_count = h->base_count;
-		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
-	}
-	rc = 0;
-out:
-	if (held_count)
-		cxlcr_catalog_release_holds(pool, held, held_count);
-	if (snap)
-		munmap(snap, snap_region.size);
-	if (rc != 0 && snap_region.generation)
-		cxlcr_region_free(pool, snap_region.generation);
-	free(table);
-	free(copy.bits);
-	free(holes.bits);
-	free(own.bits);
-	close_source(&src);
-	return rc;
-}
-
 /* A draft's header, mapped (NULL if there is no draft of that name). */
 static struct cxlcr_snapshot_header *map_draft_header(struct cxlcr_pool *pool, const char *name)
 {
@@ -1278,244 +943,3 @@ int cxlcr_snapshot_draft_notes(struct cxlcr_pool *pool, const char *name, bool *
 	return 0;
 }
 
-/* ---- the finish ---- */
-
-/* A draft being finished: its table (in the pool, changed in place), its
- * own copies, the room left after them, and its bases' data, mapped. */
-struct finish {
-	uint8_t *snap;               /* the draft region, mapped */
-	uint64_t snap_offset;        /* its pool offset */
-	uint64_t *table;             /* its leaf table */
-	uint64_t own_lo, own_hi;     /* pool offsets of its own copies */
-	uint64_t spare_end;          /* the room for more ends here */
-	uint32_t base_count;
-	struct cxlcr_snapshot_base bases[CXLCR_SNAPSHOT_BASES_MAX];
-	const uint8_t *base_maps[CXLCR_SNAPSHOT_BASES_MAX];
-	uint64_t refreshed;
-};
-
-/* Where the copy a CXL leaf names lies in memory: the draft's own area or
- * a base's data (NULL if it lies in neither). */
-static const uint8_t *finish_copy(const struct finish *f, uint64_t leaf)
-{
-	uint64_t at = CXLCR_LEAF_OFFSET(leaf);
-	if (at >= f->own_lo && at < f->own_hi)
-		return f->snap + (at - f->snap_offset);
-	for (uint32_t k = 0; k < f->base_count; k++)
-		if (at >= f->bases[k].data_lo && at < f->bases[k].data_hi) {
-			const uint8_t *copy = f->base_maps[k] + (at - f->bases[k].data_lo);
-			cxlcr_refresh(copy, PAGE);
-			return copy;
-		}
-	return NULL;
-}
-
-/*
- * Brings page i of the draft up to date with the arena page p (NULL: a
- * hole of the pool file, zero). A copy of the draft's own is rewritten in
- * place; a page whose leaf is zero or a base's copy gets a copy of its own
- * in the room after the draft's copies, when it changed; a base's page that
- * is a hole now becomes a zero page. Returns 1 if it changed, 0 if it was
- * right, -1 if there is no room (the caller snapshots afresh).
- */
-static int refresh_page(struct finish *f, uint64_t i, const uint8_t *p)
-{
-	uint64_t leaf = f->table[i];
-	uint32_t tier = CXLCR_LEAF_TIER(leaf);
-	if (tier == CXLCR_TIER_CXL) {
-		uint64_t at = CXLCR_LEAF_OFFSET(leaf);
-		if (at >= f->own_lo && at < f->own_hi) {
-			static const uint8_t zero[CXLCR_SNAPSHOT_PAGE_SIZE] __attribute__((aligned(64)));
-			uint8_t *copy = f->snap + (at - f->snap_offset);
-			if (!p)
-				p = zero;
-			if (!memcmp(copy, p, PAGE))
-				return 0;
-			copy_to_pool(copy, p, PAGE); /* a page that became zero stays stored, as zeros */
-			return 1;
-		}
-		const uint8_t *copy = finish_copy(f, leaf);
-		if (!copy)
-			return -1;
-		if (!p) {
-			f->table[i] = CXLCR_LEAF(CXLCR_TIER_ZERO, 0);
-			return 1;
-		}
-		if (!memcmp(copy, p, PAGE))
-			return 0;
-	} else if (!p || page_is_zero(p)) {
-		return 0;
-	}
-	if (f->own_hi + PAGE > f->spare_end)
-		return -1;
-	copy_to_pool(f->snap + (f->own_hi - f->snap_offset), p, PAGE);
-	f->table[i] = CXLCR_LEAF(CXLCR_TIER_CXL, f->own_hi);
-	f->own_hi += PAGE;
-	return 1;
-}
-
-/* The tracked finish: only the pages in the written ranges are brought up
- * to date. */
-static int refresh_written(struct finish *f, const struct source *src, const struct cxlcr_written *written,
-			   uint64_t *looked)
-{
-	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
-	for (size_t k = 0; k < written->count; k++) {
-		uint64_t a = written->ranges[k].start > lo ? written->ranges[k].start : lo;
-		uint64_t b = written->ranges[k].end < hi ? written->ranges[k].end : hi;
-		for (uint64_t i = (a - lo) / PAGE; a < b && i < (b - lo + PAGE - 1) / PAGE; i++) {
-			int r = refresh_page(f, i, src->heap + i * PAGE);
-			if (r < 0)
-				return 1;
-			f->refreshed += (uint64_t)r;
-			(*looked)++;
-		}
-	}
-	return 0;
-}
-
-/*
- * The tracked finish, second part: pages punched out of the pool since the
- * draft (freed memory given back, preload/release.c) read zero now, but no
- * write lifted their protection, so the scan does not report them. When
- * the arena's punch counter moved since the draft (or a punch was under
- * way as it started), every page that is a hole of the pool file now and
- * has a copy in the draft is made zero there. In the freeze no punch is
- * under way: the service's threads are stopped outside system calls.
- */
-static int refresh_holes(struct finish *f, const struct cxlcr_pool *pool, const struct source *src,
-			 const struct cxlcr_snapshot_header *draft)
-{
-	const struct cxlcr_arena_header *a = (const void *)src->base;
-	if (draft->draft_punch_clean && __atomic_load_n(&a->punches_begun, __ATOMIC_SEQ_CST) == draft->draft_punches)
-		return 0;
-	uint64_t at = 0, lo, hi;
-	for (bool more = true; more; at = hi) {
-		more = heap_next_data(pool, src, at, &lo, &hi);
-		if (!more)
-			lo = hi = src->heap_size;
-		for (uint64_t i = at / PAGE; i < lo / PAGE; i++) {
-			int r = refresh_page(f, i, NULL);
-			if (r < 0)
-				return 1;
-			f->refreshed += (uint64_t)r;
-		}
-	}
-	return 0;
-}
-
-/* Maps the data areas of a draft's bases (read-only); they are alive, as
- * the draft holds a borrow on each. */
-static int map_bases(struct finish *f, struct cxlcr_pool *pool, const struct cxlcr_snapshot_header *h)
-{
-	f->base_count = h->base_count;
-	if (f->base_count > CXLCR_SNAPSHOT_BASES_MAX)
-		return cxlcr_error("draft has %u bases, at most %u", f->base_count, CXLCR_SNAPSHOT_BASES_MAX);
-	memcpy(f->bases, h->bases, f->base_count * sizeof(f->bases[0]));
-	for (uint32_t k = 0; k < f->base_count; k++) {
-		const struct cxlcr_snapshot_base *b = &f->bases[k];
-		f->base_maps[k] = b->data_hi > b->data_lo ? cxlcr_pool_map(pool, b->data_lo, b->data_hi - b->data_lo, 0, 0)
-							  : NULL;
-		if (!f->base_maps[k])
-			return -1;
-		/* Refreshed page by page as they are read (finish_copy): all of
-		 * it would cost ~0.1 ms a MiB in the freeze. */
-	}
-	return 0;
-}
-
-static void unmap_bases(struct finish *f)
-{
-	for (uint32_t k = 0; k < f->base_count; k++)
-		if (f->base_maps[k])
-			munmap((void *)(uintptr_t)f->base_maps[k], f->bases[k].data_hi - f->bases[k].data_lo);
-	f->base_count = 0;
-}
-
-int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
-			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out)
-{
-	uint64_t start = cxlcr_mono_ns();
-	struct cxlcr_region snap_region;
-	if (!cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &snap_region))
-		return cxlcr_error("no draft snapshot '%s'", name);
-	struct source src;
-	if (open_source(pool, arena_generation, &src) < 0)
-		return -1;
-	int rc = -1;
-	struct layout l;
-	struct finish f = { 0 };
-	uint64_t looked = 0;
-	uint8_t *snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
-	if (!snap)
-		goto out;
-	const struct cxlcr_snapshot_header *h = (const void *)snap;
-	/* The layout the draft planned: its copies, the room after them and
-	 * room for the runs its finish may add. */
-	plan_layout(src.pages, h->draft_own + h->draft_spare, h->draft_run_room, &l);
-	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 || l.region_size > snap_region.size) {
-		rc = cxlcr_error("snapshot '%s' is not a draft of this arena", name);
-		goto unmap;
-	}
-	if (h->page_count != src.pages) {
-		rc = 1; /* the heap grew since the draft: the caller snapshots afresh */
-		goto unmap;
-	}
-	f.snap = snap;
-	f.snap_offset = snap_region.offset;
-	f.table = (void *)(snap + l.table_offset);
-	f.own_lo = snap_region.offset + l.data_offset;
-	f.own_hi = f.own_lo + h->draft_own * PAGE;
-	f.spare_end = f.own_lo + l.data_size;
-	if (map_bases(&f, pool, h) < 0)
-		goto unmap;
-	if (written) {
-		rc = refresh_written(&f, &src, written, &looked);
-		if (rc == 0)
-			rc = refresh_holes(&f, pool, &src, h);
-		if (rc != 0)
-			goto unmap;
-		goto publish;
-	}
-	prefault(snap + l.data_offset, snap_region.size - l.data_offset, MADV_POPULATE_READ);
-	/* Pool-file holes are zero pages: not read. */
-	uint64_t end = src.heap_size, at = 0, lo, hi;
-	for (bool more = true; more; at = hi) {
-		more = heap_next_data(pool, &src, at, &lo, &hi);
-		if (!more)
-			lo = hi = end;
-		prefault((void *)(uintptr_t)(src.heap + lo), hi - lo, MADV_POPULATE_READ);
-		for (uint64_t i = at / PAGE; i < hi / PAGE; i++) {
-			bool in_data = i >= lo / PAGE;
-			int r = refresh_page(&f, i, in_data ? src.heap + i * PAGE : NULL);
-			if (r < 0) {
-				rc = 1; /* the caller snapshots afresh */
-				goto unmap;
-			}
-			f.refreshed += (uint64_t)r;
-		}
-	}
-publish:
-	cxlcr_fence();
-	struct publish_extra x = { .own = (f.own_hi - f.own_lo) / PAGE, .bases = f.bases,
-				   .base_count = f.base_count, .tracked = written != NULL };
-	if (publish_snapshot(pool, &src, &snap_region, snap, &l, &x, f.table) < 0)
-		goto unmap;
-	if (out) {
-		struct page_map m = { .pages = src.pages, .nonzero = h->pages_cxl };
-		describe(out, &snap_region, &src, &m);
-		out->pages_own = h->pages_own;
-		out->base_count = h->base_count;
-		out->pages_refreshed = f.refreshed;
-		out->pages_written = looked;
-		out->tracked = written != NULL;
-		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
-	}
-	rc = 0;
-unmap:
-	unmap_bases(&f);
-	munmap(snap, snap_region.size);
-out:
-	close_source(&src);
-	return rc;
-}
