@@ -458,7 +458,10 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 		cxlcr_region_free(pool, snap_region->generation);
 		return -1;
 	}
-	snap_prefault(snap + l.data_offset, l.data_size, MADV_POPULATE_WRITE);
+	/* The whole region, its tables, room and header copy included: what
+	 * the finish writes in the freeze must not fault pages in there (a
+	 * fresh 2 MiB page of a tmpfs can take milliseconds to find). */
+	snap_prefault(snap, l.region_size, MADV_POPULATE_WRITE);
 	copy_pages(src, m, snap, snap_region->offset, &l, table);
 	int rc = 0;
 	if (publish) {

@@ -32,6 +32,9 @@ struct cxlcr_snapshot_info {
 	uint64_t pages_written;      /* ... of which written pages it looked at (tracked finish) */
 	bool tracked;                /* the finish copied only written pages, compared none */
 	uint64_t scan_ns;            /* finding the non-zero pages */
+	uint64_t written_ns;         /* finish: the written pages (or every page, comparing) */
+	uint64_t holes_ns;           /* finish: pages punched out since the draft */
+	uint64_t publish_ns;         /* finish: the tables, the header copy, the header */
 	uint64_t copy_ns;            /* copying them and writing the table */
 	uint64_t total_ns;
 };

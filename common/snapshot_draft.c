@@ -246,7 +246,9 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
 	if (!snap)
 		goto out;
-	snap_prefault(snap + l.data_offset, own_pages * PAGE, MADV_POPULATE_WRITE);
+	/* All of it, the room and the tables the finish writes included (see
+	 * write_snapshot() in snapshot.c). */
+	snap_prefault(snap, l.region_size, MADV_POPULATE_WRITE);
 	uint64_t copied = 0;
 	for (uint64_t i = snap_next_page_with(&own, 0, true); i < src.pages; i = snap_next_page_with(&own, i + 1, true)) {
 		uint64_t end = snap_next_page_with(&own, i, false);
@@ -505,8 +507,10 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 	f.spare_end = f.own_lo + l.data_size;
 	if (map_bases(&f, pool, h) < 0)
 		goto unmap;
+	uint64_t t_written = cxlcr_mono_ns(), t_holes = t_written;
 	if (written) {
 		rc = refresh_written(&f, &src, written, &looked);
+		t_holes = cxlcr_mono_ns();
 		if (rc == 0)
 			rc = refresh_holes(&f, pool, &src, h);
 		if (rc != 0)
@@ -533,6 +537,7 @@ int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, co
 	}
 publish:
 	cxlcr_fence();
+	uint64_t t_publish = cxlcr_mono_ns();
 	struct publish_extra x = { .own = (f.own_hi - f.own_lo) / PAGE, .bases = f.bases,
 				   .base_count = f.base_count, .tracked = written != NULL };
 	if (snap_publish_snapshot(pool, &src, &snap_region, snap, &l, &x, f.table) < 0)
@@ -546,6 +551,10 @@ publish:
 		out->pages_written = looked;
 		out->tracked = written != NULL;
 		out->copy_ns = out->total_ns = cxlcr_mono_ns() - start;
+		out->written_ns = (written ? t_holes : t_publish) - t_written;
+		out->holes_ns = written ? t_publish - t_holes : 0;
+		out->publish_ns = cxlcr_mono_ns() - t_publish;
+		out->scan_ns = t_written - start; /* opening the arena and the draft, mapping the bases */
 	}
 	rc = 0;
 unmap:

@@ -93,10 +93,11 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 	dprintf(fd,
 		"generation %" PRIu64 "\npages_cxl %" PRIu64 "\npages_zero %" PRIu64 "\npages_refreshed %" PRIu64
 		"\npages_written %" PRIu64 "\nscan_ns %" PRIu64 "\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64
-		"\ntracked %d\npages_own %" PRIu64 "\nbases %u\nuntracked_because %s\n",
+		"\ntracked %d\npages_own %" PRIu64 "\nbases %u\nwritten_ns %" PRIu64 "\nholes_ns %" PRIu64
+		"\npublish_ns %" PRIu64 "\nuntracked_because %s\n",
 		info.region_generation, info.pages_cxl, info.pages_zero, info.pages_refreshed, info.pages_written,
 		info.scan_ns, info.copy_ns, info.total_ns, untracked == NULL, info.pages_own, info.base_count,
-		untracked ? untracked : "-");
+		info.written_ns, info.holes_ns, info.publish_ns, untracked ? untracked : "-");
 	close(fd);
 	return 0;
 }

@@ -66,6 +66,14 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 			r->tracked = v != 0;
 		else if (!strcmp(key, "total_ns"))
 			r->snapshot_ms = (double)v / 1e6;
+		else if (!strcmp(key, "scan_ns"))
+			r->open_ms = (double)v / 1e6;
+		else if (!strcmp(key, "written_ns"))
+			r->written_ms = (double)v / 1e6;
+		else if (!strcmp(key, "holes_ns"))
+			r->holes_ms = (double)v / 1e6;
+		else if (!strcmp(key, "publish_ns"))
+			r->publish_ms = (double)v / 1e6;
 	}
 	fclose(f);
 	return r->generation ? 0 : cxlcr_error("%s names no snapshot", path);
@@ -264,6 +272,11 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 		return cxlcr_error("%s", why);
 	}
 	out->freeze_ms = (double)(cxlcr_mono_ns() - f0) / 1e6;
+	/* CRIU's start-up and clean-up are in freeze_ms; the tasks were
+	 * frozen for this much of it. */
+	struct criu_dump_stats stats;
+	if (criu_read_dump_stats(dir, &stats) == 0)
+		out->frozen_ms = stats.frozen_ms;
 	if (read_snapshot_info(dir, out) < 0)
 		goto undo;
 	note_changed_pages(pool, s->region.name, out->generation, dir, out);
@@ -328,7 +341,14 @@ int cmd_snapshot(int argc, char **argv)
 		json_str(&j, "snapshot", r.name);
 		json_str(&j, "host", this_host());
 		json_double(&j, "freeze_ms", r.freeze_ms);
+		json_double(&j, "frozen_ms", r.frozen_ms);
 		json_double(&j, "snapshot_ms", r.snapshot_ms);
+		json_object(&j, "snapshot_parts");
+		json_double(&j, "open_ms", r.open_ms);
+		json_double(&j, "written_ms", r.written_ms);
+		json_double(&j, "holes_ms", r.holes_ms);
+		json_double(&j, "publish_ms", r.publish_ms);
+		json_object_end(&j);
 		json_double(&j, "total_ms", r.total_ms);
 		json_u64(&j, "image_bytes", r.image_bytes);
 		json_u64(&j, "snapshot_bytes", r.snapshot_bytes);
