@@ -4,14 +4,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/error.h"
 #include "../common/rtnl.h"
+#include "../common/util.h"
 #include "cli.h"
 #include "criu.h"
 #include "exec.h"
+#include "pod.h"
 #include "rpc.h"
 
 /* CRIU says what went wrong in its log. The cxlcr plugin's reason is the
@@ -119,6 +124,48 @@ static void netlock_env_clear(void)
 	unsetenv(CXLCR_NETLOCK_BRIDGE_ENV);
 }
 
+/*
+ * CRIU's parasite needs a /proc of the dumped task's pid namespace; a pod
+ * service's /proc is the machine's, so the parasite mounts one in the
+ * task's working directory, as "proc.crtools", and removes it again. All
+ * services run from / (cxlcrd.c), so two dumps at once on one machine
+ * collide ("Can't create a directory (-17)": t_stress saw a snapshot fail
+ * so), and a dump killed in between leaves the directory, or a proc
+ * mounted on it, for every later dump to trip on. So dumps on a machine
+ * take turns, under a lock in the machine's own /run, and each first
+ * removes such a leftover. The wait is bounded by CRIU's own deadline.
+ */
+static int dump_turn(pid_t pid)
+{
+	if (mkdir(POD_RUN_DIR, 0755) < 0 && errno != EEXIST)
+		return cxlcr_error("%s: %s", POD_RUN_DIR, strerror(errno));
+	int fd = open(POD_RUN_DIR "/criu-dump.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return cxlcr_error("%s/criu-dump.lock: %s", POD_RUN_DIR, strerror(errno));
+	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)criu_timeout_s() * 1000000000ull;
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK || cxlcr_mono_ns() >= deadline) {
+			int e = errno;
+			close(fd);
+			return cxlcr_error("another dump on this machine held CRIU's turn past %d s (%s)",
+					   criu_timeout_s(), strerror(e));
+		}
+		struct timespec t = { 0, 2000000 };
+		nanosleep(&t, NULL);
+	}
+	char link[64], cwd[PATH_MAX - 16], left[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)pid);
+	ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
+	if (n > 0) {
+		cwd[n] = 0;
+		snprintf(left, sizeof(left), "%s/proc.crtools", strcmp(cwd, "/") ? cwd : "");
+		umount2(left, MNT_DETACH | UMOUNT_NOFOLLOW);
+		if (rmdir(left) == 0)
+			fprintf(stderr, "cxlcr: removed %s, left by a dump that was killed\n", left);
+	}
+	return fd;
+}
+
 /* One criu dump of the service whose PID-namespace init is pid, run in
  * its network namespace, with `leave` (--leave-stopped, --leave-running
  * or NULL) and the fds handed to it from 3 on. */
@@ -138,7 +185,13 @@ static int dump_service(pid_t pid, const char *dir, const char *leave, const int
 	if (leave)
 		argv[n++] = (char *)leave;
 	add_test_hook(argv, &n);
+	int turn = dump_turn(pid);
+	if (turn < 0) {
+		close(netns);
+		return -1;
+	}
 	int rc = exec_argv_in(argv, criu_timeout_s(), fds, nfds, netns);
+	close(turn);
 	close(netns);
 	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
 }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# CRIU's parasite mounts a proc in the dumped service's working directory
+# ("proc.crtools": a pod service's /proc is not its pid namespace's), and
+# services share working directories (every one runs from / unless it
+# changes directory; here both Redis servers run in one --dir). So:
+#   a. a leftover of a dump killed in between (the directory, as it would
+#      be left) does not make the next snapshot or migrate fail ("Can't
+#      create a directory (-17)"): it is removed first;
+#   b. two snapshots of two services on one machine at once, round after
+#      round, all succeed (dumps take turns: t_stress saw one fail).
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server
+
+PORT=6379
+new_pool 4G
+pod_up 2
+pod_redis d1 h0 64M
+a1=$addr
+pod_redis d2 h0 64M
+a2=$addr
+python3 "$KV" fill --host "$a1" --port $PORT --count 500 --size 300 --seed 1 --quiet
+python3 "$KV" fill --host "$a2" --port $PORT --count 500 --size 300 --seed 2 --quiet
+
+say "a: a proc.crtools left in the services' working directory"
+cwd=$(readlink "/proc/$(status_field d1 pid)/cwd")
+[ "$cwd" = "$(readlink "/proc/$(status_field d2 pid)/cwd")" ] || die "the two services run from different directories"
+left=$cwd/proc.crtools
+mkdir "$left"
+"$CXLCR" snapshot d1 >/dev/null 2>"$POOL_DIR/snap.err" || die "snapshot failed: $(cat "$POOL_DIR/snap.err")"
+[ ! -e "$left" ] || die "the leftover is still there"
+mkdir "$left"
+"$CXLCR" migrate d2 --to h1 >/dev/null 2>"$POOL_DIR/mig.err" || die "migrate failed: $(cat "$POOL_DIR/mig.err")"
+[ ! -e "$left" ] || die "the leftover is still there after the migrate"
+python3 "$KV" verify --host "$(status_field d2 address)" --port $PORT --count 500 --size 300 --seed 2 --quiet ||
+	die "d2 lost values"
+"$CXLCR" migrate d2 --to h0 >/dev/null || die "migrate back failed"
+ok "a: a leftover proc.crtools is removed before a snapshot and before a migrate"
+
+say "b: two snapshots at once, 10 rounds"
+for round in $(seq 10); do
+	"$CXLCR" snapshot d1 >/dev/null 2>"$POOL_DIR/s1.err" &
+	p1=$!
+	"$CXLCR" snapshot d2 >/dev/null 2>"$POOL_DIR/s2.err" &
+	p2=$!
+	wait $p1 || die "round $round: snapshot of d1 failed: $(cat "$POOL_DIR/s1.err")"
+	wait $p2 || die "round $round: snapshot of d2 failed: $(cat "$POOL_DIR/s2.err")"
+done
+python3 "$KV" verify --host "$a1" --port $PORT --count 500 --size 300 --seed 1 --quiet || die "d1 lost values"
+ok "b: 20 snapshots of two services, two at a time, all made"
