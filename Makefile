@@ -24,7 +24,7 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
                daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c emulation/hostgroup.c \
-               control/lease.c control/fence.c
+               control/lease.c control/fence.c recovery/drain.c recovery/kmsg.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
 VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c
@@ -45,6 +45,8 @@ $(O)/emulation/%.o: emulation/%.c emulation/*.h daemon/pod.h common/*.h | $(O)/e
 $(O)/pod/%.o: pod/%.c pod/*.h common/*.h | $(O)/pod
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/control/%.o: control/%.c control/*.h daemon/*.h common/*.h | $(O)/control
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/recovery/%.o: recovery/%.c recovery/*.h daemon/*.h common/*.h | $(O)/recovery
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/tests/%: tests/%.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldl -lpthread
@@ -82,7 +84,7 @@ $(O)/bench/mcload: bench/mcload.c | $(O)/bench
 $(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 
-$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/emulation $(O)/control $(O)/pod $(O)/tests $(O)/bench:
+$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/emulation $(O)/control $(O)/recovery $(O)/pod $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:

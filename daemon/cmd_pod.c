@@ -171,6 +171,16 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 		close_range(4, ~0u, 0);
 		setenv("CXLCR_POOL", pool, 1);
 		setenv("CXLCR_POD", index, 1);
+		/* Tests feed a host's kernel log through a FIFO of its own
+		 * (recovery/kmsg.c): $CXLCR_KMSG_DIR/HOST.kmsg. */
+		const char *kmsg_dir = getenv("CXLCR_KMSG_DIR");
+		if (kmsg_dir && *kmsg_dir) {
+			char fifo[PATH_MAX];
+			snprintf(fifo, sizeof(fifo), "%s/%s.kmsg", kmsg_dir, host);
+			if (mkfifo(fifo, 0600) < 0 && errno != EEXIST)
+				dprintf(ready[1], "warning: %s: %s\n", fifo, strerror(errno));
+			setenv("CXLCR_KMSG", fifo, 1);
+		}
 		/* A daemon's tools come from the system's directories, not from
 		 * whatever the shell that ran `pod up` had on its PATH. */
 		setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);

@@ -35,6 +35,7 @@
 #include "../common/util.h"
 #include "../pod/liveness.h"
 #include "api.h"
+#include "../recovery/recovery.h"
 #include "cli.h"
 #include "config.h"
 #include "dlog.h"
@@ -346,6 +347,15 @@ int main(int argc, char **argv)
 	log_line("host %s (%s) listening on %s, pool %s; fork API on %s%s", cli_host,
 		 emulated ? "emulated" : "machine", path, cxlcr_pool_path(), api_path, tcp);
 	register_identity(api_tcp, cfg.port);
+	/* When this machine's kernel says it is failing, its services go to
+	 * other hosts (recovery/kmsg.c). An emulated host watches only what
+	 * $CXLCR_KMSG names (a FIFO of its own: they share the machine's
+	 * kernel); an empty $CXLCR_KMSG watches nothing. */
+	const char *kmsg = getenv("CXLCR_KMSG");
+	if (!kmsg && !emulated)
+		kmsg = "/dev/kmsg";
+	if (kmsg_watch_start(kmsg, cli_host) < 0)
+		log_line("%s", cxlcr_last_error());
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok %d\n", getpid());
 		close(ready_fd);

@@ -8,6 +8,7 @@
 
 #include "../common/error.h"
 #include "../common/util.h"
+#include "../recovery/recovery.h"
 #include "cli.h"
 #include "rpc.h"
 
@@ -72,6 +73,7 @@ static const struct command commands[] = {
 	{ "pool", cmd_pool, "format or inspect the shared pool" },
 	{ "pod", cmd_pod, "start or stop the emulated pod hosts" },
 	{ "hosts", cmd_hosts, "list the pod's hosts and whether they live" },
+	{ "host", cmd_host, "drain a host: migrate its services to the pod's other hosts" },
 	{ "run", cmd_run, "start a service with its heap in a pool arena" },
 	{ "ps", cmd_ps, "list services and their arenas" },
 	{ "status", cmd_status, "show one service" },

@@ -1,0 +1,222 @@
+/*
+ * Draining a host: every service it runs migrates to another host of the
+ * pod, one at a time, each with the migrate every operator uses (its
+ * lease, its fencing, its freeze; a failed one leaves the service running
+ * where it was, with its data). A host is drained on an operator's
+ * request (`cxlcr host drain H`) or by its own daemon when its kernel's
+ * log says the machine is failing (kmsg.c).
+ *
+ * Destinations are the other hosts registered in the pod's host table
+ * (not left), taken in turn; a migrate that fails on one (a destination
+ * that does not answer) is tried on the next. Fork children are not
+ * moved: they hold no arena of their own and end with their host.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/hosts.h"
+#include "../common/util.h"
+#include "../daemon/cli.h"
+#include "../daemon/json.h"
+#include "recovery.h"
+
+#define MIGRATE_TRIES 3
+
+/* The other registered hosts of the pod, in table order. */
+static int other_hosts(struct cxlcr_pool *pool, const char *host, char (*out)[CXLCR_HOST_MAX], int cap)
+{
+	struct cxlcr_hosts_map m;
+	int rc = cxlcr_hosts_open(pool, false, &m);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	int n = 0;
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX && n < cap; i++) {
+		const struct cxlcr_host_entry *e = &m.entries[i];
+		char why[64];
+		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != CXLCR_HOST_RUNNING ||
+		    !cxlcr_host_entry_intact(e, why, sizeof(why)) ||
+		    !strncmp(e->id.name, host, CXLCR_HOST_MAX))
+			continue;
+		cxlcr_copy_field(out[n++], CXLCR_HOST_MAX, e->id.name);
+	}
+	cxlcr_hosts_close(&m);
+	return n;
+}
+
+/* `cxlcr migrate NAME --to TO`, as a command of its own (its lease and
+ * deadlines are the verb's): 0 if it moved, else its one line in why. */
+static int migrate_one(const char *name, const char *to, char *why, size_t len)
+{
+	char bin[PATH_MAX];
+	if (!path_near_exe("cxlcr", bin, sizeof(bin))) {
+		snprintf(why, len, "cannot find the cxlcr command");
+		return -1;
+	}
+	int out[2];
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		snprintf(why, len, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(out[1], 1);
+		dup2(out[1], 2);
+		execl(bin, "cxlcr", "migrate", name, "--to", to, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	char buf[512] = "";
+	size_t got = 0;
+	ssize_t n;
+	while (got < sizeof(buf) - 1 && (n = read(out[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = 0;
+	close(out[0]);
+	int status = 0;
+	if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+		snprintf(why, len, "cannot run cxlcr migrate");
+		return -1;
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	snprintf(why, len, "%s", buf);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, struct drain_report *r)
+{
+	memset(r, 0, sizeof(*r));
+	char to[CXLCR_HOSTS_MAX][CXLCR_HOST_MAX];
+	int hosts = 0;
+	if (only_to) {
+		cxlcr_copy_field(to[0], CXLCR_HOST_MAX, only_to);
+		hosts = 1;
+	} else if ((hosts = other_hosts(pool, host, to, CXLCR_HOSTS_MAX)) < 0) {
+		return -1;
+	}
+	if (hosts == 0)
+		return cxlcr_error("no other host of the pod to drain %s to", host);
+	int next = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region reg;
+		cxlcr_region_slot(pool, i, &reg);
+		if (reg.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(reg.kind) ||
+		    strncmp(reg.owner_host, host, CXLCR_HOST_MAX))
+			continue;
+		struct drain_item *it = r->count < DRAIN_MAX ? &r->items[r->count++] : NULL;
+		if (!it)
+			break;
+		cxlcr_copy_field(it->name, sizeof(it->name), reg.name);
+		if (reg.kind == CXLCR_KIND_CHILD) {
+			snprintf(it->why, sizeof(it->why), "a fork child: not moved");
+			r->skipped++;
+			continue;
+		}
+		struct service s;
+		service_load(pool, &reg, &s);
+		if (!s.running) {
+			snprintf(it->why, sizeof(it->why), "not running (%s)", s.state);
+			r->skipped++;
+			continue;
+		}
+		uint64_t t0 = cxlcr_mono_ns();
+		int rc = -1;
+		for (int tries = 0; rc < 0 && tries < MIGRATE_TRIES && tries < hosts; tries++) {
+			const char *dest = to[next++ % hosts];
+			rc = migrate_one(reg.name, dest, it->why, sizeof(it->why));
+			if (rc == 0)
+				cxlcr_copy_field(it->to, sizeof(it->to), dest);
+		}
+		it->ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+		it->moved = rc == 0;
+		if (rc == 0) {
+			it->why[0] = 0;
+			r->moved++;
+		} else {
+			r->failed++;
+		}
+	}
+	return 0;
+}
+
+int cmd_host(int argc, char **argv)
+{
+	static const char *usage = "usage: cxlcr host drain HOST [--to HOST2] [--json]\n\n"
+				   "Migrates every service of HOST to the pod's other hosts (or to HOST2),\n"
+				   "one at a time; exits 1 if one could not be moved (it runs on where it was).\n";
+	if (argc < 2 || strcmp(argv[1], "drain")) {
+		fputs(usage, argc > 1 && !strcmp(argv[1], "--help") ? stdout : stderr);
+		return argc > 1 && !strcmp(argv[1], "--help") ? EXIT_OK : EXIT_USAGE;
+	}
+	static const struct option opts[] = { { "to", required_argument, 0, 't' },
+					      { "json", no_argument, 0, 'j' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *to = NULL;
+	bool json = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "t:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': to = optarg; break;
+		case 'j': json = true; break;
+		case 'h': fputs(usage, stdout); return EXIT_OK;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind + 2 != argc)
+		return fail(EXIT_USAGE, "host drain: name one host (cxlcr host drain HOST)");
+	const char *host = argv[optind + 1];
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	static struct drain_report r;
+	uint64_t t0 = cxlcr_mono_ns();
+	if (drain_host(&pool, host, to, &r) < 0) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "drain of %s: %s", host, cxlcr_last_error());
+	}
+	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	cxlcr_pool_close(&pool);
+	if (json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "host", host);
+		json_u64(&j, "moved", r.moved);
+		json_u64(&j, "failed", r.failed);
+		json_u64(&j, "skipped", r.skipped);
+		json_double(&j, "total_ms", ms);
+		json_array(&j, "services");
+		for (uint32_t i = 0; i < r.count; i++) {
+			json_object(&j, NULL);
+			json_str(&j, "name", r.items[i].name);
+			json_bool(&j, "moved", r.items[i].moved);
+			if (r.items[i].moved)
+				json_str(&j, "to", r.items[i].to);
+			else
+				json_str(&j, "why", r.items[i].why);
+			json_double(&j, "ms", r.items[i].ms);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		json_end(&j);
+	} else {
+		for (uint32_t i = 0; i < r.count; i++)
+			if (r.items[i].moved)
+				printf("%s -> %s (%.1f ms)\n", r.items[i].name, r.items[i].to, r.items[i].ms);
+			else
+				printf("%s stays: %s\n", r.items[i].name, r.items[i].why);
+		printf("%s drained in %.1f ms: %u moved, %u failed, %u not moved\n", host, ms, r.moved, r.failed,
+		       r.skipped);
+	}
+	return r.failed ? EXIT_FAIL : EXIT_OK;
+}

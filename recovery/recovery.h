@@ -1,0 +1,42 @@
+/*
+ * Recovery: a host that is failing hands its services off (drain.c), on an
+ * operator's request or when its kernel's log says so (kmsg.c).
+ */
+#ifndef CXLCR_RECOVERY_H
+#define CXLCR_RECOVERY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "../common/pool.h"
+
+#define DRAIN_MAX 256
+
+struct drain_report {
+	uint32_t count, moved, failed, skipped;
+	struct drain_item {
+		char name[CXLCR_NAME_MAX];
+		char to[CXLCR_HOST_MAX];
+		bool moved;
+		double ms;
+		char why[256];       /* why it was not moved */
+	} items[DRAIN_MAX];
+};
+
+/* Migrates every running service of host to the pod's other registered
+ * hosts in turn (or all to only_to); fork children stay. 0 with what
+ * happened to each in *r (a service that could not move runs on where it
+ * was), -1 if there is nowhere to go. */
+int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, struct drain_report *r);
+
+/* `cxlcr host drain HOST [--to HOST2] [--json]`. */
+int cmd_host(int argc, char **argv);
+
+/* The trigger a kernel-log record ("PRIORITY,SEQ,TIME,FLAGS;MESSAGE") is,
+ * or NULL: kernel facility only, and one of the failures kmsg.c lists. */
+const char *kmsg_trigger(const char *record);
+
+/* Forks the watcher of the kernel log at path (nothing if path is NULL or
+ * empty), which drains host on a trigger and dies with its parent. */
+int kmsg_watch_start(const char *path, const char *host);
+
+#endif
