@@ -354,7 +354,7 @@ int main(int argc, char **argv)
 	const char *kmsg = getenv("CXLCR_KMSG");
 	if (!kmsg && !emulated)
 		kmsg = "/dev/kmsg";
-	if (kmsg_watch_start(kmsg, cli_host) < 0)
+	if (kmsg_watch_start(kmsg, cli_host, dlog) < 0)
 		log_line("%s", cxlcr_last_error());
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok %d\n", getpid());

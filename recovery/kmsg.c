@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -52,30 +53,49 @@ const char *kmsg_trigger(const char *record)
 	return NULL;
 }
 
-/* Runs `cxlcr host drain HOST` and waits for it. */
-static void drain(const char *host)
+/* Runs `cxlcr host drain HOST`, logging what it says, and waits for it. */
+static void drain(const char *host, kmsg_log_fn log)
 {
 	char bin[PATH_MAX];
 	if (!path_near_exe("cxlcr", bin, sizeof(bin))) {
-		fprintf(stderr, "kernel log: cannot find the cxlcr command to drain %s\n", host);
+		log(LOG_ERR, "kernel log: cannot find the cxlcr command to drain %s", host);
+		return;
+	}
+	int out[2];
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		log(LOG_ERR, "kernel log: pipe: %s", strerror(errno));
 		return;
 	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
+		dup2(out[1], 1);
+		dup2(out[1], 2);
 		execl(bin, "cxlcr", "host", "drain", host, (char *)NULL);
 		_exit(127);
 	}
+	close(out[1]);
+	FILE *f = fdopen(out[0], "r");
+	char line[512];
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		log(LOG_NOTICE, "kernel log: drain: %s", line);
+	}
+	if (f)
+		fclose(f);
+	else
+		close(out[0]);
 	int status = 0;
 	if (pid > 0)
 		waitpid(pid, &status, 0);
-	fprintf(stderr, "kernel log: drain of %s %s\n", host,
-		WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "done" : "left services behind (see above)");
+	bool done = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	log(done ? LOG_NOTICE : LOG_ERR, "kernel log: drain of %s %s", host,
+	    done ? "done" : "left services behind (see above)");
 }
 
 /* Splits what was read into records (one a line; /dev/kmsg gives one a
  * read, a FIFO any number) and acts on the first trigger. */
-static void watch(int fd, const char *host)
+static void watch(int fd, const char *host, kmsg_log_fn log)
 {
 	char buf[8192];
 	size_t have = 0;
@@ -93,9 +113,9 @@ static void watch(int fd, const char *host)
 			*nl = 0;
 			const char *why = kmsg_trigger(line);
 			if (why && !drained) {
-				fprintf(stderr, "kernel log: \"%.160s\" (%s): draining %s\n", strchr(line, ';') + 1, why,
-					host);
-				drain(host);
+				log(LOG_WARNING, "kernel log: \"%.160s\" (%s): draining %s", strchr(line, ';') + 1, why,
+				    host);
+				drain(host, log);
 				drained = true; /* the rest of this batch is the same failure */
 			}
 			line = nl + 1;
@@ -107,7 +127,7 @@ static void watch(int fd, const char *host)
 	}
 }
 
-int kmsg_watch_start(const char *path, const char *host)
+int kmsg_watch_start(const char *path, const char *host, kmsg_log_fn log)
 {
 	if (!path || !*path)
 		return 0;
@@ -127,12 +147,12 @@ int kmsg_watch_start(const char *path, const char *host)
 	bool fifo = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
 	int fd = open(path, (fifo ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "kernel log: %s: %s (not watched)\n", path, strerror(errno));
+		log(LOG_ERR, "kernel log: %s: %s (not watched)", path, strerror(errno));
 		_exit(1);
 	}
 	if (!fifo)
 		lseek(fd, 0, SEEK_END); /* /dev/kmsg: from now on */
-	fprintf(stderr, "kernel log: watching %s\n", path);
-	watch(fd, host);
+	log(LOG_INFO, "kernel log: watching %s", path);
+	watch(fd, host, log);
 	_exit(0);
 }

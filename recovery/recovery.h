@@ -36,7 +36,9 @@ int cmd_host(int argc, char **argv);
 const char *kmsg_trigger(const char *record);
 
 /* Forks the watcher of the kernel log at path (nothing if path is NULL or
- * empty), which drains host on a trigger and dies with its parent. */
-int kmsg_watch_start(const char *path, const char *host);
+ * empty), which drains host on a trigger, says so through log (the
+ * daemon's, with syslog priorities) and dies with its parent. */
+typedef void (*kmsg_log_fn)(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int kmsg_watch_start(const char *path, const char *host, kmsg_log_fn log);
 
 #endif
