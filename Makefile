@@ -24,7 +24,8 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
                daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c emulation/hostgroup.c \
-               control/lease.c control/fence.c recovery/drain.c recovery/kmsg.c
+               control/lease.c control/fence.c recovery/drain.c recovery/kmsg.c \
+               daemon/rpc_tcp.c daemon/rpc_wire.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c
 VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c
@@ -38,6 +39,27 @@ $(O)/preload/%.o: preload/%.c preload/*.h common/*.h tracking/*.h | $(O)/preload
 	$(CC) $(BASE) -fvisibility=hidden -ftls-model=initial-exec -c -o $@ $<
 $(O)/daemon/%.o: daemon/%.c daemon/*.h common/*.h | $(O)/daemon
 	$(CC) $(BASE) -c -o $@ $<
+# The control protocol's messages (proto/control.proto), compiled with
+# protoc-c at build time like CRIU's images (below); rpc_wire.c alone
+# packs and parses them.
+CTL_GEN := $(O)/proto/gen/control.pb-c.c
+CTL_OBJ := $(CTL_GEN:.c=.o)
+$(O)/proto/gen/control.pb-c.c $(O)/proto/gen/control.pb-c.h &: proto/control.proto | $(O)/proto/gen
+	protoc-c --proto_path=proto --c_out=$(O)/proto/gen $<
+$(CTL_OBJ): $(CTL_GEN) $(CTL_GEN:.c=.h)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -fPIC -w $(CFLAGS) $(EXTRA_CFLAGS) -I$(O)/proto/gen -c -o $@ $<
+$(O)/daemon/rpc_wire.o: daemon/rpc_wire.c daemon/*.h common/*.h $(CTL_GEN:.c=.h) | $(O)/daemon
+	$(CC) $(BASE) -I$(O)/proto/gen -c -o $@ $<
+$(O)/proto/gen:
+	mkdir -p $@
+.SECONDARY: $(CTL_GEN) $(CTL_GEN:.c=.h)
+# Test programs of the control protocol: a client that can send what an
+# attacker can (a wrong key, a replay), and the fuzzer of its parsers.
+CTL_TESTS := ctl_client
+all: $(addprefix $(O)/tests/,$(CTL_TESTS))
+$(O)/tests/ctl_%: tests/ctl_%.c tests/*.h daemon/rpc_wire.h $(O)/daemon/rpc_wire.o $(CTL_OBJ) \
+		$(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(O)/daemon/rpc_wire.o $(CTL_OBJ) $(O)/libcxlcr-common.a -lprotobuf-c -lsodium -ldl -lpthread
 $(O)/tracking/%.o: tracking/%.c tracking/*.h common/*.h | $(O)/tracking
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/emulation/%.o: emulation/%.c emulation/*.h daemon/pod.h common/*.h | $(O)/emulation
@@ -72,10 +94,10 @@ $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) p
 		-Wl,--version-script=preload/exports.map
 
 # The command line and the per-host daemon share all the verb code.
-$(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
-$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(O)/daemon/config.o $(O)/daemon/dlog.o $(O)/pod/liveness.o $(VERBS_SRC:%.c=$(O)/%.o) $(O)/librebase.a $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c
+$(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(CTL_OBJ) $(O)/librebase.a $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c -lsodium -lpthread
+$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(O)/daemon/config.o $(O)/daemon/dlog.o $(O)/pod/liveness.o $(VERBS_SRC:%.c=$(O)/%.o) $(CTL_OBJ) $(O)/librebase.a $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c -lsodium -lpthread
 
 # A pipelined Memcached load client for the benchmark, and the paced
 # one-request-at-a-time client of the continuity measurements.

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <errno.h>
 
 #include "checksum.h"
 #include "error.h"
@@ -58,6 +60,46 @@ static int find_or_make_region(struct cxlcr_pool *pool, bool create, struct cxlc
 	return found ? 0 : cxlcr_error("cannot make the host table in pool %s: %s", pool->path, cxlcr_last_error());
 }
 
+/* ---- the pod's key ---- */
+
+static uint32_t pod_key_checksum(const struct cxlcr_pod_key *k)
+{
+	uint32_t crc = cxlcr_crc32c(0, &k->version, sizeof(k->version));
+	return cxlcr_crc32c(crc, k->key, sizeof(k->key));
+}
+
+/* Whether k is a whole key (0), none yet (1), or corrupt (-1, one line).
+ * The maker writes the magic last: without the lock, a key without one
+ * may be half made; under it, only an all-zero one is not made yet. */
+static int pod_key_state(const struct cxlcr_pool *pool, const struct cxlcr_pod_key *k, bool locked)
+{
+	static const uint8_t zero[sizeof(*k)];
+	if (locked ? !memcmp(k, zero, sizeof(zero)) : k->magic == 0)
+		return 1;
+	if (k->magic != CXLCR_POD_KEY_MAGIC || k->version != CXLCR_POD_KEY_VERSION ||
+	    k->checksum != pod_key_checksum(k))
+		return cxlcr_error("the pod key in pool %s is corrupt (%s); requests over the network "
+				   "cannot be authenticated", pool->path,
+				   k->magic != CXLCR_POD_KEY_MAGIC ? "bad magic" :
+				   k->version != CXLCR_POD_KEY_VERSION ? "unknown version" : "checksum mismatch");
+	return 0;
+}
+
+/* Writes a fresh key into k, the magic last; under the pool lock. */
+static int make_key_locked(struct cxlcr_pod_key *k)
+{
+	struct cxlcr_pod_key fresh = { .version = CXLCR_POD_KEY_VERSION };
+	if (getrandom(fresh.key, sizeof(fresh.key), 0) != (ssize_t)sizeof(fresh.key))
+		return cxlcr_error("getrandom: %s", strerror(errno));
+	fresh.checksum = pod_key_checksum(&fresh);
+	*k = fresh;
+	cxlcr_publish(k, sizeof(*k));
+	k->magic = CXLCR_POD_KEY_MAGIC;
+	cxlcr_publish(k, sizeof(*k));
+	explicit_bzero(&fresh, sizeof(fresh));
+	return 0;
+}
+
 /* A new region reads as zero; the header is written once, under the pool
  * lock, by whoever gets there first, the magic last. */
 static int init_header(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct cxlcr_hosts_header *h)
@@ -75,6 +117,14 @@ static int init_header(struct cxlcr_pool *pool, const struct cxlcr_region *r, st
 		h->entry_size = sizeof(struct cxlcr_host_entry);
 		h->magic = CXLCR_HOSTS_MAGIC;
 		h->checksum = header_checksum(h);
+		/* A new table gets the pod's key with it (a pool formatted
+		 * again gets a new one); tables made before keys existed get
+		 * theirs from cxlcr_pod_key_get(). */
+		struct cxlcr_pod_key *k = (struct cxlcr_pod_key *)(void *)((uint8_t *)h + CXLCR_HOSTS_KEY_OFFSET);
+		if (make_key_locked(k) < 0) {
+			cxlcr_pool_unlock(pool);
+			return -1;
+		}
 		h->magic = 0;
 		cxlcr_publish(h, sizeof(*h));
 		h->magic = CXLCR_HOSTS_MAGIC;
@@ -269,6 +319,15 @@ void cxlcr_host_leave(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg)
 
 int cxlcr_host_lookup(struct cxlcr_pool *pool, const char *host, uint64_t *incarnation)
 {
+	struct cxlcr_host_identity id;
+	int found = cxlcr_host_lookup_id(pool, host, &id);
+	if (found >= 0)
+		*incarnation = id.incarnation;
+	return found;
+}
+
+int cxlcr_host_lookup_id(struct cxlcr_pool *pool, const char *host, struct cxlcr_host_identity *id)
+{
 	struct cxlcr_hosts_map m;
 	if (cxlcr_hosts_open(pool, false, &m) != 0)
 		return -1;
@@ -278,12 +337,40 @@ int cxlcr_host_lookup(struct cxlcr_pool *pool, const char *host, uint64_t *incar
 		const struct cxlcr_host_entry *e = &m.entries[i];
 		if (__atomic_load_n(&e->state, __ATOMIC_SEQ_CST) == CXLCR_HOST_RUNNING &&
 		    cxlcr_host_entry_intact(e, NULL, 0) && !strncmp(e->id.name, host, CXLCR_HOST_MAX)) {
-			*incarnation = e->id.incarnation;
+			*id = e->id;
 			found = (int)i;
 		}
 	}
 	cxlcr_hosts_close(&m);
 	return found;
+}
+
+int cxlcr_pod_key_get(struct cxlcr_pool *pool, bool create, uint8_t key[CXLCR_POD_KEY_BYTES])
+{
+	struct cxlcr_hosts_map m;
+	int rc = cxlcr_hosts_open(pool, create, &m);
+	if (rc != 0)
+		return rc;
+	struct cxlcr_pod_key *k = (struct cxlcr_pod_key *)(void *)((uint8_t *)m.base + CXLCR_HOSTS_KEY_OFFSET);
+	cxlcr_refresh(k, sizeof(*k));
+	rc = pod_key_state(pool, k, false);
+	if (rc == 1 && create) {
+		/* Made once, under the lock: two daemons starting together
+		 * must not each make one. */
+		if (cxlcr_pool_lock(pool) < 0) {
+			cxlcr_hosts_close(&m);
+			return -1;
+		}
+		cxlcr_refresh(k, sizeof(*k));
+		rc = pod_key_state(pool, k, true);
+		if (rc == 1)
+			rc = make_key_locked(k);
+		cxlcr_pool_unlock(pool);
+	}
+	if (rc == 0)
+		memcpy(key, k->key, CXLCR_POD_KEY_BYTES);
+	cxlcr_hosts_close(&m);
+	return rc;
 }
 
 /* ---- watching ---- */

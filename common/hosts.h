@@ -47,6 +47,12 @@ void cxlcr_hosts_close(struct cxlcr_hosts_map *m);
  * state is known. If not, why (one phrase) in buf. */
 bool cxlcr_host_entry_intact(const struct cxlcr_host_entry *e, char *why, size_t len);
 
+/* The pod's key (pool_format.h, struct cxlcr_pod_key) into key. With
+ * create, made (random, under the pool lock) with the table if there is
+ * none yet. 0; 1 if there is none and create is false; -1 with one line if
+ * the key or the table is corrupt. */
+int cxlcr_pod_key_get(struct cxlcr_pool *pool, bool create, uint8_t key[CXLCR_POD_KEY_BYTES]);
+
 /* This host's registration, as its daemon holds it. */
 struct cxlcr_host_reg {
 	uint32_t index;              /* of the entry in the table */
@@ -67,6 +73,8 @@ int cxlcr_host_beat(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg);
 void cxlcr_host_leave(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg);
 /* The entry of host while its daemon runs (and its incarnation), or -1. */
 int cxlcr_host_lookup(struct cxlcr_pool *pool, const char *host, uint64_t *incarnation);
+/* The same, with the entry's whole identity (its control address). */
+int cxlcr_host_lookup_id(struct cxlcr_pool *pool, const char *host, struct cxlcr_host_identity *id);
 
 /* What one reader has seen of every entry, in its own memory. */
 struct cxlcr_hosts_watch {

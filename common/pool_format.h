@@ -271,6 +271,35 @@ _Static_assert(sizeof(struct cxlcr_host_entry) == 256, "host entry layout");
 #define CXLCR_HOSTS_SIZE (CXLCR_HOSTS_HEADER_SIZE + CXLCR_HOSTS_MAX * sizeof(struct cxlcr_host_entry))
 
 /*
+ * The pod's key. Requests to a host's daemon over the network (the control
+ * protocol, daemon/rpc_tcp.c) carry a MAC under it (libsodium's
+ * crypto_auth, HMAC-SHA-512-256). Whoever can map the pool is inside the
+ * pod's trust boundary, so the key lives in the pool: in the host table's
+ * region, between its header and its entries, at CXLCR_HOSTS_KEY_OFFSET.
+ * The first daemon that starts makes it (random, under the pool lock, with
+ * the table or in a table made before keys existed); it never changes
+ * while the table lives. All zero: not made yet. A key whose magic,
+ * version or checksum is wrong is corrupt: refused with one line, never
+ * replaced (nobody could tell a damaged key from a forged one).
+ */
+#define CXLCR_POD_KEY_MAGIC      0x59454b444f504c58ULL /* "XLPODKEY" */
+#define CXLCR_POD_KEY_VERSION    1u
+#define CXLCR_POD_KEY_BYTES      32u   /* crypto_auth_KEYBYTES */
+#define CXLCR_HOSTS_KEY_OFFSET   64u
+
+struct cxlcr_pod_key {
+	uint64_t magic;              /* CXLCR_POD_KEY_MAGIC; 0: no key yet */
+	uint32_t version;            /* CXLCR_POD_KEY_VERSION */
+	uint32_t checksum;           /* CRC-32C of version and key */
+	uint8_t  key[CXLCR_POD_KEY_BYTES];
+	uint8_t  pad[16];
+};
+_Static_assert(sizeof(struct cxlcr_pod_key) == CXLCR_CACHELINE, "pod key layout");
+_Static_assert(CXLCR_HOSTS_KEY_OFFSET >= sizeof(struct cxlcr_hosts_header) &&
+	       CXLCR_HOSTS_KEY_OFFSET + sizeof(struct cxlcr_pod_key) <= CXLCR_HOSTS_HEADER_SIZE,
+	       "the pod key lies between the host table's header and its entries");
+
+/*
  * An arena region starts with this header, then, at CXLCR_ARENA_HEAP_OFFSET,
  * the memory handed to mimalloc. The preload keeps its statistics here so
  * that `cxlcr status` can read them from any host without asking the

@@ -29,6 +29,7 @@
 #include "exec.h"
 #include "image_store.h"
 #include "rpc.h"
+#include "rpc_tcp.h"
 
 #define KILL_WAIT_MS 10000
 #define SHED_TIMEOUT_MS 50 /* a service that does not answer is dumped as it is */
@@ -407,7 +408,7 @@ int cmd_migrate(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_USAGE, "service '%s' already runs on %s", a.name, a.host);
 	}
-	if (!host_is_local_pod_host(a.host)) {
+	if (!rpc_host_up(a.host)) {
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "host %s is not up (see cxlcr pod up)", a.host);
 	}

@@ -1,8 +1,9 @@
 /*
  * cxlcrd: the daemon of one pod host.
  *
- * It listens on /run/cxlcr/podN/HOST.sock and runs each request in a
- * worker process, with the verb code of the command line, as host HOST:
+ * It listens on /run/cxlcr/podN/HOST.sock and on TCP at its control
+ * address (the host table's; the control protocol and the fork API share
+ * the port, rpc_tcp.h) and runs each request in a worker process, with the verb code of the command line, as host HOST:
  * services it starts or restores are owned by HOST in the pool. It serves
  * the fork API (api.h) the same way, on HOST.api and on TCP. The daemon
  * itself lives in the host's network and UTS namespaces (its address and
@@ -41,6 +42,7 @@
 #include "dlog.h"
 #include "container.h"
 #include "rpc.h"
+#include "rpc_tcp.h"
 #include "workers.h"
 #include "../api/protocol.h"
 
@@ -84,7 +86,7 @@ static int enter_pod_network(void)
 	return 0;
 }
 
-static void serve(int conn)
+static void serve(int conn, bool over_tcp)
 {
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
@@ -96,7 +98,7 @@ static void serve(int conn)
 		dlog(LOG_ERR, "%s", cxlcr_last_error());
 		_exit(EXIT_FAIL);
 	}
-	status = rpc_serve(conn, cli_dispatch);
+	status = over_tcp ? rpc_serve_tcp(conn, cli_dispatch) : rpc_serve(conn, cli_dispatch);
 	if (status < 0)
 		dlog(LOG_WARNING, "request refused: %s", cxlcr_last_error());
 	else
@@ -110,6 +112,9 @@ static void serve_api(int conn, bool over_tcp)
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	char summary[1024];
+	/* The TCP port serves the control protocol too (rpc_tcp.h). */
+	if (over_tcp && rpc_tcp_is_control(conn))
+		serve(conn, true);
 	if (enter_pod_network() < 0) {
 		dlog(LOG_ERR, "api request: %s", cxlcr_last_error());
 		_exit(EXIT_FAIL);
@@ -170,7 +175,7 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 			if (listeners[i] >= 0)
 				close(listeners[i]);
 		if (kind == 0)
-			serve(conn);
+			serve(conn, false);
 		else
 			serve_api(conn, kind == 2);
 	}
@@ -356,6 +361,12 @@ int main(int argc, char **argv)
 		kmsg = "/dev/kmsg";
 	if (kmsg_watch_start(kmsg, cli_host, dlog) < 0)
 		log_line("%s", cxlcr_last_error());
+	/* Requests over TCP are authenticated with the pod's key: the first
+	 * daemon of a pool makes it. */
+	uint8_t key[32];
+	if (rpc_pod_key(key, true) < 0)
+		dlog(LOG_ERR, "%s", cxlcr_last_error());
+	memset(key, 0, sizeof(key));
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok %d\n", getpid());
 		close(ready_fd);

@@ -41,6 +41,7 @@
 #include "exec.h"
 #include "image_store.h"
 #include "rpc.h"
+#include "rpc_tcp.h"
 
 #define CHILD_NUMBER_MAX 9999
 #define PREFETCH_LOG_DIR "/var/log/cxlcr"
@@ -485,7 +486,7 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 		snprintf(rep->error, sizeof(rep->error), "no service named '%s'", req->service);
 		return -1;
 	}
-	if (!host_is_local_pod_host(req->host)) {
+	if (!rpc_host_up(req->host)) {
 		snprintf(rep->error, sizeof(rep->error), "host %s is not up (see cxlcr pod up)", req->host);
 		return -1;
 	}
@@ -493,7 +494,7 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 	char why[CXLCR_ERROR_MAX];
 	if (need_snapshot) {
 		char *argv[] = { "snapshot", (char *)req->service, "--json", "--lease", (char *)lease, NULL };
-		if (!host_is_local_pod_host(owner)) {
+		if (!rpc_host_up(owner)) {
 			snprintf(rep->error, sizeof(rep->error), "service '%s' is not running on a pod host",
 				 req->service);
 			return -1;

@@ -18,6 +18,7 @@
 #include "../common/pool_format.h"
 #include "pod.h"
 #include "rpc.h"
+#include "rpc_tcp.h"
 
 #define RPC_MAGIC    0x43505243u /* "CRPC" */
 #define RPC_MAX_ARGS 256
@@ -133,7 +134,32 @@ int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd)
 	return rpc_call_within(host, argc, argv, out_fd, err_fd, rpc_timeout_ms());
 }
 
+/* The transport of a call: TCP to the address the host table gives (from
+ * any machine of the pod, with no socket under /run), unless
+ * $CXLCR_RPC_TRANSPORT is "unix" (the Unix socket of a daemon of this
+ * machine: the earlier path, kept for comparison and for a daemon without
+ * a TCP port), or the host has no control address but a socket here. */
+static bool use_unix(const char *host)
+{
+	const char *t = getenv(RPC_TRANSPORT_ENV);
+	struct sockaddr_in a;
+	if (t && !strcmp(t, "unix"))
+		return true;
+	if (t && !strcmp(t, "tcp"))
+		return false;
+	return rpc_host_address(host, &a) < 0 && host_is_local_pod_host(host);
+}
+
+static int rpc_call_unix(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms);
+
 int rpc_call_within(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms)
+{
+	if (use_unix(host))
+		return rpc_call_unix(host, argc, argv, out_fd, err_fd, timeout_ms);
+	return rpc_call_tcp(host, argc, argv, out_fd, err_fd, timeout_ms);
+}
+
+static int rpc_call_unix(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms)
 {
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
@@ -224,8 +250,10 @@ int rpc_check_peer(int conn)
 	return 0;
 }
 
-/* The connection being served by this worker, until it has its answer. */
+/* The connection being served by this worker, until it has its answer;
+ * whether over TCP (the answer is a frame). */
 static int serving = -1;
+static bool serving_tcp;
 
 int rpc_caller_fd(void)
 {
@@ -238,7 +266,9 @@ void rpc_reply_now(int status)
 		return;
 	fflush(NULL);
 	int32_t s = status;
-	write_all(serving, &s, sizeof(s));
+	if (!serving_tcp)
+		write_all(serving, &s, sizeof(s));
+	int conn = serving;
 	serving = -1;
 	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	if (null >= 0) {
@@ -246,6 +276,31 @@ void rpc_reply_now(int status)
 		dup2(null, 2);
 		close(null);
 	}
+	/* Over TCP the output is relayed: all of it goes before the status. */
+	if (serving_tcp)
+		rpc_tcp_reply(conn, status);
+}
+
+int rpc_serve_tcp(int conn, int (*dispatch)(int argc, char **argv))
+{
+	int argc;
+	char **argv;
+	/* A client that sends nothing does not hold a worker for ever. */
+	struct timeval tv = { RPC_REQUEST_READ_S, 0 };
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (rpc_tcp_accept(conn, &argc, &argv) < 0)
+		return -1;
+	/* As over the Unix socket: a caller that has given up gets nothing done. */
+	struct pollfd p = { .fd = conn, .events = POLLRDHUP };
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return cxlcr_error("the caller gave up before its request was served");
+	if (rpc_tcp_begin(conn) < 0)
+		return -1;
+	serving = conn;
+	serving_tcp = true;
+	int32_t status = dispatch(argc, argv);
+	rpc_reply_now(status);
+	return status;
 }
 
 int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))

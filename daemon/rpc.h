@@ -1,8 +1,11 @@
 /*
  * How the cxlcr command line talks to the cxlcrd of a pod host.
  *
- * The client sends its verb and arguments, with its own stdout and stderr
- * attached (SCM_RIGHTS), over the host's Unix socket. The daemon runs the
+ * Over TCP to the host's control address in the pod's host table, from any
+ * machine of the pod (rpc_tcp.h: the request authenticated with the pod's
+ * key, the output relayed in frames); or, on the daemon's own machine, over
+ * its Unix socket, where the client sends its verb and arguments with its
+ * own stdout and stderr attached (SCM_RIGHTS). Either way the daemon runs the
  * very same verb code in a worker process, in that host's context, writing
  * straight to the client's terminal; then it sends back the exit status.
  * So a verb behaves the same whether it runs here or on a host, and its
@@ -51,6 +54,13 @@ int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t 
  * (in a worker process) with dispatch. Returns the verb's exit status. */
 int rpc_listen(const char *path);
 int rpc_serve(int conn, int (*dispatch)(int argc, char **argv));
+/* The same for a connection to the daemon's TCP port that speaks the
+ * control protocol (rpc_tcp.h): the request authenticated with the pod's
+ * key, the output relayed in frames. */
+int rpc_serve_tcp(int conn, int (*dispatch)(int argc, char **argv));
+/* "unix" or "tcp": the transport of every call (default: TCP to the host
+ * table's address; see use_unix() in rpc.c). */
+#define RPC_TRANSPORT_ENV "CXLCR_RPC_TRANSPORT"
 /* A verb whose answer is complete before its work is (clean-up, say)
  * hands the caller its exit status now, so that nobody waits for the rest:
  * what it writes afterwards goes nowhere, and the status it returns is not

@@ -26,6 +26,7 @@
 #include "container.h"
 #include "image_store.h"
 #include "rpc.h"
+#include "rpc_tcp.h"
 
 bool pid_alive(int pid)
 {
@@ -284,7 +285,7 @@ int service_pod_host(const char *name, char host[CXLCR_HOST_MAX])
 	if (rc)
 		return rc;
 	cxlcr_pool_close(&pool);
-	if (!host_is_local_pod_host(s.region.owner_host))
+	if (!rpc_host_up(s.region.owner_host))
 		return fail(EXIT_FAIL, "service '%s' is not on a pod host (owner: %s)", name,
 			    s.region.owner_host[0] ? s.region.owner_host : "none");
 	memcpy(host, s.region.owner_host, CXLCR_HOST_MAX);

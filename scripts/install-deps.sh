@@ -22,6 +22,8 @@ PACKAGES=(
 	build-essential pkg-config git
 	libmimalloc-dev libdaxctl-dev libfabric-dev
 	libprotobuf-c-dev protobuf-c-compiler
+	# the control protocol between daemons: its authentication (crypto_auth)
+	libsodium-dev
 	redis-server redis-tools memcached python3
 	# other allocators, for the tests of programs that link one
 	libtcmalloc-minimal4 libjemalloc2

@@ -20,6 +20,9 @@
                                       `cxlcr pool check` finds what is wrong)
     poolimg.py bump-epoch POOL NAME   bumps the owner epoch of the live region
                                       NAME, as a take-over by someone else would
+    poolimg.py flip-pod-key POOL      flips a bit of the pod's key (in the host
+                                      table's region, pool_format.h): its
+                                      checksum no longer holds; twice: as it was
     poolimg.py put POOL FILE          writes a kept image set back into the
                                       pool, as it was: only into its own table
                                       slot if that slot is free, and only if
@@ -145,6 +148,18 @@ def main(argv):
             os.close(fd)
         print(total)
         return 0
+    if len(argv) == 2 and argv[0] == "flip-pod-key":
+        with open(argv[1], "r+b") as f:
+            for i, raw, state, kind, gen, off, size, name in entries(f):
+                if state == LIVE and name == "hosts":
+                    at = off + 64 + 16   # CXLCR_HOSTS_KEY_OFFSET, then magic, version, checksum
+                    f.seek(at)
+                    b = f.read(1)
+                    f.seek(at)
+                    f.write(bytes([b[0] ^ 1]))
+                    return 0
+        print("no host table", file=sys.stderr)
+        return 1
     if len(argv) == 3 and argv[0] == "bump-epoch":
         with open(argv[1], "r+b") as f:
             for i, raw, state, kind, gen, off, size, name in entries(f):

@@ -1,0 +1,372 @@
+/*
+ * The control protocol over TCP (proto/control.proto; the rules in
+ * docs/control-plane.md): how a command line or a daemon reaches the
+ * daemon of a pod host at the address the pod's host table gives, from any
+ * machine of the pod, and how that daemon serves it.
+ *
+ *   client                               daemon (a worker per connection)
+ *   "CXC1"                      ->
+ *                               <-       CtlHello { fresh random challenge }
+ *   CtlEnvelope { CtlRequest { challenge, argv }, MAC under the pod key } ->
+ *                               <-       CtlFrame { output } ... CtlFrame { status }
+ *                                        or CtlFrame { refused } (nothing done)
+ *
+ * The key is in the pool (struct cxlcr_pod_key): whoever maps the pool is
+ * inside the pod's trust boundary. A request answering another connection's
+ * challenge (a replay) or without a MAC under the key is refused.
+ * The verb's stdout and stderr cannot travel as descriptors over TCP: in
+ * the worker they are pipes that a relay thread sends back as frames.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/hosts.h"
+#include "../common/pool.h"
+#include "../common/util.h"
+#include "rpc.h"
+#include "rpc_tcp.h"
+#include "rpc_wire.h"
+
+int rpc_pod_key(uint8_t key[CTL_KEY_BYTES], bool create)
+{
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
+		return -1;
+	int rc = cxlcr_pod_key_get(&pool, create, key);
+	cxlcr_pool_close(&pool);
+	if (rc == 1)
+		return cxlcr_error("pool %s has no pod key yet (no daemon has started on it)", cxlcr_pool_path());
+	return rc;
+}
+
+int rpc_host_address(const char *host, struct sockaddr_in *addr)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_host_identity id;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
+		return -1;
+	int found = cxlcr_host_lookup_id(&pool, host, &id);
+	cxlcr_pool_close(&pool);
+	if (found < 0)
+		return cxlcr_error("host %s is not up (no running daemon of that name in the pod's host table)",
+				   host);
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_port = htons((uint16_t)id.port);
+	if (!id.port || !id.address[0] || inet_pton(AF_INET, id.address, &addr->sin_addr) != 1)
+		return cxlcr_error("host %s has no control address in the pod's host table (its daemon listens "
+				   "on no TCP port, or on every address: give it `address` in cxlcrd.conf)", host);
+	return 0;
+}
+
+bool rpc_host_up(const char *host)
+{
+	struct sockaddr_in a;
+	return host && *host && (rpc_host_address(host, &a) == 0 || host_is_local_pod_host(host));
+}
+
+/* ---- the client ---- */
+
+/* A TCP connection to addr by deadline. */
+static int connect_by(const struct sockaddr_in *addr, uint64_t deadline)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+	if (s < 0)
+		return -1;
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(s, (const struct sockaddr *)addr, sizeof(*addr)) < 0 && errno != EINPROGRESS)
+		goto fail;
+	for (;;) {
+		uint64_t now = cxlcr_mono_ns();
+		int ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		struct pollfd p = { .fd = s, .events = POLLOUT };
+		int rc = ms ? poll(&p, 1, ms) : 0;
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc == 0) {
+			errno = ETIMEDOUT;
+			goto fail;
+		}
+		int err = 0;
+		socklen_t len = sizeof(err);
+		getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			errno = err;
+			goto fail;
+		}
+		break;
+	}
+	fcntl(s, F_SETFL, 0);
+	return s;
+fail:;
+	int e = errno;
+	close(s);
+	errno = e;
+	return -1;
+}
+
+/* Sends are bounded by the deadline too (a daemon that stopped reading). */
+static void send_by(int s, uint64_t deadline)
+{
+	uint64_t now = cxlcr_mono_ns();
+	uint64_t us = now >= deadline ? 1000 : (deadline - now) / 1000;
+	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* One frame's body from the daemon, or -1 with the error line set. */
+static int read_answer(int s, const char *host, int timeout_ms, uint64_t deadline, uint8_t **buf, size_t *len)
+{
+	if (ctl_read_frame(s, buf, len, deadline) == 0)
+		return 0;
+	if (errno == ETIMEDOUT)
+		return cxlcr_error("host %s: no answer within %d ms (the request's deadline, $" RPC_TIMEOUT_ENV ")",
+				   host, timeout_ms);
+	if (errno == EMSGSIZE)
+		return cxlcr_error("host %s: malformed answer (a frame over %u bytes)", host, CTL_FRAME_MAX);
+	return cxlcr_error("host %s: its daemon closed the connection before answering", host);
+}
+
+int rpc_call_tcp(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms)
+{
+	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	struct sockaddr_in addr;
+	uint8_t key[CTL_KEY_BYTES], challenge[CTL_CHALLENGE_BYTES];
+	char why[CTL_REFUSED_MAX];
+	if (sodium_init() < 0)
+		return cxlcr_error("libsodium cannot start");
+	if (rpc_host_address(host, &addr) < 0 || rpc_pod_key(key, false) < 0)
+		return -1;
+	int s = connect_by(&addr, deadline);
+	if (s < 0)
+		return cxlcr_error("host %s: its daemon does not answer at %s:%u (%s)", host,
+				   inet_ntoa(addr.sin_addr), ntohs(addr.sin_port), strerror(errno));
+	send_by(s, deadline);
+	uint8_t *buf = NULL, *req = NULL;
+	size_t len, req_len;
+	int rc = -1;
+	if (ctl_write_all(s, CTL_MAGIC, CTL_MAGIC_LEN) < 0) {
+		cxlcr_error("host %s: cannot send the request: %s", host, strerror(errno));
+		goto out;
+	}
+	if (read_answer(s, host, timeout_ms, deadline, &buf, &len) < 0)
+		goto out;
+	if (ctl_hello_parse(buf, len, challenge, why, sizeof(why)) < 0) {
+		cxlcr_error("host %s: %s", host, why);
+		goto out;
+	}
+	if (!(req = ctl_request_encode(challenge, key, argc, argv, &req_len)))
+		goto out;
+	if (ctl_write_all(s, req, req_len) < 0) {
+		cxlcr_error("host %s: cannot send the request: %s", host, strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		struct ctl_frame f;
+		free(buf);
+		buf = NULL;
+		if (read_answer(s, host, timeout_ms, deadline, &buf, &len) < 0)
+			break;
+		if (ctl_frame_parse(buf, len, &f, why, sizeof(why)) < 0) {
+			cxlcr_error("host %s: %s", host, why);
+			break;
+		}
+		if (f.kind == CTL_REFUSED) {
+			cxlcr_error("host %s refused the request: %s", host, f.refused);
+			break;
+		}
+		if (f.kind == CTL_STATUS) {
+			rc = f.status;
+			break;
+		}
+		/* The caller may have closed its output: the verb goes on. */
+		if (ctl_write_all(f.stream == 1 ? out_fd : err_fd, f.data, f.len) < 0)
+			(void)0;
+		free(f.data);
+	}
+out:
+	sodium_memzero(key, sizeof(key));
+	free(buf);
+	free(req);
+	close(s);
+	return rc;
+}
+
+/* ---- the daemon ---- */
+
+bool rpc_tcp_is_control(int conn)
+{
+	char magic[CTL_MAGIC_LEN];
+	struct pollfd p = { .fd = conn, .events = POLLIN };
+	uint64_t deadline = cxlcr_mono_ns() + RPC_REQUEST_READ_S * 1000000000ull;
+	/* The fork API's JSON never starts with the magic: wait for 4 bytes
+	 * or the connection's end, whichever comes first. */
+	for (;;) {
+		ssize_t n = recv(conn, magic, sizeof(magic), MSG_PEEK);
+		if (n == (ssize_t)sizeof(magic))
+			return !memcmp(magic, CTL_MAGIC, CTL_MAGIC_LEN);
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			return false;
+		if (n > 0 && memcmp(magic, CTL_MAGIC, (size_t)n))
+			return false;
+		uint64_t now = cxlcr_mono_ns();
+		if (now >= deadline)
+			return false;
+		/* A partial magic: wait for more without spinning. */
+		p.revents = 0;
+		if (poll(&p, 1, 10) < 0 && errno != EINTR)
+			return false;
+	}
+}
+
+/* The relay: the verb's stdout and stderr (pipes) back to the client. */
+static struct relay {
+	int conn, out, err, stop;     /* read ends; stop: an eventfd */
+	pthread_t thread;
+	bool running;
+	pid_t owner;                  /* the worker: a child of it has no relay thread */
+} relay = { -1, -1, -1, -1, 0, false, 0 };
+
+/* Sends what one pipe holds; false at its end. A client that has gone
+ * makes the output go nowhere: the verb must not block on a full pipe. */
+static bool relay_one(int fd, int stream, bool *client_ok)
+{
+	static uint8_t data[CTL_CHUNK], frame[CTL_CHUNK + 64];
+	ssize_t n = read(fd, data, sizeof(data));
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN ? true : false;
+	if (n == 0)
+		return false;
+	size_t len = ctl_frame_encode(frame, sizeof(frame), stream, data, (size_t)n, 0, NULL);
+	if (*client_ok && (!len || ctl_write_all(relay.conn, frame, len) < 0))
+		*client_ok = false;
+	return true;
+}
+
+static void *relay_main(void *unused)
+{
+	bool out_open = true, err_open = true, client_ok = true, stopping = false;
+	while (out_open || err_open) {
+		struct pollfd p[3] = { { .fd = out_open ? relay.out : -1, .events = POLLIN },
+				       { .fd = err_open ? relay.err : -1, .events = POLLIN },
+				       { .fd = stopping ? -1 : relay.stop, .events = POLLIN } };
+		int rc = poll(p, 3, stopping ? 0 : -1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			break; /* stopping and nothing left right now */
+		if (p[2].revents) {
+			/* The worker has its answer: drain what the pipes hold
+			 * (children of the verb may keep them open for ever). */
+			stopping = true;
+			fcntl(relay.out, F_SETFL, O_NONBLOCK);
+			fcntl(relay.err, F_SETFL, O_NONBLOCK);
+		}
+		if (p[0].revents && !relay_one(relay.out, 1, &client_ok))
+			out_open = false;
+		if (p[1].revents && !relay_one(relay.err, 2, &client_ok))
+			err_open = false;
+	}
+	return NULL;
+}
+
+/* stdout and stderr become pipes to the relay. */
+static int relay_start(int conn)
+{
+	int o[2], e[2];
+	if (pipe2(o, O_CLOEXEC) < 0)
+		return cxlcr_error("pipe: %s", strerror(errno));
+	if (pipe2(e, O_CLOEXEC) < 0) {
+		close(o[0]), close(o[1]);
+		return cxlcr_error("pipe: %s", strerror(errno));
+	}
+	relay.conn = conn, relay.out = o[0], relay.err = e[0];
+	relay.stop = eventfd(0, EFD_CLOEXEC);
+	fflush(NULL);
+	dup2(o[1], 1);
+	dup2(e[1], 2);
+	close(o[1]);
+	close(e[1]);
+	if (relay.stop < 0 || pthread_create(&relay.thread, NULL, relay_main, NULL) != 0)
+		return cxlcr_error("cannot start the output relay");
+	relay.running = true;
+	relay.owner = getpid();
+	return 0;
+}
+
+void rpc_tcp_reply(int conn, int status)
+{
+	uint8_t frame[64];
+	if (relay.running && relay.owner != getpid())
+		return; /* a child of the worker: the worker answers */
+	if (relay.running) {
+		uint64_t one = 1;
+		if (write(relay.stop, &one, sizeof(one)) < 0)
+			(void)0;
+		pthread_join(relay.thread, NULL);
+		relay.running = false;
+	}
+	size_t len = ctl_frame_encode(frame, sizeof(frame), 0, NULL, 0, status, NULL);
+	if (len)
+		ctl_write_all(conn, frame, len);
+}
+
+/* A refused request gets one line, and nothing is done. */
+static int refuse(int conn, const char *why)
+{
+	uint8_t frame[CTL_REFUSED_MAX + 64];
+	size_t len = ctl_frame_encode(frame, sizeof(frame), 0, NULL, 0, 0, why);
+	if (len)
+		ctl_write_all(conn, frame, len);
+	return cxlcr_error("%s", why);
+}
+
+int rpc_tcp_accept(int conn, int *argc, char ***argv)
+{
+	char magic[CTL_MAGIC_LEN], why[256];
+	uint8_t challenge[CTL_CHALLENGE_BYTES], key[CTL_KEY_BYTES], *hello, *buf;
+	size_t len;
+	uint64_t deadline = cxlcr_mono_ns() + RPC_REQUEST_READ_S * 1000000000ull;
+	if (sodium_init() < 0)
+		return cxlcr_error("libsodium cannot start");
+	if (recv(conn, magic, sizeof(magic), MSG_WAITALL) != (ssize_t)sizeof(magic))
+		return cxlcr_error("malformed request");
+	randombytes_buf(challenge, sizeof(challenge));
+	if (!(hello = ctl_hello_encode(challenge, &len)))
+		return -1;
+	int sent = ctl_write_all(conn, hello, len);
+	free(hello);
+	if (sent < 0)
+		return cxlcr_error("the caller gave up before its request was served");
+	if (ctl_read_frame(conn, &buf, &len, deadline) < 0)
+		return errno == EMSGSIZE ? refuse(conn, "malformed request (over the size limit)")
+					 : cxlcr_error("truncated request");
+	if (rpc_pod_key(key, false) < 0) {
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		free(buf);
+		return refuse(conn, why);
+	}
+	int rc = ctl_request_parse(buf, len, challenge, key, argc, argv, why, sizeof(why));
+	sodium_memzero(key, sizeof(key));
+	free(buf);
+	return rc < 0 ? refuse(conn, why) : 0;
+}
+
+int rpc_tcp_begin(int conn)
+{
+	return relay_start(conn);
+}
