@@ -117,7 +117,7 @@ deps:
 sanitize:
 	$(MAKE) O=build/ubsan EXTRA_CFLAGS="-fsanitize=undefined -fno-sanitize-recover=all" all
 	$(MAKE) O=build/asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-		build/asan/cxlcr build/asan/tests/pool_test build/asan/tests/snapshot_test
+		build/asan/cxlcr build/asan/tests/pool_test build/asan/tests/snapshot_test build/asan/tests/ctl_fuzz
 
 # `deps` may create what the build's rules depend on (CRIU's image
 # definitions in $(CRIU_PROTO_DIR)); make reads a directory once, so a rule
@@ -262,6 +262,13 @@ $(O)/libcxlcr.so: $(LIBCXLCR_OBJ) lib/exports.map
 all: $(O)/tests/protocol_test
 $(O)/tests/protocol_test: tests/protocol_test.c tests/*.h api/*.h daemon/json.h $(LIBCXLCR_OBJ) | $(O)/tests
 	$(CC) $(BASE) -Iinclude -o $@ $< $(LIBCXLCR_OBJ)
+# Every parser facing the network (the control protocol's and the fork
+# API's) against truncated, oversized, mutated and random messages.
+all: $(O)/tests/ctl_fuzz
+$(O)/tests/ctl_fuzz: tests/ctl_fuzz.c tests/*.h api/*.h daemon/rpc_wire.h $(O)/daemon/rpc_wire.o $(CTL_OBJ) \
+		$(LIBCXLCR_OBJ) $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -Iinclude -I$(O)/proto/gen -o $@ $< $(O)/daemon/rpc_wire.o $(CTL_OBJ) $(LIBCXLCR_OBJ) \
+		$(O)/libcxlcr-common.a -lprotobuf-c -lsodium -ldl -lpthread
 $(O)/tests/api_test: tests/api_test.c include/cxlcr/*.h $(O)/libcxlcr.a | $(O)/tests
 	$(CC) $(BASE) -Iinclude -o $@ $< $(O)/libcxlcr.a
 $(O)/api $(O)/lib:

@@ -148,6 +148,7 @@ flavour() {
 	plain_test "$dir" "$prefix" snapshot_test ${prefix:+--quick}
 	plain_test "$dir" "$prefix" track_test
 	plain_test "$dir" "$prefix" protocol_test
+	plain_test "$dir" "$prefix" ctl_fuzz
 	alloc_test "$dir" "$prefix" alloc_api
 	alloc_test "$dir" "$prefix" alloc_stress
 	alloc_test "$dir" "$prefix" alloc_fork
@@ -171,6 +172,7 @@ fi
 if [ -d "$build/asan" ]; then
 	plain_test "$build/asan" asan/ pool_test
 	plain_test "$build/asan" asan/ snapshot_test --quick
+	plain_test "$build/asan" asan/ ctl_fuzz
 fi
 
 export CXLCR_ROOT=$root CXLCR_BUILD=$build
