@@ -398,6 +398,11 @@ struct cxlcr_arena_header {
 	 * that knows the count after its own scan can tell that no other scan
 	 * took writes away from the next one. */
 	uint64_t scan_count;
+	/* Recovery points (recovery/points.c): its host's daemon snapshots
+	 * the service every this many milliseconds; 0: none. Set by `cxlcr
+	 * run --recovery-interval`, it travels with the arena. */
+	uint32_t recovery_interval_ms;
+	uint32_t reserved1;
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");

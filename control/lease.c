@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -71,6 +72,9 @@ static bool holder_gone(const struct cxlcr_verb_lease *e)
 	return !cxlcr_process_start(e->pid, &start) || start != e->pid_start;
 }
 
+/* How long a verb waits for a recovery point that holds the lease. */
+#define RECOVERY_POINT_WAIT_NS (10ull * 1000000000ull)
+
 static int busy(const struct cxlcr_region *service, const struct cxlcr_verb_lease *e)
 {
 	return cxlcr_error("service %.*s is busy: %.*s by pid %d on %.*s", (int)CXLCR_NAME_MAX, service->name,
@@ -109,14 +113,27 @@ int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service,
 		}
 		return 0;
 	}
-	if (cxlcr_pool_lock(pool) < 0) {
-		unmap(l);
-		return -1;
-	}
 	struct cxlcr_verb_lease *e = l->entry;
-	cxlcr_refresh(e, sizeof(*e));
-	uint64_t seen = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
-	int rc = 0;
+	uint64_t seen, wait_until = cxlcr_mono_ns() + RECOVERY_POINT_WAIT_NS;
+	int rc;
+	for (;;) {
+		if (cxlcr_pool_lock(pool) < 0) {
+			unmap(l);
+			return -1;
+		}
+		cxlcr_refresh(e, sizeof(*e));
+		seen = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
+		/* A recovery point in the background is waited for: an
+		 * operator's verb must not fail because of one. */
+		if (!seen || e->service_generation != service->generation || holder_gone(e) ||
+		    strncmp(e->verb, VERB_RECOVERY_POINT, sizeof(e->verb)) || !strcmp(verb, VERB_RECOVERY_POINT) ||
+		    cxlcr_mono_ns() >= wait_until)
+			break;
+		cxlcr_pool_unlock(pool);
+		struct timespec t = { 0, 2000000 };
+		nanosleep(&t, NULL);
+	}
+	rc = 0;
 	if (seen && e->service_generation == service->generation) {
 		if (!holder_gone(e))
 			rc = busy(service, e);

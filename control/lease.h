@@ -35,6 +35,11 @@ struct verb_lease {
  * busy: VERB by pid N on HOST", when a live holder has it. A holder that
  * died is replaced (took_over says so: what it left half-done is the new
  * holder's to recover). */
+/* The verb name of a recovery point (recovery/points.c): a daemon's own
+ * snapshot in the background, which any other verb waits for (bounded)
+ * rather than being refused as busy. */
+#define VERB_RECOVERY_POINT "recovery-point"
+
 int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service, const char *verb,
 		    const char *passed, struct verb_lease *l);
 /* 0 while l still holds; else -1 with "lost its lease" in the error. */

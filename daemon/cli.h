@@ -77,6 +77,7 @@ struct verb_args {
 	bool json;
 	bool quiet;        /* restore for a migrate: the caller reports */
 	const char *lease; /* --lease: a step run under the lease of the verb that asked (control/lease.h) */
+	bool recovery_point; /* --recovery-point: a snapshot a daemon takes on its own (recovery/points.c) */
 };
 
 /* Parses "[NAME] [--json] [--quiet] [--HOST_OPT HOST]" (host_opt NULL: no
@@ -111,6 +112,10 @@ struct service {
 	uint64_t fallback_allocs, fallback_bytes, early_allocs;
 	uint64_t released_bytes;      /* freed heap given back to the pool so far */
 	bool tracked;                 /* its writes are tracked (tracking/) */
+	uint32_t recovery_interval_ms; /* recovery points every this often (recovery/points.c); 0: none */
+	char recovery_point[CXLCR_NAME_MAX]; /* the newest one, "" if none */
+	uint64_t recovery_point_epoch;   /* ... the arena's owner epoch it was taken in */
+	uint64_t recovery_point_ns;      /* ... CLOCK_REALTIME of its host when it was published */
 	uint64_t pool_dev, pool_ino;  /* the pool file, to tell the service's process from a reused pid */
 	uint64_t heap_address, heap_size;
 	uint64_t heap_limit;          /* what it may grow to (--arena-max) */

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@
 
 #include "../tracking/track.h"
 #include "../common/error.h"
+#include "../common/persist.h"
 #include "../common/util.h"
 #include "cli.h"
 #include "container.h"
@@ -76,7 +78,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: cxlcr run --name NAME [--host HOST] [--arena SIZE] [--arena-max SIZE] [--log FILE]\n"
-		"                 [--env NAME=VALUE]... [--json] -- CMD [ARGS...]\n\n"
+		"                 [--env NAME=VALUE]... [--recovery-interval MS] [--json] -- CMD [ARGS...]\n\n"
 		"Starts CMD detached, with its heap in a new arena NAME of the pool\n"
 		"($CXLCR_POOL or %s). Default arena size %llu GiB; log in %s/NAME.log\n"
 		"(a pod's services: in podN/ there).\n"
@@ -85,6 +87,8 @@ static void usage(FILE *out)
 		"With --host, it runs on that pod host in its own PID, network and UTS\n"
 		"namespaces, with its own address on the pod network (cxlcr status shows it).\n"
 		"--env adds to CMD's environment (a pod host's daemon starts it with a clean one).\n"
+		"--recovery-interval MS: its host's daemon takes a recovery point (an\n"
+		"incremental snapshot and dump) every MS milliseconds (default 0: none).\n"
 		"Returns once the arena is attached, or fails with the reason.\n",
 		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, DEFAULT_LOG_DIR);
 }
@@ -223,15 +227,17 @@ int cmd_run(int argc, char **argv)
 		{ "log", required_argument, 0, 'l' },  { "json", no_argument, 0, 'j' },
 		{ "host", required_argument, 0, 'H' }, { "env", required_argument, 0, 'e' },
 		{ "arena-max", required_argument, 0, 'm' },
+		{ "recovery-interval", required_argument, 0, 'R' },
 		{ "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 }
 	};
 	static char *env[RUN_ENV_MAX + 1];
 	int nenv = 0;
 	const char *name = NULL, *log = NULL, *host = NULL;
 	uint64_t arena = DEFAULT_ARENA_SIZE, arena_max = 0;
+	long recovery_ms = 0;
 	bool json = false;
 	int c;
-	while ((c = getopt_long(argc, argv, "+n:a:m:l:H:e:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+n:a:m:l:H:e:R:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': name = optarg; break;
 		case 'a':
@@ -244,6 +250,13 @@ int cmd_run(int argc, char **argv)
 				return fail(EXIT_USAGE, "--arena-max %s: not a size of at least %llu MiB", optarg,
 					    CXLCR_HEAP_ALIGN >> 20);
 			break;
+		case 'R': {
+			char *end;
+			recovery_ms = strtol(optarg, &end, 10);
+			if (*end || recovery_ms < 0 || recovery_ms > 86400000)
+				return fail(EXIT_USAGE, "--recovery-interval %s: not a number of milliseconds", optarg);
+			break;
+		}
 		case 'l': log = optarg; break;
 		case 'H': host = optarg; break;
 		case 'e':
@@ -372,6 +385,15 @@ int cmd_run(int argc, char **argv)
 	struct cxlcr_region now;
 	if (cxlcr_region_get(&pool, region.generation, &now) == 0)
 		cxlcr_tracker_start(&pool, &now);
+	/* Its host's daemon takes its recovery points (recovery/points.c). */
+	if (recovery_ms > 0) {
+		struct cxlcr_arena_header *h = cxlcr_pool_map(&pool, region.offset, sizeof(*h), 0, 0);
+		if (h) {
+			__atomic_store_n(&h->recovery_interval_ms, (uint32_t)recovery_ms, __ATOMIC_RELEASE);
+			cxlcr_publish(&h->recovery_interval_ms, sizeof(h->recovery_interval_ms));
+			munmap(h, sizeof(*h));
+		}
+	}
 	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	if (json) {
 		struct json j;

@@ -311,7 +311,7 @@ int cmd_snapshot(int argc, char **argv)
 	if (!service_verb_here(argc, argv, "cxlcr snapshot NAME [--json]", NULL, &a, &pool, &s, &code))
 		return code;
 	struct verb_lease l;
-	if ((code = verb_begin_here(&pool, &s, "snapshot", a.lease, &l))) {
+	if ((code = verb_begin_here(&pool, &s, a.recovery_point ? VERB_RECOVERY_POINT : "snapshot", a.lease, &l))) {
 		cxlcr_pool_close(&pool);
 		return code;
 	}

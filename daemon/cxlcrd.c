@@ -377,7 +377,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 3; i++)
 		p[i] = (struct pollfd){ .fd = listeners[i], .events = POLLIN };
 	int period = liveness_period_ms();
-	uint64_t next_tick = 0;
+	uint64_t next_tick = 0, next_points = 0;
 	while (!stopping) {
 		workers_reap();
 		uint64_t now = cxlcr_mono_ns();
@@ -386,7 +386,12 @@ int main(int argc, char **argv)
 			next_tick = cxlcr_mono_ns() + (uint64_t)period * 1000000ull;
 			now = cxlcr_mono_ns();
 		}
-		if (poll(p, 3, (int)((next_tick - now) / 1000000ull) + 1) <= 0)
+		if (now >= next_points) {
+			next_points = now + (uint64_t)recovery_points_tick(cli_host, dlog) * 1000000ull;
+			now = cxlcr_mono_ns();
+		}
+		uint64_t wake = next_points < next_tick ? next_points : next_tick;
+		if (poll(p, 3, wake > now ? (int)((wake - now) / 1000000ull) + 1 : 0) <= 0)
 			continue; /* EINTR from SIGTERM ends the loop, from SIGCHLD reaps */
 		for (int i = 0; i < 3; i++) {
 			if (p[i].fd < 0 || !(p[i].revents & POLLIN))

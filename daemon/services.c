@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/arena.h"
+#include "../common/catalog.h"
 #include "../common/persist.h"
 #include "../common/util.h"
 #include "../tracking/track.h"
@@ -126,6 +127,7 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->early_allocs = h->early_allocs;
 		s->released_bytes = h->released_bytes;
 		s->tracked = __atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE) != 0;
+		s->recovery_interval_ms = __atomic_load_n(&h->recovery_interval_ms, __ATOMIC_ACQUIRE);
 		s->heap_address = h->heap_address;
 		s->heap_size = h->heap_size;
 		s->heap_limit = h->heap_reserved;
@@ -157,6 +159,27 @@ void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, 
 		}
 	}
 	munmap(h, len);
+}
+
+/* The newest recovery point of a service that takes them: the snapshot
+ * the catalog holds under its name. */
+static void load_recovery_point(struct cxlcr_pool *pool, struct service *s)
+{
+	struct cxlcr_catalog_info info;
+	struct cxlcr_region snap;
+	if (!s->recovery_interval_ms || cxlcr_catalog_find(pool, s->region.name, &info) < 0 ||
+	    cxlcr_region_get(pool, info.snapshot_generation, &snap) < 0)
+		return;
+	const struct cxlcr_snapshot_header *h = cxlcr_pool_map(pool, snap.offset, sizeof(*h), 0, 0);
+	if (!h)
+		return;
+	cxlcr_refresh(h, sizeof(*h));
+	if (h->complete == CXLCR_SNAPSHOT_COMPLETE) {
+		cxlcr_copy_field(s->recovery_point, sizeof(s->recovery_point), snap.name);
+		s->recovery_point_epoch = h->arena_epoch;
+		s->recovery_point_ns = info.published_ns;
+	}
+	munmap((void *)(uintptr_t)h, sizeof(*h));
 }
 
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s)
@@ -192,6 +215,7 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 	}
 	cxlcr_copy_field(s->command, sizeof(s->command), r->command);
 	read_arena_stats(pool, s);
+	load_recovery_point(pool, s);
 	return 0;
 }
 
@@ -237,6 +261,19 @@ void service_print_json(struct json *j, const struct service *s)
 	json_u64(j, "early_allocs", s->early_allocs);
 	json_u64(j, "arena_released", s->released_bytes);
 	json_bool(j, "write_tracking", s->tracked);
+	json_u64(j, "recovery_interval_ms", s->recovery_interval_ms);
+	if (s->recovery_point[0]) {
+		/* Its age by this host's clock against the one that published
+		 * it: for people, not for deciding anything. */
+		uint64_t now = cxlcr_now_ns();
+		json_object(j, "recovery_point");
+		json_str(j, "name", s->recovery_point);
+		json_u64(j, "epoch", s->recovery_point_epoch);
+		json_double(j, "age_ms", now > s->recovery_point_ns ? (double)(now - s->recovery_point_ns) / 1e6 : 0);
+		json_object_end(j);
+	} else {
+		json_null(j, "recovery_point");
+	}
 	json_u64(j, "owner_epoch", s->region.owner_epoch);
 	if (s->rss_anon_kb >= 0) {
 		json_i64(j, "rss_anon_kb", s->rss_anon_kb);

@@ -41,4 +41,9 @@ const char *kmsg_trigger(const char *record);
 typedef void (*kmsg_log_fn)(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int kmsg_watch_start(const char *path, const char *host, kmsg_log_fn log);
 
+/* The daemon's turn at recovery points (points.c): starts the ones that
+ * are due for the services of host; returns in how many milliseconds it
+ * wants its next turn. */
+int recovery_points_tick(const char *host, void (*log)(int priority, const char *fmt, ...));
+
 #endif

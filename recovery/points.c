@@ -1,0 +1,147 @@
+/*
+ * Recovery points: a service started with `--recovery-interval MS` gets a
+ * snapshot every interval, taken by its host's daemon: the CRIU dump of
+ * the process and a snapshot of its heap in the same freeze, incremental
+ * (only what was written since the previous one is copied, and the freeze
+ * does not grow with the heap: see docs/tracking.md). The catalog keeps
+ * the newest complete one under the service's name (and the one being
+ * written); `cxlcr status --json` says how old it is.
+ *
+ * The daemon's loop calls recovery_points_tick(): for each service of
+ * this host that asks for points and is running, once its interval has
+ * passed since the last one began (on this daemon's own monotonic clock),
+ * it runs `cxlcr snapshot NAME`, which is the verb every operator uses
+ * (the service's lease keeps it from racing any other verb; a point
+ * that loses to one is simply taken at the next tick). At most one point
+ * of a service is under way at a time.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/persist.h"
+#include "../common/util.h"
+#include "../daemon/cli.h"
+#include "recovery.h"
+
+#define TRACKED_MAX 64
+
+static struct point_state {
+	uint64_t generation;      /* the arena's region; 0: free slot */
+	bool seen;                /* still a service of this host at this tick */
+	uint64_t last_ns;         /* CLOCK_MONOTONIC when the last point began */
+	int pidfd;                /* the `cxlcr snapshot` under way, or -1 */
+} states[TRACKED_MAX];
+
+static struct point_state *state_of(uint64_t generation)
+{
+	struct point_state *free_slot = NULL;
+	for (int i = 0; i < TRACKED_MAX; i++) {
+		if (states[i].generation == generation)
+			return &states[i];
+		if (!states[i].generation && !free_slot)
+			free_slot = &states[i];
+	}
+	if (free_slot)
+		*free_slot = (struct point_state){ .generation = generation, .pidfd = -1 };
+	return free_slot;
+}
+
+/* Is the point begun by pidfd still under way? Closes it once it is not. */
+static bool under_way(struct point_state *st)
+{
+	if (st->pidfd < 0)
+		return false;
+	struct pollfd p = { .fd = st->pidfd, .events = POLLIN };
+	if (poll(&p, 1, 0) == 0)
+		return true;
+	close(st->pidfd);
+	st->pidfd = -1;
+	return false;
+}
+
+static int take_point(const char *name, struct point_state *st)
+{
+	char bin[PATH_MAX];
+	if (!path_near_exe("cxlcr", bin, sizeof(bin)))
+		return cxlcr_error("recovery point of %s: cannot find the cxlcr command", name);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return cxlcr_error("recovery point of %s: fork: %s", name, strerror(errno));
+	if (pid == 0) {
+		execl(bin, "cxlcr", "snapshot", name, "--quiet", "--recovery-point", (char *)NULL);
+		_exit(127);
+	}
+	st->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	st->last_ns = cxlcr_mono_ns();
+	return 0;
+}
+
+/* The interval a service asked for, from its arena header (0: none). */
+static uint32_t interval_of(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, r->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return 0;
+	cxlcr_refresh(h, sizeof(*h));
+	uint32_t ms = h->magic == CXLCR_ARENA_MAGIC ? __atomic_load_n(&h->recovery_interval_ms, __ATOMIC_ACQUIRE) : 0;
+	munmap((void *)(uintptr_t)h, sizeof(*h));
+	return ms;
+}
+
+int recovery_points_tick(const char *host, void (*log)(int priority, const char *fmt, ...))
+{
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
+		return 1000;
+	uint64_t now = cxlcr_mono_ns();
+	int next_ms = 1000;
+	for (int k = 0; k < TRACKED_MAX; k++)
+		states[k].seen = false;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		cxlcr_region_slot(&pool, i, &r);
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA || r.owner_pid <= 1 ||
+		    strncmp(r.owner_host, host, CXLCR_HOST_MAX))
+			continue;
+		uint32_t interval = interval_of(&pool, &r);
+		if (!interval)
+			continue;
+		struct point_state *st = state_of(r.generation);
+		if (!st)
+			continue;
+		st->seen = true;
+		if (under_way(st))
+			continue;
+		uint64_t due = st->last_ns + (uint64_t)interval * 1000000ull;
+		if (st->last_ns && now < due) {
+			int left = (int)((due - now) / 1000000ull) + 1;
+			next_ms = left < next_ms ? left : next_ms;
+			continue;
+		}
+		struct service s;
+		service_load(&pool, &r, &s);
+		if (!s.running)
+			continue;
+		if (take_point(r.name, st) < 0)
+			log(3 /* LOG_ERR */, "%s", cxlcr_last_error());
+		next_ms = (int)interval < next_ms ? (int)interval : next_ms;
+	}
+	/* Services that went (stopped, migrated away) are forgotten; a point
+	 * still under way ends on its own. */
+	for (int k = 0; k < TRACKED_MAX; k++)
+		if (states[k].generation && !states[k].seen) {
+			if (states[k].pidfd >= 0)
+				close(states[k].pidfd);
+			states[k] = (struct point_state){ .pidfd = -1 };
+		}
+	cxlcr_pool_close(&pool);
+	return next_ms;
+}
