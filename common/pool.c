@@ -1139,6 +1139,41 @@ int cxlcr_region_get(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_
 	return cxlcr_error("pool %s: region %llu is gone", pool->path, (unsigned long long)generation);
 }
 
+int cxlcr_region_claim_epochs(struct cxlcr_pool *pool, size_t n, const uint64_t *generations,
+			      const uint64_t *expected_epochs, const int32_t *pids, const char *host,
+			      struct cxlcr_region *now)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	int rc = 0;
+	/* All are checked before any is changed: under the lock no epoch can
+	 * move in between, so either every region is taken or none. */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct cxlcr_region *r = find_generation(pool, generations[i]);
+		if (!r) {
+			rc = -1;
+			region_gone(pool, generations[i]);
+		} else if (r->owner_epoch != expected_epochs[i]) {
+			rc = -1;
+			now[i] = *r;
+			cxlcr_error("arena '%.*s' changed owner: epoch %llu expected, now %llu", (int)CXLCR_NAME_MAX,
+				    r->name, (unsigned long long)expected_epochs[i], (unsigned long long)r->owner_epoch);
+		}
+	}
+	if (rc == 0 && still_held(pool) < 0)
+		rc = -1;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct cxlcr_region *r = find_generation(pool, generations[i]);
+		uint32_t seq = begin_change(r);
+		r->owner_pid = pids[i];
+		r->owner_epoch++;
+		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
+		end_change(r, seq);
+		now[i] = *r;
+	}
+	return finish(pool, rc);
+}
+
 int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint64_t expected_epoch,
 			     int32_t pid, const char *host, struct cxlcr_region *now)
 {

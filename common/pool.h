@@ -141,6 +141,13 @@ int cxlcr_region_get(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_
  * expected_epoch exactly one succeeds. *now receives the entry as it is
  * afterwards; on failure it is zero if the region is gone (or the lock
  * could not be had), else the entry whose epoch moved on. */
+/* The same for n regions at once, all or none: a restore of a tree of
+ * tasks takes every arena the tree maps, or none (a refusal of one leaves
+ * the others with their owner). now[i] gets region i as it is after (or,
+ * for the one that refused, as it is). */
+int cxlcr_region_claim_epochs(struct cxlcr_pool *pool, size_t n, const uint64_t *generations,
+			      const uint64_t *expected_epochs, const int32_t *pids, const char *host,
+			      struct cxlcr_region *now);
 int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint64_t expected_epoch,
 			     int32_t pid, const char *host, struct cxlcr_region *now);
 

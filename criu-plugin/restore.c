@@ -132,29 +132,6 @@ static int check_mapped(const struct pool_mapping *maps, size_t n, pid_t pid,
 			   rec->map_address, rec->map_length, rec->map_pgoff);
 }
 
-/* Takes one region over for pid, unless this restore already did (for an
- * earlier task of the tree, or an earlier record of this task). Losing the
- * compare-and-set means another restore or owner got there first. */
-static int claim(struct cxlcr_pool *pool, pid_t pid, const struct cxlcr_arena_record *rec)
-{
-	if (claimed_by_us(rec))
-		return 0;
-	if (nclaims == CLAIMS_MAX)
-		return cxlcr_error("arena %s: more than %d arenas in one restore", rec->region_name,
-				   CLAIMS_MAX);
-	struct cxlcr_region now;
-	if (cxlcr_region_claim_epoch(pool, rec->region_generation, rec->owner_epoch, pid,
-				     cxlcr_host_name(), &now) < 0) {
-		if (now.generation == rec->region_generation)
-			return cxlcr_error("checkpoint is stale: arena %s was taken over (epoch %" PRIu64
-					   ", now %" PRIu64 ")", rec->region_name, rec->owner_epoch,
-					   now.owner_epoch);
-		return -1;
-	}
-	claims[nclaims++] = (struct claim){ rec->region_generation, rec->owner_epoch, now.owner_epoch };
-	return 0;
-}
-
 /* One restored task's records and where it maps the pool. */
 struct task {
 	pid_t pid;
@@ -206,6 +183,54 @@ static int check_task(struct cxlcr_pool *pool, struct task *t)
 }
 
 /*
+ * Takes over every arena the tree's records name (once each: tasks that
+ * share an arena record it each), for the first task that maps it, in one
+ * step under the pool lock: either all or none (common/pool.h). Task by
+ * task, a later arena that had changed owner in the meantime left the
+ * earlier ones taken by a tree that is then killed, and its checkpoint
+ * stale for them.
+ */
+static int claim_all(struct cxlcr_pool *pool, const struct task *tasks, size_t count)
+{
+	uint64_t gens[CLAIMS_MAX], from[CLAIMS_MAX];
+	int32_t pids[CLAIMS_MAX];
+	static struct cxlcr_region now[CLAIMS_MAX];
+	const char *names[CLAIMS_MAX];
+	size_t n = 0;
+	for (size_t k = 0; k < count; k++)
+		for (ssize_t i = 0; i < tasks[k].n; i++) {
+			const struct cxlcr_arena_record *rec = &tasks[k].recs[i];
+			if ((rec->flags & CXLCR_RECORD_F_FORK) || claimed_by_us(rec))
+				continue;
+			bool seen = false;
+			for (size_t j = 0; j < n && !seen; j++)
+				seen = gens[j] == rec->region_generation && from[j] == rec->owner_epoch;
+			if (seen)
+				continue;
+			if (n + nclaims == CLAIMS_MAX)
+				return cxlcr_error("arena %s: more than %d arenas in one restore", rec->region_name,
+						   CLAIMS_MAX);
+			gens[n] = rec->region_generation;
+			from[n] = rec->owner_epoch;
+			pids[n] = tasks[k].pid;
+			names[n] = rec->region_name;
+			n++;
+		}
+	if (n == 0)
+		return 0;
+	if (cxlcr_region_claim_epochs(pool, n, gens, from, pids, cxlcr_host_name(), now) < 0) {
+		for (size_t j = 0; j < n; j++)
+			if (now[j].generation == gens[j] && now[j].owner_epoch != from[j])
+				return cxlcr_error("checkpoint is stale: arena %s was taken over (epoch %" PRIu64
+						   ", now %" PRIu64 ")", names[j], from[j], now[j].owner_epoch);
+		return -1;
+	}
+	for (size_t j = 0; j < n; j++)
+		claims[nclaims++] = (struct claim){ gens[j], from[j], now[j].owner_epoch };
+	return 0;
+}
+
+/*
  * The restored tasks pids (as this host sees them), all of one tree, are
  * about to run: every task's records must hold and it must map its arenas
  * where they say; then, and only then, the tasks take their arenas over.
@@ -240,11 +265,12 @@ int restore_take_over(int dirfd, const pid_t *pids, size_t count, const char *po
 		if (check_task(&pool, &tasks[k]) < 0)
 			goto close;
 	qsort(tasks, count, sizeof(*tasks), by_nspid);
+	if (claim_all(&pool, tasks, count) < 0)
+		goto close;
 	for (size_t k = 0; k < count; k++)
 		for (ssize_t i = 0; i < tasks[k].n; i++)
-			if (tasks[k].recs[i].flags & CXLCR_RECORD_F_FORK
-				    ? fork_borrow_for(&pool, tasks[k].pid, &tasks[k].recs[i]) < 0
-				    : claim(&pool, tasks[k].pid, &tasks[k].recs[i]) < 0)
+			if ((tasks[k].recs[i].flags & CXLCR_RECORD_F_FORK) &&
+			    fork_borrow_for(&pool, tasks[k].pid, &tasks[k].recs[i]) < 0)
 				goto close;
 	rc = records;
 close:

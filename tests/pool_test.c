@@ -726,6 +726,33 @@ static int free_time(const char *size_s, const char *under)
 	return 0;
 }
 
+/* A restore of a tree takes all its arenas at once or none: one whose
+ * epoch moved makes the whole claim fail and leaves the others as they
+ * were (the plugin once took them one at a time, and a refusal of a later
+ * one left the earlier ones with a tree about to be killed). */
+static void test_claim_all_or_none(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_region a, b, now[2];
+	SAY("claiming the arenas of a tree: all or none");
+	fresh_pool(POOL_SIZE, &pool);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "parent", 4 * MiB, &a) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "child", 4 * MiB, &b) == 0, "%s", cxlcr_last_error());
+	uint64_t gens[2] = { a.generation, b.generation };
+	uint64_t from[2] = { a.owner_epoch, b.owner_epoch + 1 }; /* the child's moved on */
+	int32_t pids[2] = { 1234, 1235 };
+	CHECK_ERROR(cxlcr_region_claim_epochs(&pool, 2, gens, from, pids, "h9", now), "changed owner");
+	CHECK(cxlcr_region_get(&pool, a.generation, &now[0]) == 0 && now[0].owner_epoch == a.owner_epoch &&
+	      now[0].owner_pid == a.owner_pid, "a refused claim took the parent's arena (epoch %llu)",
+	      (unsigned long long)now[0].owner_epoch);
+	from[1] = b.owner_epoch;
+	CHECK(cxlcr_region_claim_epochs(&pool, 2, gens, from, pids, "h9", now) == 0, "%s", cxlcr_last_error());
+	CHECK(now[0].owner_epoch == a.owner_epoch + 1 && now[1].owner_epoch == b.owner_epoch + 1 &&
+	      now[0].owner_pid == 1234 && now[1].owner_pid == 1235 && !strcmp(now[1].owner_host, "h9"));
+	CHECK(cxlcr_region_free(&pool, a.generation) == 0 && cxlcr_region_free(&pool, b.generation) == 0);
+	cxlcr_pool_close(&pool);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--format"))
@@ -746,6 +773,7 @@ int main(int argc, char **argv)
 	test_format_open();
 	test_refused();
 	test_regions();
+	test_claim_all_or_none();
 	test_dead_holder();
 	test_stalled_holder();
 	test_concurrent();
