@@ -24,7 +24,7 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
                daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c emulation/hostgroup.c \
-               control/lease.c control/fence.c recovery/drain.c recovery/kmsg.c recovery/points.c \
+               control/lease.c control/fence.c recovery/drain.c recovery/kmsg.c recovery/points.c recovery/restore_point.c \
                daemon/rpc_tcp.c daemon/rpc_wire.c
 # The fork API (see the end of this file): both binaries serve or use it.
 API_SRC     := api/protocol.c api/json_read.c

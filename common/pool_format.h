@@ -403,6 +403,11 @@ struct cxlcr_arena_header {
 	 * run --recovery-interval`, it travels with the arena. */
 	uint32_t recovery_interval_ms;
 	uint32_t reserved1;
+	/* The recovery point (its snapshot region) the heap was last reset
+	 * from to restore it (recovery/restore_point.c): the restore of that
+	 * point's dump, taken with its tasks left running, is allowed for
+	 * this heap only. 0: none. */
+	uint64_t restored_from;
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");

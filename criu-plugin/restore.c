@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/persist.h"
 #include "../common/pool.h"
 #include "../common/record.h"
 #include "../common/util.h"
@@ -46,6 +48,31 @@ static const struct claim *claimed_by_us(const struct cxlcr_arena_record *rec)
 		    claims[i].from_epoch == rec->owner_epoch)
 			return &claims[i];
 	return NULL;
+}
+
+/*
+ * A recovery point's dump is taken with its tasks left running, which a
+ * restore refuses (live_source.c): the heap has moved on since. Unless the
+ * daemon has just made the heap what it was at that point
+ * (recovery/restore_point.c) and says which point it restores
+ * ($CXLCR_RECOVERY_POINT, the point's snapshot region): the arena's header
+ * must name the same point.
+ */
+static bool reset_for_recovery(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec,
+			       const struct cxlcr_region *r)
+{
+	const char *point = getenv("CXLCR_RECOVERY_POINT");
+	if (!point || !*point || !(rec->flags & CXLCR_RECORD_F_LIVE_SOURCE) || rec->region_kind != CXLCR_KIND_ARENA)
+		return false;
+	uint64_t want = strtoull(point, NULL, 10);
+	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, r->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return false;
+	cxlcr_refresh(h, sizeof(*h));
+	bool ok = want && h->magic == CXLCR_ARENA_MAGIC && h->region_generation == r->generation &&
+		  __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE) == want;
+	munmap((void *)(uintptr_t)h, sizeof(*h));
+	return ok;
 }
 
 /* Is this record still the truth about the pool? One message per reason,
@@ -76,7 +103,7 @@ int restore_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_recor
 	if (r.owner_epoch != rec->owner_epoch && !(c && r.owner_epoch == c->to_epoch))
 		return cxlcr_error("checkpoint is stale: arena %s was taken over (epoch %" PRIu64
 				   ", now %" PRIu64 ")", name, rec->owner_epoch, r.owner_epoch);
-	return c ? 0 : live_source_check(rec, &r);
+	return c || reset_for_recovery(pool, rec, &r) ? 0 : live_source_check(rec, &r);
 }
 
 /* restore_precheck()'s pass over the record files. The pool is opened only

@@ -116,6 +116,8 @@ struct service {
 	char recovery_point[CXLCR_NAME_MAX]; /* the newest one, "" if none */
 	uint64_t recovery_point_epoch;   /* ... the arena's owner epoch it was taken in */
 	uint64_t recovery_point_ns;      /* ... CLOCK_REALTIME of its host when it was published */
+	char restored_from_point[CXLCR_NAME_MAX + 24]; /* the point its heap was last reset from, if any */
+	uint64_t restored_from;          /* ... its snapshot region's generation */
 	uint64_t pool_dev, pool_ino;  /* the pool file, to tell the service's process from a reused pid */
 	uint64_t heap_address, heap_size;
 	uint64_t heap_limit;          /* what it may grow to (--arena-max) */

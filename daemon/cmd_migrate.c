@@ -23,6 +23,8 @@
 #include "../common/util.h"
 #include "../control/fence.h"
 #include "../control/lease.h"
+#include "../recovery/recovery.h"
+#include "../common/catalog.h"
 #include "cli.h"
 #include "container.h"
 #include "criu.h"
@@ -203,15 +205,24 @@ static bool renew_stale_checkpoint(struct cxlcr_pool *pool, const struct cxlcr_r
 	return renewed;
 }
 
-/* Fetches the newest checkpoint of a service and restores it here. */
-static int restore_service(struct cxlcr_pool *pool, const char *name, const struct verb_lease *l, pid_t *pid,
-			   char *link, uint64_t *image_bytes)
+/* What a restore restores: the service's newest checkpoint, or the dump of
+ * a recovery point (its snapshot's name and region; the heap was reset
+ * from it, recovery/restore_point.c). */
+struct restore_from {
+	const char *point_name;
+	uint64_t point_generation;
+};
+
+/* Fetches the newest checkpoint of a service (or its recovery point's
+ * dump) and restores it here. */
+static int restore_service(struct cxlcr_pool *pool, const char *name, const struct restore_from *from,
+			   const struct verb_lease *l, pid_t *pid, char *link, uint64_t *image_bytes)
 {
 	if (verb_lease_check(l, "the restore") < 0)
 		return -1;
 	struct cxlcr_region images;
 	struct cxlcr_image_set meta;
-	if (image_store_find(pool, name, &images, &meta) < 0)
+	if (image_store_find(pool, from ? from->point_name : name, &images, &meta) < 0)
 		return -1;
 	struct cxlcr_region arena;
 	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena) || arena.generation != meta.arena_generation)
@@ -244,7 +255,14 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 	else if (netns < 0 && container_netns_prepare(link, ntohl(meta.service_ip)) == 0)
 		netns = container_netns_open(link);
 	exec_adopt_orphans();
-	if (!pod || netns < 0 || verb_lease_check(l, "CRIU's restore") < 0 || criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, pid) < 0) {
+	char point[24] = "";
+	if (from)
+		snprintf(point, sizeof(point), "%llu", (unsigned long long)from->point_generation);
+	setenv("CXLCR_RECOVERY_POINT", point, 1); /* the plugin allows this point's dump only */
+	int restored = !pod || netns < 0 || verb_lease_check(l, "CRIU's restore") < 0 ? -1
+		       : criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, pid);
+	unsetenv("CXLCR_RECOVERY_POINT");
+	if (restored < 0) {
 		if (netns >= 0)
 			close(netns);
 		discard_restore(link);
@@ -267,6 +285,8 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 	 * spent now, as a second restore of it would be refused anyway. */
 	cxlcr_region_set_veth(pool, meta.arena_generation, link);
 	image_store_reclaim(pool, name, 0);
+	if (from) /* a recovery point stays one: it may be restored again */
+		image_store_release(pool, &images, claim);
 	image_work_dir_remove(dir);
 	/* Tracking does not survive a checkpoint (its userfaultfd stayed with
 	 * the source's tracker): the restored service is tracked anew, and
@@ -320,11 +340,45 @@ int cmd_restore_prepare(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/*
+ * A restore from the newest recovery point (recovery/restore_point.c),
+ * on the host where the service ran: its process must be gone; the point
+ * is borrowed for the restore's length, and the heap is made what it was
+ * at the point before CRIU restores the point's dump.
+ */
+static int recovery_prepare(struct cxlcr_pool *pool, const char *name, struct cxlcr_borrow *b, char *point,
+			    size_t len)
+{
+	struct cxlcr_region arena;
+	struct service s;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena))
+		return cxlcr_error("no service named '%s'", name);
+	service_load(pool, &arena, &s);
+	if (s.running)
+		return cxlcr_error("%s runs (pid %d): a recovery point is restored only once it has died", name,
+				   (int)arena.owner_pid);
+	if (strncmp(arena.owner_host, this_host(), CXLCR_HOST_MAX))
+		return cxlcr_error("%s ran on %.*s: its recovery point is restored there", name, (int)CXLCR_HOST_MAX,
+				   arena.owner_host);
+	if (cxlcr_catalog_borrow(pool, name, NULL, b) < 0)
+		return cxlcr_error("%s has no recovery point", name);
+	struct cxlcr_region snap;
+	if (cxlcr_region_get(pool, b->snapshot_generation, &snap) < 0 ||
+	    recovery_reset_arena(pool, &arena, b->snapshot_generation) < 0) {
+		char why[CXLCR_ERROR_MAX];
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		cxlcr_catalog_return(pool, b);
+		return cxlcr_error("%s", why);
+	}
+	cxlcr_copy_field(point, len, snap.name);
+	return 0;
+}
+
 int cmd_restore(int argc, char **argv)
 {
 	struct verb_args a;
 	int code;
-	if (!parse_verb_args(argc, argv, "cxlcr restore NAME --host HOST [--json]", true, "host", &a,
+	if (!parse_verb_args(argc, argv, "cxlcr restore NAME --host HOST [--recovery-point] [--json]", true, "host", &a,
 			     &code))
 		return code;
 	if (!a.host && !cli_host)
@@ -350,7 +404,23 @@ int cmd_restore(int argc, char **argv)
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	pid_t pid = 0;
 	char link[16];
-	int restored = restore_service(&pool, a.name, &l, &pid, link, &bytes);
+	/* From its newest recovery point: the heap is made what it was then
+	 * first, under the lease, with the point borrowed meanwhile. */
+	struct restore_from from = { 0 };
+	struct cxlcr_borrow point = { 0 };
+	char point_name[CXLCR_NAME_MAX] = "";
+	if (a.recovery_point && recovery_prepare(&pool, a.name, &point, point_name, sizeof(point_name)) < 0) {
+		verb_lease_release(&l);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "restore of %s from its recovery point: %s", a.name, cxlcr_last_error());
+	}
+	if (a.recovery_point) {
+		from.point_name = point_name;
+		from.point_generation = point.snapshot_generation;
+	}
+	int restored = restore_service(&pool, a.name, a.recovery_point ? &from : NULL, &l, &pid, link, &bytes);
+	if (a.recovery_point)
+		cxlcr_catalog_return(&pool, &point);
 	verb_lease_release(&l);
 	if (restored < 0) {
 		cxlcr_pool_close(&pool);

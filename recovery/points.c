@@ -14,6 +14,10 @@
  * (the service's lease keeps it from racing any other verb; a point
  * that loses to one is simply taken at the next tick). At most one point
  * of a service is under way at a time.
+ *
+ * A service that takes points and whose process died comes back from its
+ * newest one, on this host, by the restore verb (restore_point.c); one
+ * that keeps dying right after is given up on, and the log says so.
  */
 #include <errno.h>
 #include <limits.h>
@@ -36,8 +40,16 @@ static struct point_state {
 	uint64_t generation;      /* the arena's region; 0: free slot */
 	bool seen;                /* still a service of this host at this tick */
 	uint64_t last_ns;         /* CLOCK_MONOTONIC when the last point began */
-	int pidfd;                /* the `cxlcr snapshot` under way, or -1 */
+	int pidfd;                /* the `cxlcr snapshot` or restore under way, or -1 */
+	uint32_t restores;        /* restores of it in a row, each soon after the last */
+	uint64_t restored_ns;     /* when the last began */
+	bool given_up;            /* it kept crashing: left for an operator */
 } states[TRACKED_MAX];
+
+/* A service that dies again within this long of its restore counts
+ * towards giving up on it. */
+#define CRASH_LOOP_NS (30ull * 1000000000ull)
+#define CRASH_LOOP_MAX 3
 
 static struct point_state *state_of(uint64_t generation)
 {
@@ -66,22 +78,58 @@ static bool under_way(struct point_state *st)
 	return false;
 }
 
-static int take_point(const char *name, struct point_state *st)
+/* Runs `cxlcr ARGS...` in the background; its pidfd goes in st. */
+static int run_cxlcr(struct point_state *st, const char *what, char *const args[])
 {
 	char bin[PATH_MAX];
 	if (!path_near_exe("cxlcr", bin, sizeof(bin)))
-		return cxlcr_error("recovery point of %s: cannot find the cxlcr command", name);
+		return cxlcr_error("%s: cannot find the cxlcr command", what);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0)
-		return cxlcr_error("recovery point of %s: fork: %s", name, strerror(errno));
+		return cxlcr_error("%s: fork: %s", what, strerror(errno));
 	if (pid == 0) {
-		execl(bin, "cxlcr", "snapshot", name, "--quiet", "--recovery-point", (char *)NULL);
+		execv(bin, args);
 		_exit(127);
 	}
 	st->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	st->last_ns = cxlcr_mono_ns();
 	return 0;
+}
+
+static int take_point(const char *name, struct point_state *st)
+{
+	char *args[] = { "cxlcr", "snapshot", (char *)name, "--quiet", "--recovery-point", NULL };
+	st->last_ns = cxlcr_mono_ns();
+	return run_cxlcr(st, "recovery point", args);
+}
+
+/*
+ * A service of this host whose process died (not checkpointed, not
+ * stopped: stop frees it) comes back from its newest point, by the
+ * restore verb (recovery/restore_point.c). One that dies again soon after
+ * each restore is given up after a few: its daemon says so.
+ */
+static void restore_crashed(struct cxlcr_pool *pool, const struct service *s, const char *host,
+			    struct point_state *st, void (*log)(int priority, const char *fmt, ...))
+{
+	if (st->given_up || !s->recovery_point[0] || strcmp(s->state, "exited"))
+		return;
+	uint64_t now = cxlcr_mono_ns();
+	st->restores = st->restored_ns && now - st->restored_ns < CRASH_LOOP_NS ? st->restores + 1 : 1;
+	if (st->restores > CRASH_LOOP_MAX) {
+		st->given_up = true;
+		log(3 /* LOG_ERR */, "%s keeps dying: %u restores from its recovery points within %llu s; "
+				     "not restored again (cxlcr restore %s --host %s --recovery-point does it by hand)",
+		    s->region.name, CRASH_LOOP_MAX, CRASH_LOOP_NS / 1000000000ull, s->region.name, host);
+		return;
+	}
+	st->restored_ns = now;
+	log(5 /* LOG_NOTICE */, "%s died: restoring it from its recovery point %s", s->region.name, s->recovery_point);
+	char *args[] = { "cxlcr", "restore", (char *)s->region.name, "--host", (char *)host, "--recovery-point",
+			 "--quiet", NULL };
+	if (run_cxlcr(st, "restore from a recovery point", args) < 0)
+		log(3, "%s", cxlcr_last_error());
+	(void)pool;
 }
 
 /* The interval a service asked for, from its arena header (0: none). */
@@ -111,6 +159,8 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
 		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA || r.owner_pid <= 1 ||
 		    strncmp(r.owner_host, host, CXLCR_HOST_MAX))
 			continue;
+		/* (A service whose process died keeps its region, owner and
+		 * host: that is how a crash is seen here.) */
 		uint32_t interval = interval_of(&pool, &r);
 		if (!interval)
 			continue;
@@ -120,16 +170,19 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
 		st->seen = true;
 		if (under_way(st))
 			continue;
+		struct service s;
+		service_load(&pool, &r, &s);
+		if (!s.running) {
+			restore_crashed(&pool, &s, host, st, log);
+			next_ms = next_ms > 100 ? 100 : next_ms;
+			continue;
+		}
 		uint64_t due = st->last_ns + (uint64_t)interval * 1000000ull;
 		if (st->last_ns && now < due) {
 			int left = (int)((due - now) / 1000000ull) + 1;
 			next_ms = left < next_ms ? left : next_ms;
 			continue;
 		}
-		struct service s;
-		service_load(&pool, &r, &s);
-		if (!s.running)
-			continue;
 		if (take_point(r.name, st) < 0)
 			log(3 /* LOG_ERR */, "%s", cxlcr_last_error());
 		next_ms = (int)interval < next_ms ? (int)interval : next_ms;

@@ -46,4 +46,9 @@ int kmsg_watch_start(const char *path, const char *host, kmsg_log_fn log);
  * wants its next turn. */
 int recovery_points_tick(const char *host, void (*log)(int priority, const char *fmt, ...));
 
+/* Makes the heap of arena (whose process is gone) what it was at the
+ * recovery point whose snapshot is snapshot_generation, and marks the
+ * arena so that the point's dump may be restored into it. */
+int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint64_t snapshot_generation);
+
 #endif

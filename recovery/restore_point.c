@@ -1,0 +1,133 @@
+/*
+ * A service restored from its newest recovery point (recovery/points.c)
+ * on its own host, after its process died. A recovery point is a
+ * snapshot of the heap and the dump of the rest of the process, taken in
+ * one freeze; the heap has moved on since (the service ran, then died
+ * anywhere in between), so the arena's heap is first made what it was at
+ * the point: every page the snapshot stores is copied back, every other
+ * page zeroed, the extents the heap grew by since are freed, and the
+ * arena header becomes the snapshot's copy of it. Only then is the dump
+ * restored, with CRIU and the plugin as for any restore: the dump was
+ * taken with its tasks left running, which the plugin refuses unless the
+ * arena says its heap was reset from that very point (restored_from).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../common/arena.h"
+#include "../common/error.h"
+#include "../common/persist.h"
+#include "../common/snapshot.h"
+#include "../common/util.h"
+#include "recovery.h"
+
+#define PAGE ((uint64_t)CXLCR_SNAPSHOT_PAGE_SIZE)
+
+static bool page_zero(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+	for (size_t i = 0; i < PAGE / 8; i++)
+		if (w[i])
+			return false;
+	return true;
+}
+
+/* Extent regions of the arena that its header (as it was at the point)
+ * does not list: the heap grew by them after the point. */
+static void free_later_extents(struct cxlcr_pool *pool, const struct cxlcr_region *arena,
+			       const struct cxlcr_arena_header *at_point)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_EXTENT || !cxlcr_extent_of(r.name, arena->name))
+			continue;
+		bool listed = false;
+		for (uint32_t k = 0; k < at_point->extent_count && k < CXLCR_ARENA_EXTENTS_MAX && !listed; k++)
+			listed = at_point->extents[k].generation == r.generation;
+		if (!listed)
+			cxlcr_region_free(pool, r.generation);
+	}
+}
+
+int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint64_t snapshot_generation)
+{
+	struct cxlcr_snapshot s;
+	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
+		return -1;
+	int rc = -1;
+	const struct cxlcr_snapshot_header *sh = &s.header;
+	struct cxlcr_arena_header *h = NULL;
+	uint8_t *heap = NULL;
+	struct cxlcr_heap now;
+	if (sh->arena_generation != arena->generation || sh->arena_epoch != arena->owner_epoch) {
+		cxlcr_error("recovery point %s is not of arena %s as it is now (epoch %llu, the point's %llu)",
+			    s.region.name, arena->name, (unsigned long long)arena->owner_epoch,
+			    (unsigned long long)sh->arena_epoch);
+		goto out;
+	}
+	h = cxlcr_pool_map(pool, arena->offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
+	if (!h || cxlcr_heap_read(pool, arena, h, &now) < 0 || !(heap = cxlcr_heap_map(pool, &now, NULL)))
+		goto out;
+	if (now.address != sh->heap_address || now.size < sh->heap_size) {
+		cxlcr_error("arena %s: its heap (%llu bytes at %#llx) is not the point's (%llu at %#llx)", arena->name,
+			    (unsigned long long)now.size, (unsigned long long)now.address,
+			    (unsigned long long)sh->heap_size, (unsigned long long)sh->heap_address);
+		goto out;
+	}
+	/* The heap as it was at the point. */
+	uint64_t run = 0;
+	for (uint64_t i = 0; i < now.size / PAGE; i++) {
+		uint8_t *p = heap + i * PAGE;
+		uint64_t leaf = i < sh->page_count ? cxlcr_snapshot_leaf(&s, i, &run) : 0;
+		if (CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_CXL) {
+			const uint8_t *copy = cxlcr_snapshot_copy(&s, CXLCR_LEAF_OFFSET(leaf));
+			if (!copy) {
+				cxlcr_error("recovery point %s: page %llu lies outside its data", s.region.name,
+					    (unsigned long long)i);
+				goto out;
+			}
+			cxlcr_refresh(copy, PAGE);
+			if (memcmp(p, copy, PAGE))
+				memcpy(p, copy, PAGE);
+		} else if (CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_ZERO) {
+			if (!page_zero(p))
+				memset(p, 0, PAGE);
+		} else {
+			cxlcr_error("recovery point %s: page %llu is on the cold tier", s.region.name, (unsigned long long)i);
+			goto out;
+		}
+	}
+	cxlcr_publish(heap, now.size);
+	/* The header as it was at the point, but what belongs to the
+	 * present: no tracker, no scan history to build on (the next
+	 * snapshot is a full one), and the mark the plugin looks for. */
+	const struct cxlcr_arena_header *copy = (const void *)(s.base + sh->arena_header_offset);
+	static struct cxlcr_arena_header at_point;
+	cxlcr_refresh(copy, sizeof(at_point));
+	memcpy(&at_point, copy, sizeof(at_point));
+	if (at_point.magic != CXLCR_ARENA_MAGIC || at_point.region_generation != arena->generation) {
+		cxlcr_error("recovery point %s: its copy of the arena header is not arena %s's", s.region.name,
+			    arena->name);
+		goto out;
+	}
+	free_later_extents(pool, arena, &at_point);
+	uint64_t scans = __atomic_load_n(&h->scan_count, __ATOMIC_ACQUIRE);
+	at_point.tracker_pid = 0;
+	at_point.tracked = 0;
+	at_point.track_fd = -1;
+	at_point.scan_count = scans + 1;
+	at_point.restored_from = snapshot_generation;
+	memcpy(h, &at_point, sizeof(at_point));
+	cxlcr_publish(h, sizeof(*h));
+	rc = 0;
+out:
+	if (heap)
+		cxlcr_heap_unmap(&now, heap);
+	if (h)
+		munmap(h, CXLCR_ARENA_HEAP_OFFSET);
+	cxlcr_snapshot_close(&s);
+	return rc;
+}
