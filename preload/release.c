@@ -9,8 +9,10 @@
  * preload registers the arena as decommittable and takes mimalloc's
  * madvise calls (it calls madvise through the PLT, which finds ours):
  * inside the arena, DONTNEED and FREE become MADV_REMOVE, which punches the
- * range out of the pool file (it then reads as zero, takes no memory and
- * is skipped by snapshots). A devdax device cannot punch holes: there the
+ * range out of the pool file (it then reads as zero and is skipped by
+ * snapshots), and the range's blocks are reserved again (reserve_again():
+ * the memory stays the arena's, so that the next touch cannot find it
+ * taken). A devdax device cannot punch holes: there the
  * range is zeroed, so that snapshots still store nothing for it. A fork
  * child's heap is private views of a snapshot (MADV_REMOVE says EACCES):
  * its own memory, given back as the call asked.
@@ -19,6 +21,7 @@
  * preload's own (shed.c) calls the system call directly.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -43,6 +46,33 @@ static bool heap_part(void *addr, size_t len, uintptr_t *lo, uintptr_t *hi)
 	return cx.ready && !cx.fork_child && *lo < *hi;
 }
 
+/*
+ * The blocks of the heap range [lo, hi), just punched out, are reserved
+ * again in the pool file (fallocate, which allocates without writing: the
+ * range still reads as zero, is not resident in this process and is a hole
+ * to SEEK_DATA, so snapshots skip it). A region gets its blocks when it is
+ * made, so that a service never meets a full file system at its first
+ * touch of a page (a SIGBUS); a punch gave them back, and the next touch
+ * of that page could find another tenant had taken them. On devdax there
+ * is nothing to reserve.
+ */
+static void reserve_again(uintptr_t lo, uintptr_t hi)
+{
+	if (cx.pool.devdax || cx.pool.fd < 0)
+		return;
+	const struct cxlcr_arena_header *h = cx.header;
+	uint64_t a = lo - cx.heap_lo, b = hi - cx.heap_lo;
+	uint32_t n = __atomic_load_n(&h->extent_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n && i < CXLCR_ARENA_EXTENTS_MAX; i++) {
+		const struct cxlcr_arena_extent *e = &h->extents[i];
+		uint64_t s = a > e->heap_offset ? a : e->heap_offset;
+		uint64_t t = b < e->heap_offset + e->size ? b : e->heap_offset + e->size;
+		if (s < t)
+			fallocate(cx.pool.fd, FALLOC_FL_KEEP_SIZE, (off_t)(e->offset + (s - e->heap_offset)),
+				  (off_t)(t - s));
+	}
+}
+
 EXPORT int madvise(void *addr, size_t len, int advice)
 {
 	uintptr_t lo, hi;
@@ -53,6 +83,8 @@ EXPORT int madvise(void *addr, size_t len, int advice)
 	__atomic_fetch_add(&cx.header->punches_begun, 1, __ATOMIC_SEQ_CST);
 	int punched = preload_madvise((void *)lo, hi - lo, MADV_REMOVE);
 	__atomic_fetch_add(&cx.header->punches_done, 1, __ATOMIC_SEQ_CST);
+	if (punched == 0)
+		reserve_again(lo, hi);
 	if (punched < 0) {
 		if (errno == EACCES) /* a private mapping: a fork child's own memory */
 			return preload_madvise(addr, len, advice);

@@ -55,3 +55,37 @@ under_preload small 64M 150 >"$POOL_DIR/small.out" 2>"$POOL_DIR/small.err" || rc
 [ $rc -eq 0 ] || die "exit status $rc: $(cat "$POOL_DIR/small.err")"
 grep -q "wrote 150 MiB" "$POOL_DIR/small.out" || die "the service did not write its 150 MiB"
 ok "a 64 MiB arena whose extents do not fit: the service wrote 150 MiB (the rest on glibc), $(regions 6) extent(s) made"
+
+# Memory a service frees is punched out of the pool (preload/release.c);
+# its blocks must stay the arena's, or the next touch of those pages finds
+# them taken by another tenant that filled the file system meanwhile.
+say "freed heap, a full file system, the heap used again"
+"$CXLCR" stop small >/dev/null 2>&1 || true
+rm -f "$small/other-tenant"
+rc=0
+env CXLCR_POOL="$CXLCR_POOL" CXLCR_ARENA=reuse CXLCR_ARENA_SIZE=64M MIMALLOC_DECOMMIT_DELAY=0 \
+	MIMALLOC_SEGMENT_DECOMMIT_DELAY=0 MIMALLOC_PURGE_DELAY=0 CXLCR="$CXLCR" SMALL="$small" \
+	LD_PRELOAD="$ROOT/build/libcxlcr-preload.so" "$PY" -c '
+import json, os, subprocess, sys
+def released():
+    out = subprocess.run([os.environ["CXLCR"], "status", "reuse", "--json"], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}).stdout
+    return json.loads(out)["arena_released"]
+blocks = [bytearray(b"y") * (1 << 20) for _ in range(40)]
+del blocks
+for i in range(2000):                      # a service that goes on working
+    x = [bytearray(64) for _ in range(100)]
+if released() < (16 << 20):
+    print("only %d bytes were given back" % released(), file=sys.stderr)
+    sys.exit(3)
+st = os.statvfs(os.environ["SMALL"])
+with open(os.path.join(os.environ["SMALL"], "other-tenant"), "wb") as f:
+    os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize)   # the file system is full now
+blocks = [bytearray(b"z") * (1 << 20) for _ in range(40)]
+assert all(b.count(b"z") == len(b) for b in blocks)
+print("used 40 MiB again")
+' >"$POOL_DIR/reuse.out" 2>"$POOL_DIR/reuse.err" || rc=$?
+[ $rc -ne 135 ] || die "the service died of SIGBUS using freed heap again on a full file system"
+[ $rc -eq 0 ] || die "exit status $rc: $(cat "$POOL_DIR/reuse.err")"
+grep -q "used 40 MiB again" "$POOL_DIR/reuse.out" || die "the service did not use its heap again"
+ok "freed heap given back, the file system filled by another tenant, the heap used again: no SIGBUS"
