@@ -24,19 +24,9 @@ SERVICES+=(cr)
 addr=$(status_field cr address)
 python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
 
-point() { "$CXLCR" status cr --json | python3 -c 'import json,sys; p=json.load(sys.stdin)["recovery_point"]; print(p["name"] if p else "")'; }
-next_point() { # AFTER: a newest point other than AFTER (bounded: 15 s)
-	local i p
-	for i in $(seq 300); do
-		p=$(point)
-		[ -n "$p" ] && [ "$p" != "$1" ] && { echo "$p"; return 0; }
-		python3 -c 'import time; time.sleep(0.05)'
-	done
-	return 1
-}
 # points_after_writes: two new points, so that the newest began after
 # whatever was written before this call.
-points_after_writes() { local p; p=$(next_point "$(point)") && next_point "$p"; }
+points_after_writes() { local p; p=$(next_recovery_point cr "$(recovery_point cr)") && next_recovery_point cr "$p"; }
 
 python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 11 --quiet
 p=$(points_after_writes) || die "no recovery point after the writes"

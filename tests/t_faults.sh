@@ -129,14 +129,7 @@ echo post-restore >"$HOOK/pause-at"
 mpid=$!
 criu_reached "$mpid" || { cat "$POOL_DIR/worker.err" >&2; die "CRIU never reached post-restore"; }
 criu=$(cat "$HOOK/criu.pid")
-# The worker: of CRIU's cxlcrd ancestors, the one just below the daemon.
-chain=() p=$(ps -o ppid= -p "$criu" | tr -d ' ')
-while [ -n "$p" ] && [ "$p" != 1 ] && [ "$(ps -o comm= -p "$p")" = cxlcrd ]; do
-	chain+=("$p")
-	p=$(ps -o ppid= -p "$p" | tr -d ' ')
-done
-[ ${#chain[@]} -ge 2 ] || die "CRIU ($criu) does not run under a cxlcrd worker: ${chain[*]}"
-worker=${chain[${#chain[@]} - 2]}
+worker=$(criu_worker "$criu")
 kill -KILL "$worker"
 rc=0
 wait "$mpid" || rc=$?

@@ -59,13 +59,7 @@ echo pre-dump >"$HOOK/pause-at"
 verb=$!
 criu_reached "$verb" || die "CRIU never reached pre-dump"
 criu=$(cat "$HOOK/criu.pid")
-chain=() p=$(ps -o ppid= -p "$criu" | tr -d ' ')
-while [ -n "$p" ] && [ "$p" != 1 ] && [ "$(ps -o comm= -p "$p")" = cxlcrd ]; do
-	chain+=("$p")
-	p=$(ps -o ppid= -p "$p" | tr -d ' ')
-done
-[ ${#chain[@]} -ge 2 ] || die "CRIU ($criu) does not run under a cxlcrd worker: ${chain[*]}"
-kill -KILL "${chain[${#chain[@]} - 2]}" "$criu"
+kill -KILL "$(criu_worker "$criu")" "$criu"
 wait "$verb" && die "the snapshot succeeded although its worker was killed"
 rm -f "$HOOK/pause-at"
 [ "$(snapshots)" -eq 2 ] || die "no snapshot draft was left to collect ($(snapshots) snapshot regions)"

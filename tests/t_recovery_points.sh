@@ -22,27 +22,16 @@ addr=$(status_field rp address)
 python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
 [ "$(status_field rp recovery_interval_ms)" = 200 ] || die "status does not show the interval"
 
-point() { "$CXLCR" status rp --json | python3 -c 'import json,sys; p=json.load(sys.stdin)["recovery_point"]; print(p["name"] if p else "")'; }
-# next_point AFTER: waits (bounded: 15 s) for a newest point other than AFTER.
-next_point() {
-	local i p
-	for i in $(seq 300); do
-		p=$(point)
-		[ -n "$p" ] && [ "$p" != "$1" ] && { echo "$p"; return 0; }
-		python3 -c 'import time; time.sleep(0.05)'
-	done
-	return 1
-}
 
-p1=$(next_point "") || die "no recovery point was taken"
+p1=$(next_recovery_point rp "") || die "no recovery point was taken"
 "$CXLCR" status rp --json | python3 -c 'import json,sys; p=json.load(sys.stdin)["recovery_point"]; assert p["epoch"] >= 1 and p["age_ms"] >= 0, p' ||
 	die "the recovery point has no epoch or age"
 ok "a recovery point: $p1"
 
 python3 "$KV" fill --host "$addr" --port $PORT --count 3000 --size 300 --seed 8 --quiet
 # The next point may have begun before the writes ended: the one after it cannot have.
-p2=$(next_point "$p1") || die "no second recovery point"
-p3=$(next_point "$p2") || die "no third recovery point"
+p2=$(next_recovery_point rp "$p1") || die "no second recovery point"
+p3=$(next_recovery_point rp "$p2") || die "no third recovery point"
 out=$("$CXLCR" fork rp --to h1 --json 2>"$POOL_DIR/fork.err") || die "fork from the newest recovery point failed: $(cat "$POOL_DIR/fork.err")"
 child=$(echo "$out" | python3 -c 'import json,sys; c=json.load(sys.stdin)["children"][0]; print(c["name"], c["address"])')
 read -r cname caddr <<<"$child"
@@ -53,7 +42,7 @@ python3 "$KV" verify --host "$caddr" --port $PORT --count 3000 --size 300 --seed
 ok "points $p2, $p3 taken after the writes; a child of the newest holds every value"
 
 "$CXLCR" migrate rp --to h1 >/dev/null || die "migrate failed"
-p4=$(next_point "$(point)") || die "no recovery point after the migrate"
+p4=$(next_recovery_point rp "$(recovery_point rp)") || die "no recovery point after the migrate"
 "$CXLCR" pool check --json >"$POOL_DIR/check.json" || die "pool check failed: $(cat "$POOL_DIR/check.json")"
 python3 "$KV" verify --host "$(status_field rp address)" --port $PORT --count 3000 --size 300 --seed 8 --quiet ||
 	die "the service lost values"

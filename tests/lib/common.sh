@@ -194,6 +194,39 @@ criu_reached() {
 	[ -s "$HOOK/criu.pid" ]
 }
 
+# criu_worker CRIU_PID: the daemon worker that runs this CRIU (of CRIU's
+# cxlcrd ancestors, the one just below the daemon); fails the test if CRIU
+# runs under none.
+criu_worker() {
+	local chain=() p
+	p=$(ps -o ppid= -p "$1" | tr -d ' ')
+	while [ -n "$p" ] && [ "$p" != 1 ] && [ "$(ps -o comm= -p "$p")" = cxlcrd ]; do
+		chain+=("$p")
+		p=$(ps -o ppid= -p "$p" | tr -d ' ')
+	done
+	[ ${#chain[@]} -ge 2 ] || die "CRIU ($1) does not run under a cxlcrd worker: ${chain[*]}"
+	echo "${chain[${#chain[@]} - 2]}"
+}
+
+# recovery_point NAME: the name of service NAME's newest recovery point
+# (`status --json`), empty if none.
+recovery_point() {
+	"$CXLCR" status "$1" --json |
+		python3 -c 'import json,sys; p=json.load(sys.stdin)["recovery_point"]; print(p["name"] if p else "")'
+}
+
+# next_recovery_point NAME AFTER: waits (bounded: 15 s) for a newest
+# recovery point of NAME other than AFTER, and prints it.
+next_recovery_point() {
+	local i p
+	for i in $(seq 300); do
+		p=$(recovery_point "$1")
+		[ -n "$p" ] && [ "$p" != "$2" ] && { echo "$p"; return 0; }
+		python3 -c 'import time; time.sleep(0.05)'  # polling the pool, bounded
+	done
+	return 1
+}
+
 # pool_mappers: the pids that map this test's pool, ascending, each followed
 # by a space. Trackers (tracking/tracker.c, process name cxlcr-tracker) map
 # only an arena's header, never its heap: they are left out.
