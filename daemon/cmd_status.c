@@ -110,6 +110,17 @@ int cmd_status(int argc, char **argv)
 		       cxlcr_format_size(s.heap_limit, lim, sizeof(lim)), (unsigned long long)s.heap_address,
 		       (unsigned long long)s.region.offset, (unsigned long long)s.region.owner_epoch);
 		printf("used      %s\n", cxlcr_format_size((uint64_t)s.used, b, sizeof(b)));
+		if (s.recovery_interval_ms) {
+			uint64_t now = cxlcr_now_ns();
+			if (s.recovery_point[0])
+				printf("recovery  a point every %u ms; newest %s (epoch %llu, %.0f ms old)\n",
+				       s.recovery_interval_ms, s.recovery_point, (unsigned long long)s.recovery_point_epoch,
+				       now > s.recovery_point_ns ? (double)(now - s.recovery_point_ns) / 1e6 : 0.0);
+			else
+				printf("recovery  a point every %u ms; none yet\n", s.recovery_interval_ms);
+		}
+		if (s.restored_from_point[0])
+			printf("restored  from recovery point %s\n", s.restored_from_point);
 		if (s.fallback_allocs)
 			printf("fallbacks %llu allocations (%s) in private memory from glibc: the arena could not "
 			       "grow (%s); %llu before the arena was ready\n",
