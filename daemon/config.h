@@ -8,7 +8,8 @@
  *            emulated pool's path)
  *   address  the IPv4 address the daemon listens on over TCP and that the
  *            pod's host table gives the other hosts (default: any)
- *   port     its TCP port (default CXLCR_API_PORT; 0: no TCP)
+ *   port     its TCP port: the control protocol and the fork API (default
+ *            CXLCR_API_PORT; 0: no TCP, and no verbs from other machines)
  *
  * Command-line flags override the file.
  */

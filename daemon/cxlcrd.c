@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,7 +211,7 @@ static void usage(void)
 	       "  --pool     the pool device or file ($CXLCR_POOL, else %s)\n"
 	       "  --address  the IPv4 address to listen on over TCP (default: the emulated host's,\n"
 	       "             else any)\n"
-	       "  --port     the TCP port (the fork API; $%s, default %d; 0: no TCP)\n",
+	       "  --port     the TCP port (the control protocol and the fork API; $%s, default %d; 0: no TCP)\n",
 	       DAEMON_CONFIG_DEFAULT, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT);
 }
 
@@ -362,8 +363,11 @@ int main(int argc, char **argv)
 	if (kmsg_watch_start(kmsg, cli_host, dlog) < 0)
 		log_line("%s", cxlcr_last_error());
 	/* Requests over TCP are authenticated with the pod's key: the first
-	 * daemon of a pool makes it. */
+	 * daemon of a pool makes it. libsodium starts here once, not in
+	 * every worker. */
 	uint8_t key[32];
+	if (sodium_init() < 0)
+		dlog(LOG_ERR, "libsodium cannot start");
 	if (rpc_pod_key(key, true) < 0)
 		dlog(LOG_ERR, "%s", cxlcr_last_error());
 	memset(key, 0, sizeof(key));

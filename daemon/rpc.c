@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -136,27 +138,22 @@ int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd)
 
 /* The transport of a call: TCP to the address the host table gives (from
  * any machine of the pod, with no socket under /run), unless
- * $CXLCR_RPC_TRANSPORT is "unix" (the Unix socket of a daemon of this
- * machine: the earlier path, kept for comparison and for a daemon without
- * a TCP port), or the host has no control address but a socket here. */
-static bool use_unix(const char *host)
-{
-	const char *t = getenv(RPC_TRANSPORT_ENV);
-	struct sockaddr_in a;
-	if (t && !strcmp(t, "unix"))
-		return true;
-	if (t && !strcmp(t, "tcp"))
-		return false;
-	return rpc_host_address(host, &a) < 0 && host_is_local_pod_host(host);
-}
-
+ * $CXLCR_RPC_TRANSPORT is "unix" (the daemon's Unix socket on this
+ * machine: the earlier path, kept for comparison), or the host has no
+ * control address but a socket here (a daemon without a TCP port). */
 static int rpc_call_unix(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms);
 
 int rpc_call_within(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms)
 {
-	if (use_unix(host))
+	const char *t = getenv(RPC_TRANSPORT_ENV);
+	if (t && !strcmp(t, "unix"))
 		return rpc_call_unix(host, argc, argv, out_fd, err_fd, timeout_ms);
-	return rpc_call_tcp(host, argc, argv, out_fd, err_fd, timeout_ms);
+	int rc = rpc_call_tcp(host, argc, argv, out_fd, err_fd, timeout_ms);
+	if (rc == RPC_NO_ADDRESS)
+		rc = (!t || strcmp(t, "tcp")) && host_is_local_pod_host(host)
+			     ? rpc_call_unix(host, argc, argv, out_fd, err_fd, timeout_ms)
+			     : -1; /* the lookup's line stands */
+	return rc;
 }
 
 static int rpc_call_unix(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms)
@@ -285,9 +282,12 @@ int rpc_serve_tcp(int conn, int (*dispatch)(int argc, char **argv))
 {
 	int argc;
 	char **argv;
-	/* A client that sends nothing does not hold a worker for ever. */
+	/* A client that sends nothing does not hold a worker for ever; small
+	 * frames (the greeting, the status after the output) go at once. */
 	struct timeval tv = { RPC_REQUEST_READ_S, 0 };
+	int one = 1;
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (rpc_tcp_accept(conn, &argc, &argv) < 0)
 		return -1;
 	/* As over the Unix socket: a caller that has given up gets nothing done. */

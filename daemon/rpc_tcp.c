@@ -41,36 +41,66 @@
 #include "rpc_tcp.h"
 #include "rpc_wire.h"
 
+/* The pod's key from an open pool: 0, or -1 with one line. */
+static int key_of(struct cxlcr_pool *pool, bool create, uint8_t key[CTL_KEY_BYTES])
+{
+	int rc = cxlcr_pod_key_get(pool, create, key);
+	if (rc == 1)
+		return cxlcr_error("pool %s has no pod key yet (no daemon has started on it)", pool->path);
+	return rc;
+}
+
+/* host's control address in an open pool's host table: 0; 1 (and one
+ * line) if the host is not up or has no control address; -1 on error. */
+static int address_of(struct cxlcr_pool *pool, const char *host, struct sockaddr_in *addr)
+{
+	struct cxlcr_host_identity id;
+	if (cxlcr_host_lookup_id(pool, host, &id) < 0) {
+		cxlcr_error("host %s is not up (no running daemon of that name in the pod's host table)", host);
+		return 1;
+	}
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_port = htons((uint16_t)id.port);
+	if (!id.port || !id.address[0] || inet_pton(AF_INET, id.address, &addr->sin_addr) != 1) {
+		cxlcr_error("host %s has no control address in the pod's host table (its daemon listens "
+			    "on no TCP port, or on every address: give it `address` in cxlcrd.conf)", host);
+		return 1;
+	}
+	return 0;
+}
+
 int rpc_pod_key(uint8_t key[CTL_KEY_BYTES], bool create)
 {
 	struct cxlcr_pool pool;
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
 		return -1;
-	int rc = cxlcr_pod_key_get(&pool, create, key);
+	int rc = key_of(&pool, create, key);
 	cxlcr_pool_close(&pool);
-	if (rc == 1)
-		return cxlcr_error("pool %s has no pod key yet (no daemon has started on it)", cxlcr_pool_path());
 	return rc;
 }
 
 int rpc_host_address(const char *host, struct sockaddr_in *addr)
 {
 	struct cxlcr_pool pool;
-	struct cxlcr_host_identity id;
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
 		return -1;
-	int found = cxlcr_host_lookup_id(&pool, host, &id);
+	int rc = address_of(&pool, host, addr);
 	cxlcr_pool_close(&pool);
-	if (found < 0)
-		return cxlcr_error("host %s is not up (no running daemon of that name in the pod's host table)",
-				   host);
-	memset(addr, 0, sizeof(*addr));
-	addr->sin_family = AF_INET;
-	addr->sin_port = htons((uint16_t)id.port);
-	if (!id.port || !id.address[0] || inet_pton(AF_INET, id.address, &addr->sin_addr) != 1)
-		return cxlcr_error("host %s has no control address in the pod's host table (its daemon listens "
-				   "on no TCP port, or on every address: give it `address` in cxlcrd.conf)", host);
-	return 0;
+	return rc ? -1 : 0;
+}
+
+/* Both, with one look at the pool (a call's only one on the client). */
+static int lookup(const char *host, struct sockaddr_in *addr, uint8_t key[CTL_KEY_BYTES])
+{
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
+		return -1;
+	int rc = address_of(&pool, host, addr);
+	if (rc == 0 && key_of(&pool, false, key) < 0)
+		rc = -1;
+	cxlcr_pool_close(&pool);
+	return rc;
 }
 
 bool rpc_host_up(const char *host)
@@ -149,8 +179,9 @@ int rpc_call_tcp(const char *host, int argc, char **argv, int out_fd, int err_fd
 	char why[CTL_REFUSED_MAX];
 	if (sodium_init() < 0)
 		return cxlcr_error("libsodium cannot start");
-	if (rpc_host_address(host, &addr) < 0 || rpc_pod_key(key, false) < 0)
-		return -1;
+	int found = lookup(host, &addr, key);
+	if (found != 0)
+		return found > 0 ? RPC_NO_ADDRESS : -1;
 	int s = connect_by(&addr, deadline);
 	if (s < 0)
 		return cxlcr_error("host %s: its daemon does not answer at %s:%u (%s)", host,

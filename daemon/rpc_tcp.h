@@ -17,7 +17,9 @@ int rpc_host_address(const char *host, struct sockaddr_in *addr);
  * address, or by its Unix socket on this machine. */
 bool rpc_host_up(const char *host);
 
-/* rpc_call_within() over TCP. */
+/* rpc_call_within() over TCP; RPC_NO_ADDRESS (with one line) if host is
+ * not in the host table with a control address. */
+#define RPC_NO_ADDRESS (-2)
 int rpc_call_tcp(const char *host, int argc, char **argv, int out_fd, int err_fd, int timeout_ms);
 
 /* Daemon side. Whether a connection to the TCP port speaks this protocol
