@@ -21,6 +21,22 @@
 int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
 			    const char *veth, char *where, size_t len);
 
+/*
+ * A restore that failed after the plugin took the arena over (CRIU killed
+ * just before the tasks resume, or its worker killed and the task ended
+ * by its keeper) leaves the arena's epoch moved on and the checkpoint's
+ * records stale: nobody could restore the service again, and its data
+ * would be out of reach. If the new owner is a task of this host, dead
+ * (waited for a while), the arena is fenced once more
+ * (compare-and-set of the epoch, to the same dead owner) and the
+ * checkpoint is published again with that epoch in its records, so that a
+ * retry works. True if it was renewed. A migrate's source that is still
+ * frozen takes its arena back the same way (service_resume_or_fence()).
+ */
+struct cxlcr_image_set;
+bool checkpoint_renew_stale(struct cxlcr_pool *pool, const struct cxlcr_region *images,
+			    const struct cxlcr_image_set *meta);
+
 /* The start of every verb on a service s (loaded, pool open): takes its
  * lease (or checks the one handed down in passed); if the last holder died
  * with the service frozen, resumes or fences it first; then loads s again.
@@ -33,5 +49,11 @@ int verb_begin(struct cxlcr_pool *pool, struct service *s, const char *verb, con
  * held (a dead verb's copy may have been fenced meanwhile). */
 int verb_begin_here(struct cxlcr_pool *pool, struct service *s, const char *verb, const char *passed,
 		    struct verb_lease *l);
+
+/* After a worker of this host's daemon died (killed): the leases it held
+ * are taken over at once, which resumes or fences what it left frozen
+ * (verb_begin), and given back; the services it worked on answer again
+ * without waiting for the next verb on them. Returns how many. */
+int verb_recover_dead(struct cxlcr_pool *pool, int32_t pid);
 
 #endif

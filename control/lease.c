@@ -227,6 +227,26 @@ bool verb_lease_frozen_alive(const struct verb_lease *l)
 	return l->frozen_pid > 0 && cxlcr_process_start(l->frozen_pid, &start) && start == l->frozen_start;
 }
 
+int verb_lease_held_by(struct cxlcr_pool *pool, int32_t pid, uint64_t *generations, int max)
+{
+	struct cxlcr_region found;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &found))
+		return 0;
+	struct cxlcr_verb_lease *t = cxlcr_pool_map(pool, found.offset, CXLCR_LEASES_SIZE, 0, 0);
+	if (!t)
+		return 0;
+	cxlcr_refresh(t, CXLCR_LEASES_SIZE);
+	int n = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX && n < max; i++) {
+		const struct cxlcr_verb_lease *e = &t[i];
+		if (__atomic_load_n(&e->word, __ATOMIC_ACQUIRE) && e->pid == pid &&
+		    e->pid_ns == cxlcr_pid_namespace() && !strncmp(e->host, cxlcr_host_name(), sizeof(e->host)))
+			generations[n++] = e->service_generation;
+	}
+	munmap(t, CXLCR_LEASES_SIZE);
+	return n;
+}
+
 const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len)
 {
 	snprintf(buf, len, "%" PRIx64 ":%" PRIx64, l->token, l->fence);

@@ -52,6 +52,9 @@ void verb_lease_release(struct verb_lease *l);
 void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch);
 /* Whether the process recorded as frozen is still that process. */
 bool verb_lease_frozen_alive(const struct verb_lease *l);
+/* The services (their region generations, at most max) whose lease the
+ * process pid of this host holds; their number. */
+int verb_lease_held_by(struct cxlcr_pool *pool, int32_t pid, uint64_t *generations, int max);
 /* "TOKEN:FENCE", what a step on another host takes as --lease. */
 const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len);
 

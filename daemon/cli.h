@@ -124,6 +124,7 @@ struct service {
 	uint32_t extents;             /* pieces of the pool it lies in */
 	int64_t rss_anon_kb, rss_shmem_kb, rss_file_kb; /* -1: not known */
 	char command[CXLCR_ARENA_COMMAND_MAX]; /* in full, from the arena header */
+	char verb[CXLCR_LEASE_VERB_MAX + CXLCR_HOST_MAX + 40]; /* who holds its lease ("" nobody) */
 };
 
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s);

@@ -39,12 +39,13 @@
 /* After a failed checkpoint or migrate: the source resumes with its arena,
  * or is fenced if a restored copy owns and runs it (control/fence.h).
  * Writes where the service runs now into where. */
-static void resume_source(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l, char *where,
-			  size_t len)
+static int resume_source(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l, char *where,
+			 size_t len)
 {
-	service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(), s->region.veth,
-				where, len);
+	int resumed = service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(),
+					      s->region.veth, where, len);
 	verb_lease_note_frozen(l, 0, 0);
+	return resumed;
 }
 
 /* Dumps a service and publishes its images in the pool. */
@@ -179,32 +180,6 @@ static void discard_restore(const char *link)
 	cxlcr_error("%s", why); /* the reason stays the restore's */
 }
 
-/*
- * A restore that failed after the plugin took the arena over (CRIU killed
- * just before the tasks resume) leaves the arena's epoch moved on and the
- * checkpoint's records stale: nobody could restore the service again, and
- * its data would be out of reach. If the new owner is this restore's own
- * task, dead now, the arena is fenced once more (compare-and-set of the
- * epoch, to the same dead owner) and the checkpoint is published again
- * with that epoch in its records, so that a retry works. A migrate's source
- * that is still frozen takes its arena back the same way (resume_source()).
- */
-static bool renew_stale_checkpoint(struct cxlcr_pool *pool, const struct cxlcr_region *images,
-				   const struct cxlcr_image_set *meta)
-{
-	struct cxlcr_region now, after;
-	if (cxlcr_region_get(pool, meta->arena_generation, &now) < 0 || now.owner_epoch == meta->arena_epoch ||
-	    strncmp(now.owner_host, this_host(), CXLCR_HOST_MAX) || pid_alive(now.owner_pid))
-		return false;
-	char why[CXLCR_ERROR_MAX];
-	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-	bool renewed = cxlcr_region_claim_epoch(pool, now.generation, now.owner_epoch, now.owner_pid, this_host(),
-						&after) == 0 &&
-		       image_store_renew(pool, images, meta, after.owner_epoch) == 0;
-	cxlcr_error("%s", why); /* the reason stays the restore's */
-	return renewed;
-}
-
 /* What a restore restores: the service's newest checkpoint, or the dump of
  * a recovery point (its snapshot's name and region; the heap was reset
  * from it, recovery/restore_point.c). */
@@ -268,7 +243,7 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 		discard_restore(link);
 		/* The checkpoint can be tried again (if the plugin has taken the
 		 * arena over, once it is renewed). */
-		if (!renew_stale_checkpoint(pool, &images, &meta)) {
+		if (!checkpoint_renew_stale(pool, &images, &meta)) {
 			char why[CXLCR_ERROR_MAX];
 			snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 			image_store_release(pool, &images, claim);
@@ -303,18 +278,20 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 int cmd_restore_prepare(int argc, char **argv)
 {
 	bool undo = false;
-	const char *lease = NULL;
+	const char *lease = NULL, *epoch = NULL;
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--undo"))
 			undo = true;
 		else if (!strcmp(argv[i], "--lease") && i + 1 < argc)
 			lease = argv[++i];
+		else if (!strcmp(argv[i], "--epoch") && i + 1 < argc)
+			epoch = argv[++i];
 		else
 			lease = NULL, argc = 0;
 	}
 	if (argc < 2 || !lease || !cli_host)
-		return fail(EXIT_USAGE, "usage: cxlcr restore-prepare NAME --lease LEASE [--undo] (run by cxlcr "
-				       "migrate on the destination host)");
+		return fail(EXIT_USAGE, "usage: cxlcr restore-prepare NAME --lease LEASE [--undo [--epoch E]] (run by "
+				       "cxlcr migrate on the destination host)");
 	struct cxlcr_pool pool;
 	struct service s;
 	struct verb_lease l;
@@ -327,8 +304,11 @@ int cmd_restore_prepare(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return rc;
 	}
+	/* The link of the restore from epoch E (the freeze's), which the
+	 * epoch may have moved past since (--undo --epoch). */
 	char link[16];
-	container_link_name(pool.sb->uuid, s.region.generation, s.region.owner_epoch + 1, link);
+	uint64_t from = epoch ? strtoull(epoch, NULL, 10) : s.region.owner_epoch;
+	container_link_name(pool.sb->uuid, s.region.generation, from + 1, link);
 	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (undo) {
@@ -458,11 +438,12 @@ static int restore_on(const char *host, const char *name, const char *lease, cha
 /* The destination makes the restore's network namespace while the source
  * still runs (restore-prepare); only an optimisation: if it fails, the
  * restore makes it itself, or says why not. */
-static void prepare_on(const char *host, const char *name, const char *lease, bool undo)
+static void prepare_on(const char *host, const char *name, const char *lease, bool undo, uint64_t epoch)
 {
-	char why[CXLCR_ERROR_MAX];
-	char *argv[] = { "restore-prepare", (char *)name, "--lease", (char *)lease, undo ? "--undo" : NULL, NULL };
-	rpc_call_capture(host, undo ? 5 : 4, argv, NULL, 0, why, sizeof(why));
+	char why[CXLCR_ERROR_MAX], e[24];
+	snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
+	char *argv[] = { "restore-prepare", (char *)name, "--lease", (char *)lease, "--undo", "--epoch", e, NULL };
+	rpc_call_capture(host, undo ? 7 : 4, argv, NULL, 0, why, sizeof(why));
 }
 
 int cmd_migrate(int argc, char **argv)
@@ -490,7 +471,7 @@ int cmd_migrate(int argc, char **argv)
 	verb_lease_arg(&l, lease, sizeof(lease));
 
 	/* 0. The destination readies the service's network. */
-	prepare_on(a.host, a.name, lease, false);
+	prepare_on(a.host, a.name, lease, false, 0);
 	/* 1. Freeze and checkpoint; the source stays frozen until the end. */
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	struct freeze_parts parts = { 0 };
@@ -500,7 +481,7 @@ int cmd_migrate(int argc, char **argv)
 		char where[CXLCR_HOST_MAX + 64] = "";
 		/* The namespace goes first: its name is the next epoch's, which
 		 * the source's resume moves on. */
-		prepare_on(a.host, a.name, lease, true);
+		prepare_on(a.host, a.name, lease, true, s.region.owner_epoch);
 		if (pid_alive(s.region.owner_pid))
 			resume_source(&pool, &s, &l, where, sizeof(where));
 		verb_lease_release(&l);
@@ -514,8 +495,15 @@ int cmd_migrate(int argc, char **argv)
 	char why[CXLCR_ERROR_MAX];
 	if (restore_on(a.host, a.name, lease, why, sizeof(why)) < 0) {
 		char where[CXLCR_HOST_MAX + 64];
-		resume_source(&pool, &s, &l, where, sizeof(where));
-		image_store_reclaim(&pool, a.name, 0);
+		/* Fenced: the destination's restore took the arena over, and the
+		 * image set is its to keep (a restore that dies after taking
+		 * over renews it, and the service is then checkpointed). */
+		if (resume_source(&pool, &s, &l, where, sizeof(where))) {
+			image_store_reclaim(&pool, a.name, 0);
+			/* A restore whose worker died leaves its namespace, its
+			 * link on the bridge with the service's address. */
+			prepare_on(a.host, a.name, lease, true, s.region.owner_epoch);
+		}
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "migrate of %s to %s failed: %s; it goes on running on %s with all its data",

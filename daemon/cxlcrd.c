@@ -34,7 +34,9 @@
 
 #include "../common/error.h"
 #include "../common/pool_format.h"
+#include "../common/pool.h"
 #include "../common/util.h"
+#include "../control/fence.h"
 #include "../pod/liveness.h"
 #include "api.h"
 #include "../recovery/recovery.h"
@@ -144,6 +146,40 @@ static int listen_api(const char *address, int port, int *unix_fd, int *tcp_fd, 
 	return 0;
 }
 
+/*
+ * A worker killed in the middle of a verb (issue 13): the services whose
+ * lease it held are taken over and given back at once, by a process of
+ * its own, which resumes what the worker left frozen (or fences it, if a
+ * restored copy owns the arena and runs): without it they would stay
+ * frozen, off the bridge, until the next verb on them.
+ */
+static void worker_died(pid_t pid)
+{
+	pid_t r = fork();
+	if (r != 0) {
+		if (r < 0)
+			dlog(LOG_WARNING, "worker %d was killed; cannot fork its recovery: %s", (int)pid,
+			     strerror(errno));
+		return;
+	}
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	/* It resumes in the pod's network, as a worker would (its link). */
+	struct cxlcr_pool pool;
+	int n = -1;
+	if (enter_pod_network() < 0)
+		dlog(LOG_ERR, "worker %d was killed; its services wait for their next verb: %s", (int)pid,
+		     cxlcr_last_error());
+	else if (cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
+		n = verb_recover_dead(&pool, pid);
+		cxlcr_pool_close(&pool);
+	}
+	if (n > 0)
+		dlog(LOG_WARNING, "worker %d was killed in a verb: %d service%s taken over and resumed", (int)pid,
+		     n, n == 1 ? "" : "s");
+	_exit(0);
+}
+
 /* A connection over the limits gets one line and is closed: a JSON
  * error on the fork API, the verb protocol's refusal otherwise. */
 static void refuse(int conn, int kind, const char *why)
@@ -165,7 +201,7 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 {
 	char why[128];
 	uint64_t peer = workers_peer_of(conn);
-	workers_reap();
+	workers_reap(worker_died);
 	if (!workers_admit(kind, peer, why, sizeof(why))) {
 		refuse(conn, kind, why);
 		return;
@@ -383,7 +419,7 @@ int main(int argc, char **argv)
 	int period = liveness_period_ms();
 	uint64_t next_tick = 0, next_points = 0;
 	while (!stopping) {
-		workers_reap();
+		workers_reap(worker_died);
 		uint64_t now = cxlcr_mono_ns();
 		if (now >= next_tick) {
 			liveness_tick(dlog);

@@ -22,6 +22,7 @@
 #include "../common/catalog.h"
 #include "../common/persist.h"
 #include "../common/util.h"
+#include "../control/lease.h"
 #include "../tracking/track.h"
 #include "cli.h"
 #include "container.h"
@@ -197,6 +198,7 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 	memset(s, 0, sizeof(*s));
 	s->region = *r;
 	s->rss_anon_kb = s->rss_shmem_kb = s->rss_file_kb = -1;
+	verb_lease_describe(pool, r, s->verb, sizeof(s->verb));
 	struct stat st;
 	if (fstat(pool->fd, &st) == 0) {
 		s->pool_dev = st.st_dev;
@@ -288,6 +290,11 @@ void service_print_json(struct json *j, const struct service *s)
 		json_null(j, "recovery_point");
 	}
 	json_u64(j, "owner_epoch", s->region.owner_epoch);
+	/* A verb under way on it ("migrate by pid N on h0"): its lease. */
+	if (s->verb[0])
+		json_str(j, "verb", s->verb);
+	else
+		json_null(j, "verb");
 	if (s->rss_anon_kb >= 0) {
 		json_i64(j, "rss_anon_kb", s->rss_anon_kb);
 		json_i64(j, "rss_shmem_kb", s->rss_shmem_kb);

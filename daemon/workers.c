@@ -62,12 +62,18 @@ void workers_add(pid_t pid, int endpoint, uint64_t peer)
 	}
 }
 
-void workers_reap(void)
+void workers_reap(void (*died)(pid_t pid))
 {
 	pid_t pid;
-	while ((pid = waitpid(-1, NULL, WNOHANG)) > 0) {
+	int status;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		bool worker = false;
 		for (int i = 0; i < WORKERS_MAX; i++)
-			if (workers[i].pid == pid)
+			if (workers[i].pid == pid) {
 				workers[i].pid = 0;
+				worker = true;
+			}
+		if (worker && died && WIFSIGNALED(status))
+			died(pid);
 	}
 }

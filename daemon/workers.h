@@ -21,7 +21,8 @@ uint64_t workers_peer_of(int conn);
 /* May one more worker start for endpoint and peer? If not, why in buf. */
 bool workers_admit(int endpoint, uint64_t peer, char *why, size_t len);
 void workers_add(pid_t pid, int endpoint, uint64_t peer);
-/* Reaps the workers that ended (non-blocking). */
-void workers_reap(void);
+/* Reaps the workers that ended (non-blocking); died(pid) for each that
+ * was killed by a signal (NULL: none). */
+void workers_reap(void (*died)(pid_t pid));
 
 #endif

@@ -17,8 +17,10 @@
 #
 # A writer (bench/loadclient --ack-log) writes to the service throughout
 # each case. After the fault, whatever the verb said: every process it
-# started has ended; the service is settled (a checkpointed one restored,
-# as a user would), and the same verb then works; and after that the service
+# started has ended and nothing holds the service's lease (a killed
+# worker's daemon takes it over and resumes what it left frozen); the
+# service is settled (a checkpointed one restored, as a user would) and
+# runs alone, and the same verb then works; and after that the service
 # runs on one host, not stopped, the only process mapping the pool, answers
 # at its address with every value and every acknowledged write, and the
 # pool holds what a service with one snapshot holds, no more (catalog
@@ -93,6 +95,17 @@ workers_idle() {
 		tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx "CXLCR_POOL=$CXLCR_POOL" || continue
 		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$w" | tr -d ' ')")" != cxlcrd ] || wait_exit "$w" 60
 	done
+}
+
+# Waits (bounded: 30 s) until no verb holds the service's lease.
+lease_free() {
+	local v
+	for _ in $(seq 1 300); do
+		v=$(status_field "$NAME" verb)
+		[ "$v" = None ] && return 0
+		sleep 0.1
+	done
+	die "$WHAT: the service stays held: $v"
 }
 
 other() { [ "$1" = h0 ] && echo h1 || echo h0; }
@@ -197,9 +210,6 @@ fault_case() {
 	[ -z "${FAULT_ONLY:-}" ] || [[ "$1 $2 $3 $4" == $FAULT_ONLY ]] || return 0
 	local t0=$EPOCHREALTIME criu victim rc=0 err
 	HOST=$(status_field "$NAME" host)
-	if [ "$VERB" = restore ]; then
-		"$CXLCR" checkpoint "$NAME" >/dev/null || die "$WHAT: the checkpoint before it failed"
-	fi
 	if [ "$VERB" = fork ] && [[ $STEP == *-dump ]]; then
 		# A fork dumps only a service without a snapshot: a new one.
 		stop_service "$NAME"
@@ -210,6 +220,9 @@ fault_case() {
 			die "$WHAT: a stopped service left '$("$SNAPTOOL" census)' in the pool"
 	fi
 	writer_start
+	if [ "$VERB" = restore ]; then
+		"$CXLCR" checkpoint "$NAME" >/dev/null || die "$WHAT: the checkpoint before it failed"
+	fi
 	rm -f "$HOOK/go" "$HOOK/criu.pid"
 	echo "$STEP" >"$HOOK/pause-at"
 	verb_args
@@ -240,6 +253,9 @@ fault_case() {
 	[ "$VICTIM" = cli ] || [ "$VICTIM" = criu ] || wait_exit "$victim" 60
 	# Without its caller the verb goes on in the daemons.
 	[ "$VICTIM" = cli ] && workers_idle
+	# A killed worker's daemon takes the lease it held over, and resumes
+	# what it left frozen: the service is free again, by itself.
+	lease_free
 	# shellcheck disable=SC2034 # read by the exit hook
 	STOPPED=''
 	settle

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The fault matrix (tests/lib/faults.sh) of migrate: at each of CRIU's
+# steps of the source's dump and of the destination's restore, CRIU killed
+# or stalled past the deadline, the command line killed, the source's
+# worker killed, and (in the restore) the destination's worker killed. The
+# service ends running on one host, alone, with all its data and every
+# acknowledged write, and the next migrate works.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+# shellcheck source=tests/lib/faults.sh
+. "$ROOT/tests/lib/faults.sh"
+
+fault_setup fmg
+# verb     steps                                               victims:how
+MATRIX=(
+	"migrate pre-dump,post-dump                            criu:kill criu:stall src:kill cli:kill"
+	"migrate post-setup-namespaces,post-restore,pre-resume criu:kill criu:stall src:kill dst:kill cli:kill"
+	"migrate post-resume                                   criu:kill"
+)
+for row in "${MATRIX[@]}"; do
+	read -r verb steps victims <<<"$row"
+	for step in ${steps//,/ }; do
+		for v in $victims; do
+			fault_case "$verb" "$step" "${v%:*}" "${v#*:}"
+		done
+	done
+done
+fault_done
