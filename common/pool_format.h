@@ -408,6 +408,7 @@ struct cxlcr_arena_header {
 	 * point's dump, taken with its tasks left running, is allowed for
 	 * this heap only. 0: none. */
 	uint64_t restored_from;
+	char     restored_from_name[CXLCR_NAME_MAX]; /* ... its name, for people */
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");

@@ -130,6 +130,8 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->tracked = __atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE) != 0;
 		s->recovery_interval_ms = __atomic_load_n(&h->recovery_interval_ms, __ATOMIC_ACQUIRE);
 		s->restored_from = __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE);
+		if (s->restored_from)
+			cxlcr_copy_field(s->restored_from_point, sizeof(s->restored_from_point), h->restored_from_name);
 		s->heap_address = h->heap_address;
 		s->heap_size = h->heap_size;
 		s->heap_limit = h->heap_reserved;
@@ -169,14 +171,6 @@ static void load_recovery_point(struct cxlcr_pool *pool, struct service *s)
 {
 	struct cxlcr_catalog_info info;
 	struct cxlcr_region snap;
-	if (s->restored_from) {
-		struct cxlcr_region was;
-		if (cxlcr_region_get(pool, s->restored_from, &was) == 0)
-			cxlcr_copy_field(s->restored_from_point, sizeof(s->restored_from_point), was.name);
-		else
-			snprintf(s->restored_from_point, sizeof(s->restored_from_point),
-				 "snapshot region %llu (replaced since)", (unsigned long long)s->restored_from);
-	}
 	if (!s->recovery_interval_ms || cxlcr_catalog_find(pool, s->region.name, &info) < 0 ||
 	    cxlcr_region_get(pool, info.snapshot_generation, &snap) < 0)
 		return;

@@ -120,6 +120,7 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 	at_point.track_fd = -1;
 	at_point.scan_count = scans + 1;
 	at_point.restored_from = snapshot_generation;
+	cxlcr_copy_field(at_point.restored_from_name, sizeof(at_point.restored_from_name), s.region.name);
 	memcpy(h, &at_point, sizeof(at_point));
 	cxlcr_publish(h, sizeof(*h));
 	rc = 0;

@@ -7,6 +7,9 @@
 #      the heap to the point first, whatever it had become since): a new
 #      process answers at the same address with every value written before
 #      the point, and status says from which point. Twice.
+#   b. a point torn by a crash (its worker and CRIU killed mid-way, and the
+#      service with them) is never used: the service comes back from the
+#      point before it, with every value written before that one;
 #   c. a restore from the point while the service runs is refused with one
 #      line and changes nothing.
 set -euo pipefail
@@ -16,7 +19,8 @@ need redis-server redis-cli
 
 PORT=6379
 new_pool 4G
-pod_up 2
+criu_hook cr
+CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 SERVICES+=(cr)
 "$CXLCR" run --host h0 --name cr --arena 64M --recovery-interval 200 --log "$POOL_DIR/cr.log" -- \
 	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir / >/dev/null ||
@@ -58,3 +62,31 @@ python3 "$KV" verify --host "$addr" --port $PORT --count 2000 --size 300 --seed 
 ok "a: round $round: restored by its daemon from $(status_field cr restored_from_point), at $addr, every value written before the point there"
 p=$(points_after_writes) || die "no recovery point after the restore"
 done
+
+say "b: a point torn by a crash, the service killed with it"
+python3 "$KV" fill --host "$addr" --port $PORT --count 1000 --size 300 --seed 31 --prefix torn --quiet
+good=$(points_after_writes) || die "no recovery point after the writes"
+rm -f "$HOOK/go" "$HOOK/criu.pid"
+echo pre-dump >"$HOOK/pause-at"
+python3 "$KV" fill --host "$addr" --port $PORT --count 1000 --size 300 --seed 32 --prefix after --quiet
+for _ in $(seq 300); do [ -s "$HOOK/criu.pid" ] && break; python3 -c 'import time; time.sleep(0.05)'; done
+[ -s "$HOOK/criu.pid" ] || die "no recovery point's CRIU reached pre-dump"
+criu=$(cat "$HOOK/criu.pid")
+pid=$(status_field cr pid)
+rm -f "$HOOK/pause-at"
+# Points of a service are taken one at a time: while this one is held,
+# the newest whole point cannot change.
+good=$(recovery_point cr)
+kill -KILL "$(criu_worker "$criu")" "$criu" "$pid"
+for _ in $(seq 300); do
+	"$CXLCR" status cr --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d["state"] == "running" and d["pid"] != int(sys.argv[1]) else 1)' "$pid" && break
+	python3 -c 'import time; time.sleep(0.05)'
+done
+[ "$(status_field cr state)" = running ] || die "the service did not come back after the torn point"
+from=$(status_field cr restored_from_point)
+[ "$from" = "$good" ] || die "restored from '$from', not from the last whole point '$good'"
+python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
+python3 "$KV" verify --host "$addr" --port $PORT --count 1000 --size 300 --seed 31 --prefix torn --quiet ||
+	die "values written before the last whole point are missing"
+"$CXLCR" pool check --json >"$POOL_DIR/check.json" || die "pool check failed: $(cat "$POOL_DIR/check.json")"
+ok "b: the torn point was never used: back from $good with its values; pool check passes"
