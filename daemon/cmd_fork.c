@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/util.h"
 #include "../include/cxlcr/cxlcr.h"
@@ -110,8 +111,15 @@ int cmd_fork(int argc, char **argv)
 	int rc = service_pod_host(name, owner);
 	if (rc)
 		return rc;
+	/* The fork API's socket of the owner's daemon, if this machine has
+	 * it; else (another machine's daemon, or no /run here) the command
+	 * line hands the verb to that daemon over the control protocol, and
+	 * the daemon asks its own fork API. */
 	char endpoint[128];
+	struct stat st;
 	api_socket_path(owner, endpoint, sizeof(endpoint));
+	if (!cli_host && (stat(endpoint, &st) < 0 || !S_ISSOCK(st.st_mode)))
+		return forward_to_host(owner, argc, argv);
 	struct cxlcr_api *api = cxlcr_api_connect(endpoint, "");
 	if (!api)
 		return fail(EXIT_FAIL, "host %s: %s", owner, cxlcr_api_error(NULL));

@@ -16,6 +16,7 @@
 #include "container.h"
 #include "fork.h"
 #include "rpc.h"
+#include "rpc_tcp.h"
 
 #define STOP_GRACE_MS 10000
 
@@ -181,8 +182,14 @@ int cmd_stop(int argc, char **argv)
 		return rc;
 	if (!s.local && s.region.owner_pid) {
 		cxlcr_pool_close(&pool);
-		return fail(EXIT_FAIL, "service '%s' runs on host %s; stop it there", name,
-			    s.region.owner_host);
+		/* A service of another machine (or of a pod host whose socket
+		 * this command line cannot see): its host's daemon stops it,
+		 * reached over the control protocol. */
+		char owner[CXLCR_HOST_MAX];
+		cxlcr_copy_field(owner, sizeof(owner), s.region.owner_host);
+		if (!cli_host && rpc_host_up(owner))
+			return forward_to_host(owner, argc, argv);
+		return fail(EXIT_FAIL, "service '%s' runs on host %s; stop it there", name, owner);
 	}
 	struct verb_lease l;
 	if ((rc = verb_begin(&pool, &s, "stop", a.lease, &l))) {

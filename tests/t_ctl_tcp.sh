@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The control protocol over TCP (issue 15 point 3): a command line with no
 # socket under /run (a mount namespace whose /run is an empty tmpfs)
-# migrates a Redis service by the host table's addresses alone; a request
+# migrates a Redis service by the host table's addresses alone, and
+# snapshots, forks, stops a child on another host, checkpoints and
+# restores it on another host; a request
 # under a wrong key and a replayed one are each refused with one line and
 # change nothing; so is everything while the pool's key is corrupt; a
 # local user other than root gets nothing done.
@@ -44,6 +46,21 @@ out=$(unshare -m sh -c 'mount -t tmpfs none /run && exec "$0" migrate redis --to
 	die "migrate back with an empty /run failed: $out"
 [ "$(status_field redis host)" = h0 ] || die "redis is not back on h0"
 ok "and back to h0: $out"
+
+say "snapshot, fork --to h1, stop of the child on h1, checkpoint and restore --host h1, migrate back: all with an empty /run"
+out=$(unshare -m sh -c 'mount -t tmpfs none /run || exit 99
+	step() { "$0" "$@" || { echo "cxlcr $*: exit $?"; exit 1; }; }
+	step snapshot redis
+	step fork redis --to h1
+	step stop redis.1
+	step checkpoint redis
+	step restore redis --host h1
+	step migrate redis --to h0' "$CXLCR" 2>&1) || die "a verb failed with an empty /run (exit $?): $out"
+[ "$(status_field redis host)" = h0 ] || die "redis is not back on h0"
+"$CXLCR" status redis.1 >/dev/null 2>&1 && die "the fork child redis.1 is still there"
+python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size 100 --seed 5 --quiet ||
+	die "values differ after the verbs with an empty /run"
+ok "with an empty /run: $(tr '\n' ';' <<<"$out")"
 
 # --- a wrong key, a replay ----------------------------------------------------------
 pid=$(status_field redis pid)
