@@ -264,53 +264,57 @@ bool rpc_tcp_is_control(int conn)
 	}
 }
 
-/* The relay: the verb's stdout and stderr (pipes) back to the client. */
+/* The relay: the verb's stdout and stderr (pipes) back to the client.
+ * Whoever holds the lock writes frames: the relay thread while the verb
+ * runs, then the worker itself, which drains the pipes and sends the status
+ * at once (no wake-up of the thread on the answer's path). */
 static struct relay {
 	int conn, out, err, stop;     /* read ends; stop: an eventfd */
 	pthread_t thread;
-	bool running;
+	pthread_mutex_t lock;
+	bool running, stopping, client_ok;
 	pid_t owner;                  /* the worker: a child of it has no relay thread */
-} relay = { -1, -1, -1, -1, 0, false, 0 };
+} relay = { -1, -1, -1, -1, 0, PTHREAD_MUTEX_INITIALIZER, false, false, true, 0 };
 
-/* Sends what one pipe holds; false at its end. A client that has gone
- * makes the output go nowhere: the verb must not block on a full pipe. */
-static bool relay_one(int fd, int stream, bool *client_ok)
+/* Sends one read of a pipe as a frame (under the lock); returns what read
+ * returned. A client that has gone makes the output go nowhere: the verb
+ * must not block on a full pipe. */
+static ssize_t relay_one(int fd, int stream)
 {
 	static uint8_t data[CTL_CHUNK], frame[CTL_CHUNK + 64];
 	ssize_t n = read(fd, data, sizeof(data));
-	if (n < 0)
-		return errno == EINTR || errno == EAGAIN ? true : false;
-	if (n == 0)
-		return false;
+	if (n <= 0)
+		return n;
 	size_t len = ctl_frame_encode(frame, sizeof(frame), stream, data, (size_t)n, 0, NULL);
-	if (*client_ok && (!len || ctl_write_all(relay.conn, frame, len) < 0))
-		*client_ok = false;
-	return true;
+	if (relay.client_ok && (!len || ctl_write_all(relay.conn, frame, len) < 0))
+		relay.client_ok = false;
+	return n;
+}
+
+static bool pipe_ended(ssize_t r)
+{
+	return r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN);
 }
 
 static void *relay_main(void *unused)
 {
-	bool out_open = true, err_open = true, client_ok = true, stopping = false;
+	bool out_open = true, err_open = true;
 	while (out_open || err_open) {
 		struct pollfd p[3] = { { .fd = out_open ? relay.out : -1, .events = POLLIN },
 				       { .fd = err_open ? relay.err : -1, .events = POLLIN },
-				       { .fd = stopping ? -1 : relay.stop, .events = POLLIN } };
-		int rc = poll(p, 3, stopping ? 0 : -1);
+				       { .fd = relay.stop, .events = POLLIN } };
+		int rc = poll(p, 3, -1);
 		if (rc < 0 && errno == EINTR)
 			continue;
-		if (rc <= 0)
-			break; /* stopping and nothing left right now */
-		if (p[2].revents) {
-			/* The worker has its answer: drain what the pipes hold
-			 * (children of the verb may keep them open for ever). */
-			stopping = true;
-			fcntl(relay.out, F_SETFL, O_NONBLOCK);
-			fcntl(relay.err, F_SETFL, O_NONBLOCK);
-		}
-		if (p[0].revents && !relay_one(relay.out, 1, &client_ok))
+		pthread_mutex_lock(&relay.lock);
+		bool done = rc < 0 || relay.stopping;
+		if (!done && p[0].revents && pipe_ended(relay_one(relay.out, 1)))
 			out_open = false;
-		if (p[1].revents && !relay_one(relay.err, 2, &client_ok))
+		if (!done && p[1].revents && pipe_ended(relay_one(relay.err, 2)))
 			err_open = false;
+		pthread_mutex_unlock(&relay.lock);
+		if (done)
+			break;
 	}
 	return NULL;
 }
@@ -345,15 +349,28 @@ void rpc_tcp_reply(int conn, int status)
 	if (relay.running && relay.owner != getpid())
 		return; /* a child of the worker: the worker answers */
 	if (relay.running) {
+		/* What the pipes hold now goes first (children of the verb
+		 * may keep them open for ever: no waiting for their end). */
+		pthread_mutex_lock(&relay.lock);
+		relay.stopping = true;
+		fcntl(relay.out, F_SETFL, O_NONBLOCK);
+		fcntl(relay.err, F_SETFL, O_NONBLOCK);
+		while (relay_one(relay.out, 1) > 0)
+			;
+		while (relay_one(relay.err, 2) > 0)
+			;
+	}
+	size_t len = ctl_frame_encode(frame, sizeof(frame), 0, NULL, 0, status, NULL);
+	if (len)
+		ctl_write_all(conn, frame, len);
+	if (relay.running) {
 		uint64_t one = 1;
+		pthread_mutex_unlock(&relay.lock);
 		if (write(relay.stop, &one, sizeof(one)) < 0)
 			(void)0;
 		pthread_join(relay.thread, NULL);
 		relay.running = false;
 	}
-	size_t len = ctl_frame_encode(frame, sizeof(frame), 0, NULL, 0, status, NULL);
-	if (len)
-		ctl_write_all(conn, frame, len);
 }
 
 /* A refused request gets one line, and nothing is done. */
