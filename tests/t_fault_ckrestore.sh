@@ -15,6 +15,7 @@ fault_setup fcr
 MATRIX=(
 	"checkpoint pre-dump,post-dump                            criu:kill criu:stall src:kill cli:kill"
 	"restore    post-setup-namespaces,post-restore,pre-resume criu:kill criu:stall dst:kill cli:kill"
+	"restore    pre-restore,setup-namespaces                  criu:kill criu:stall"
 	"restore    post-resume                                   criu:kill"
 )
 for row in "${MATRIX[@]}"; do

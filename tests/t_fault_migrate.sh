@@ -16,6 +16,7 @@ fault_setup fmg
 MATRIX=(
 	"migrate pre-dump,post-dump                            criu:kill criu:stall src:kill cli:kill"
 	"migrate post-setup-namespaces,post-restore,pre-resume criu:kill criu:stall src:kill dst:kill cli:kill"
+	"migrate pre-restore,setup-namespaces                  criu:kill criu:stall"
 	"migrate post-resume                                   criu:kill"
 )
 for row in "${MATRIX[@]}"; do

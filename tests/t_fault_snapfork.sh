@@ -17,6 +17,7 @@ MATRIX=(
 	"snapshot pre-dump,post-dump                                 criu:kill criu:stall src:kill cli:kill"
 	"fork     pre-dump,post-dump                                 criu:kill criu:stall src:kill cli:kill"
 	"fork     post-setup-namespaces,post-restore,pre-resume      criu:kill criu:stall src:kill dst:kill cli:kill"
+	"fork     pre-restore,setup-namespaces                       criu:kill criu:stall"
 )
 for row in "${MATRIX[@]}"; do
 	read -r verb steps victims <<<"$row"

@@ -273,7 +273,8 @@ fault_case() {
 		die "$WHAT: the pool holds '$("$SNAPTOOL" census)', not '$STEADY'"
 	CASES=$((CASES + 1))
 	local ms=$(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 ))
-	ok "$WHAT: ${err:-succeeded} ($ms ms)"
+	[ -n "$err" ] || { [ "$VICTIM" = cli ] && err="(the command line said nothing: killed)"; } || err=succeeded
+	ok "$WHAT: $err ($ms ms)"
 }
 
 fault_done() {
