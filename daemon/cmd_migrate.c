@@ -218,6 +218,17 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 		return -1;
 	}
 	*image_bytes = meta.payload_bytes;
+	/* A recovery point's dump says the epoch of its instant; the arena,
+	 * reset from the point under this verb's lease, is taken over from
+	 * the epoch of now. */
+	if (from) {
+		meta.arena_epoch = arena.owner_epoch;
+		if (image_store_reseal(dir, meta.arena_generation, arena.owner_epoch) < 0) {
+			image_store_release(pool, &images, claim);
+			image_work_dir_remove(dir);
+			return -1;
+		}
+	}
 	container_link_name(pool->sb->uuid, meta.arena_generation, meta.arena_epoch + 1, link);
 	const struct pod *pod = pod_current(false);
 	/* Hosts may name the pool differently: the mapping is then rebased. */

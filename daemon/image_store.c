@@ -399,7 +399,7 @@ static int reseal_file(int dirfd, const char *file, struct cxlcr_arena_record *r
 }
 
 /* The plugin's records of the arena in dir now say epoch. */
-static int reseal_records(const char *dir, uint64_t arena_generation, uint64_t epoch)
+int image_store_reseal(const char *dir, uint64_t arena_generation, uint64_t epoch)
 {
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
@@ -419,7 +419,7 @@ int image_store_renew(struct cxlcr_pool *pool, const struct cxlcr_region *images
 	struct cxlcr_image_set fresh = *meta;
 	fresh.arena_epoch = epoch;
 	uint64_t bytes;
-	int rc = image_store_fetch(pool, images, dir) == 0 && reseal_records(dir, meta->arena_generation, epoch) == 0 &&
+	int rc = image_store_fetch(pool, images, dir) == 0 && image_store_reseal(dir, meta->arena_generation, epoch) == 0 &&
 			 image_store_publish(pool, dir, &fresh, &bytes) == 0
 		 ? 0
 		 : -1;

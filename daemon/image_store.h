@@ -67,4 +67,8 @@ void image_work_dir_purge(const char *dir);
 /* After a failed verb: the work directory keeps only CRIU's logs. */
 void image_work_dir_failed(const char *dir);
 
+/* Rewrites the plugin's records of the arena in the image directory dir to
+ * say epoch (and seals them again). */
+int image_store_reseal(const char *dir, uint64_t arena_generation, uint64_t epoch);
+
 #endif

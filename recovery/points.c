@@ -17,7 +17,8 @@
  *
  * A service that takes points and whose process died comes back from its
  * newest one, on this host, by the restore verb (restore_point.c); one
- * that keeps dying right after is given up on, and the log says so.
+ * that keeps dying soon after each restore, or cannot be restored, is
+ * given up on, and the log says so.
  */
 #include <errno.h>
 #include <limits.h>
@@ -41,15 +42,18 @@ static struct point_state {
 	bool seen;                /* still a service of this host at this tick */
 	uint64_t last_ns;         /* CLOCK_MONOTONIC when the last point began */
 	int pidfd;                /* the `cxlcr snapshot` or restore under way, or -1 */
-	uint32_t restores;        /* restores of it in a row, each soon after the last */
-	uint64_t restored_ns;     /* when the last began */
+	bool restoring;           /* a restore was begun and it has not run since */
+	uint32_t failures;        /* restores in a row that did not make it run */
+	uint32_t loops;           /* deaths in a row soon after a restore that worked */
+	uint64_t up_ns;           /* when a restore was last seen to have worked */
 	bool given_up;            /* it kept crashing: left for an operator */
 } states[TRACKED_MAX];
 
-/* A service that dies again within this long of its restore counts
- * towards giving up on it. */
+/* A service that dies again within this long of a restore that worked
+ * counts towards giving up on it, as does a restore that did not work. */
 #define CRASH_LOOP_NS (30ull * 1000000000ull)
 #define CRASH_LOOP_MAX 3
+#define RESTORE_FAILURES_MAX 5
 
 static struct point_state *state_of(uint64_t generation)
 {
@@ -112,24 +116,31 @@ static int take_point(const char *name, struct point_state *st)
 static void restore_crashed(struct cxlcr_pool *pool, const struct service *s, const char *host,
 			    struct point_state *st, void (*log)(int priority, const char *fmt, ...))
 {
+	(void)pool;
 	if (st->given_up || !s->recovery_point[0] || strcmp(s->state, "exited"))
 		return;
 	uint64_t now = cxlcr_mono_ns();
-	st->restores = st->restored_ns && now - st->restored_ns < CRASH_LOOP_NS ? st->restores + 1 : 1;
-	if (st->restores > CRASH_LOOP_MAX) {
+	if (st->restoring) {
+		st->failures++; /* the last restore ended and it does not run */
+	} else {
+		st->failures = 0;
+		st->loops = st->up_ns && now - st->up_ns < CRASH_LOOP_NS ? st->loops + 1 : 0;
+	}
+	if (st->loops >= CRASH_LOOP_MAX || st->failures >= RESTORE_FAILURES_MAX) {
 		st->given_up = true;
-		log(3 /* LOG_ERR */, "%s keeps dying: %u restores from its recovery points within %llu s; "
-				     "not restored again (cxlcr restore %s --host %s --recovery-point does it by hand)",
-		    s->region.name, CRASH_LOOP_MAX, CRASH_LOOP_NS / 1000000000ull, s->region.name, host);
+		log(3 /* LOG_ERR */, "%s %s; not restored again (cxlcr restore %s --host %s --recovery-point does it "
+				     "by hand)", s->region.name,
+		    st->failures >= RESTORE_FAILURES_MAX ? "cannot be restored from its recovery points (see above)"
+							 : "keeps dying soon after each restore",
+		    s->region.name, host);
 		return;
 	}
-	st->restored_ns = now;
+	st->restoring = true;
 	log(5 /* LOG_NOTICE */, "%s died: restoring it from its recovery point %s", s->region.name, s->recovery_point);
 	char *args[] = { "cxlcr", "restore", (char *)s->region.name, "--host", (char *)host, "--recovery-point",
 			 "--quiet", NULL };
 	if (run_cxlcr(st, "restore from a recovery point", args) < 0)
 		log(3, "%s", cxlcr_last_error());
-	(void)pool;
 }
 
 /* The interval a service asked for, from its arena header (0: none). */
@@ -176,6 +187,10 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
 			restore_crashed(&pool, &s, host, st, log);
 			next_ms = next_ms > 100 ? 100 : next_ms;
 			continue;
+		}
+		if (st->restoring) { /* it runs again: the restore worked */
+			st->restoring = false;
+			st->up_ns = now;
 		}
 		uint64_t due = st->last_ns + (uint64_t)interval * 1000000ull;
 		if (st->last_ns && now < due) {

@@ -62,10 +62,12 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 	struct cxlcr_arena_header *h = NULL;
 	uint8_t *heap = NULL;
 	struct cxlcr_heap now;
-	if (sh->arena_generation != arena->generation || sh->arena_epoch != arena->owner_epoch) {
-		cxlcr_error("recovery point %s is not of arena %s as it is now (epoch %llu, the point's %llu)",
-			    s.region.name, arena->name, (unsigned long long)arena->owner_epoch,
-			    (unsigned long long)sh->arena_epoch);
+	/* Of this arena (its generation is never reused). Its epoch may have
+	 * moved on since the point (a verb that fenced a dead one, a restore):
+	 * the point is still one instant of heap and process; the restore's
+	 * records are brought to the epoch of now (image_store_reseal). */
+	if (sh->arena_generation != arena->generation) {
+		cxlcr_error("recovery point %s is not of arena %s", s.region.name, arena->name);
 		goto out;
 	}
 	h = cxlcr_pool_map(pool, arena->offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
