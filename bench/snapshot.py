@@ -95,8 +95,10 @@ def check_all(host, keys, versions):
 
 
 def cxlcr(a, *args):
-    out = subprocess.run([a.cxlcr] + list(args), check=True, capture_output=True, text=True).stdout
-    return json.loads(out) if "--json" in args else out
+    p = subprocess.run([a.cxlcr] + list(args), capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("snapshot: cxlcr %s failed: %s" % (" ".join(args), p.stderr.strip()))
+    return json.loads(p.stdout) if "--json" in args else p.stdout
 
 
 def one_size(a, size, rows):

@@ -409,6 +409,12 @@ struct cxlcr_arena_header {
 	 * this heap only. 0: none. */
 	uint64_t restored_from;
 	char     restored_from_name[CXLCR_NAME_MAX]; /* ... its name, for people */
+	/* Write tracking at 4 KiB: the service maps its heap without 2 MiB
+	 * pages from its tracker's start on (preload/track.c), so that a
+	 * scan reports the small pages written, not whole 2 MiB ones. Set by
+	 * the daemon that starts the tracker. */
+	uint32_t track_small_pages;
+	uint32_t reserved2;
 };
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");
@@ -623,6 +629,10 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
 /* 4: incremental snapshots (bases[]), a 1 KiB header */
 #define CXLCR_SNAPSHOT_VERSION      4u
 #define CXLCR_SNAPSHOT_BASES_MAX    8u
+/* An incremental snapshot whose leaves would make more runs than this is
+ * taken in full instead: a fork child maps each run (rebase/mm.c), and
+ * scattered writes would make tens of thousands. */
+#define CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX 16384u
 #define CXLCR_SNAPSHOT_COMPLETE     0x454e4f4450414e53ULL /* "SNAPDONE" */
 #define CXLCR_SNAPSHOT_PAGE_SIZE    4096u
 #define CXLCR_SNAPSHOT_TABLE_OFFSET 4096u

@@ -144,7 +144,8 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 		return -1;
 	if (bh->arena_generation != arena_generation || bh->heap_address != src.heap_address ||
 	    bh->page_count > src.pages || !bh->track_scans) {
-		rc = 1; /* not a base for this heap: a full draft */
+		cxlcr_error("snapshot %s is not a base for this heap as it is now", base->region.name);
+		rc = 1; /* a full draft */
 		goto out;
 	}
 	/* Its leaves become ours: they must be what it published. */
@@ -238,7 +239,16 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	/* Room for what the finish may copy: pages written while this draft
 	 * is made. Not enough room means a full snapshot in the freeze. */
 	uint64_t spare = snap_draft_spare(own_pages) + own_pages / 8;
-	uint64_t run_room = runs_with_own(table, &own) + 2 * spare + 2;
+	uint64_t runs = runs_with_own(table, &own);
+	if (runs > CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX) {
+		/* A fork child maps each run as one mapping of its own
+		 * (rebase/mm.c): scattered writes make too many of them. */
+		cxlcr_error("sharing its base's pages would make %llu runs, more than a fork child should map (%u)",
+			    (unsigned long long)runs, CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX);
+		rc = 1;
+		goto out;
+	}
+	uint64_t run_room = runs + 2 * spare + 2;
 	struct layout l;
 	snap_plan_layout(src.pages, own_pages + spare, run_room, &l);
 	if (cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, &snap_region) < 0)

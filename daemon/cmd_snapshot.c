@@ -229,7 +229,7 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, struct snaps
 			cxlcr_copy_field(out->base, sizeof(out->base), base.region.name);
 		else
 			snprintf(why, sizeof(why), "%s",
-				 rc < 0 ? cxlcr_last_error() : "its newest snapshot cannot be its base");
+				 cxlcr_last_error());
 	}
 	if (rc != 0)
 		rc = cxlcr_snapshot_draft(pool, s->region.generation, out->name, NULL);

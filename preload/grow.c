@@ -142,6 +142,8 @@ bool preload_grow(size_t n)
 	cxlcr_pool_detach(&cx.pool);
 	if (grown) {
 		record_extent(index, &ext, at);
+		if (__atomic_load_n(&cx.header->track_small_pages, __ATOMIC_ACQUIRE))
+			preload_small_pages((void *)(cx.heap_lo + at), ext.size, false);
 		if (preload_register_extent((void *)(cx.heap_lo + at), ext.size) < 0) {
 			/* Mapped and recorded, but mimalloc will not use it:
 			 * it stays the arena's (a restore maps it), unused. */

@@ -9,10 +9,31 @@
  * tracker then holds the only one, and registers the heap: the service
  * keeps no userfaultfd of its own, which CRIU could not dump.
  */
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../tracking/track.h"
 #include "preload.h"
+
+/*
+ * Tracking reports written pages at the size the heap is mapped with: on
+ * a pool whose file system hands out 2 MiB pages (and on devdax), one
+ * write marks 512 small pages written, and a random 1% of writes marks
+ * nearly the whole heap, which the next snapshot then compares. So, when
+ * its daemon asks, the heap is mapped with small pages from the tracker's
+ * start on: no more 2 MiB mappings (MADV_NOHUGEPAGE), and the present
+ * ones dropped (zap: the data stays in the pool; the first scan after a
+ * tracker starts is a full round anyway). The pool's own pages stay as
+ * large as they are.
+ */
+void preload_small_pages(void *start, size_t len, bool zap)
+{
+	if (!len)
+		return;
+	preload_madvise(start, len, MADV_NOHUGEPAGE);
+	if (zap)
+		preload_madvise(start, len, MADV_DONTNEED);
+}
 
 void preload_track_serve(struct cxlcr_arena_header *h)
 {
@@ -25,6 +46,8 @@ void preload_track_serve(struct cxlcr_arena_header *h)
 		fd = -1;
 	} else {
 		fd = cxlcr_track_make_uffd(); /* -1 on failure: the tracker sees none */
+		if (fd >= 0 && __atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE))
+			preload_small_pages((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE), true);
 	}
 	__atomic_store_n(&h->track_fd, fd, __ATOMIC_RELEASE);
 }

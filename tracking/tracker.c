@@ -193,6 +193,18 @@ int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
 	return rc;
 }
 
+/* Whether the service tracks at 4 KiB (pool_format.h: track_small_pages):
+ * unless $CXLCR_TRACK_SMALL_PAGES=0 in the daemon's environment. */
+static void tracker_small_pages(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
+{
+	const char *env = getenv("CXLCR_TRACK_SMALL_PAGES");
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return;
+	__atomic_store_n(&h->track_small_pages, !env || strcmp(env, "0") != 0, __ATOMIC_RELEASE);
+	munmap(h, sizeof(*h));
+}
+
 /*
  * Forks the tracker (detached: its parent exits at once, so nobody need
  * reap it) and records its pid in the header. Called by the verb that made
@@ -207,6 +219,7 @@ int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *aren
 		return 0;
 	if (cxlcr_tracker_end(pool, arena) < 0)
 		return -1;
+	tracker_small_pages(pool, arena);
 	int pidfd = (int)syscall(SYS_pidfd_open, arena->owner_pid, 0);
 	if (pidfd < 0)
 		return cxlcr_error("tracker of %s: pid %d: %s", arena->name, (int)arena->owner_pid, strerror(errno));
