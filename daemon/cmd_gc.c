@@ -189,9 +189,15 @@ static const char *image_set_stale(struct gc *g, const struct cxlcr_region *r, c
 		return NULL;
 	if (meta.magic != CXLCR_IMAGES_MAGIC || meta.complete != CXLCR_IMAGES_COMPLETE)
 		return "never completed";
-	const char *dot = strrchr(r->name, '.');
-	if (dot && dot[1] == 's')
-		return cxlcr_region_find(g->pool, CXLCR_KIND_SNAPSHOT, r->name, NULL) ? NULL : "its fork snapshot is gone";
+	/* A snapshot's dump (fork, recovery point) is named after the
+	 * snapshot, SERVICE.sNNN, and lives as long as it does, whatever the
+	 * service's epoch since. */
+	struct cxlcr_region snap;
+	if (cxlcr_region_find(g->pool, CXLCR_KIND_SNAPSHOT, meta.service, &snap))
+		return NULL;
+	const char *dot = strrchr(meta.service, '.');
+	if (dot && dot[1] == 's' && dot[2] >= '0' && dot[2] <= '9')
+		return "its snapshot is gone";
 	struct cxlcr_region arena;
 	if (cxlcr_region_get(g->pool, meta.arena_generation, &arena) < 0)
 		return "its service is gone";

@@ -62,6 +62,13 @@ criu=$(cat "$HOOK/criu.pid")
 kill -KILL "$(criu_worker "$criu")" "$criu"
 wait "$verb" && die "the snapshot succeeded although its worker was killed"
 rm -f "$HOOK/pause-at"
+# The daemon takes a killed worker's lease over and ends what it left
+# (control/fence.c): gc leaves alone what a live verb works on, so wait
+# for that to be done.
+for _ in $(seq 200); do
+	[ "$("$CXLCR" status "$NAME" --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("verb"))')" = None ] && break
+	python3 -c 'import time; time.sleep(0.05)'
+done
 [ "$(snapshots)" -eq 2 ] || die "no snapshot draft was left to collect ($(snapshots) snapshot regions)"
 
 say "gc --dry-run names all four and removes nothing"
@@ -88,6 +95,11 @@ say "gc removes them, and leaves the running service and the other pool's namesp
 [ -e "/run/netns/$foreign_ns" ] || die "gc removed a namespace of no service of this pool without --foreign"
 [ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 0 ] || die "the stale image set is still there"
 [ "$(snapshots)" -eq 1 ] || die "the snapshot draft is still there ($(snapshots) snapshot regions)"
+# The published snapshot keeps its dump, whatever the service's epoch
+# since: a child can still be forked from it.
+child=$("$CXLCR" fork "$NAME" --to h0 --json 2>"$POOL_DIR/fork.err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["children"][0]["name"])') ||
+	die "gc took the published snapshot's dump: $(cat "$POOL_DIR/fork.err")"
+"$CXLCR" stop "$child" >/dev/null
 # The draft's hold on the first snapshot went with it: replaced by a new
 # snapshot that is not incremental on it, the first one goes.
 "$CXLCR" snapshot "$NAME" --json >"$POOL_DIR/snap.json" || die "snapshot after gc failed"
