@@ -80,7 +80,9 @@ int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, con
  * catalog entry base_entry of base_entry_generation, which the caller
  * holds while this runs, and base's own bases). Returns 1 when base cannot
  * serve (another heap, not tracked at its finish, a base going away): the
- * caller makes a full draft. Its finish is cxlcr_snapshot_finish(), as for
+ * caller makes a full draft; so does a draft whose leaves would make more
+ * than max_runs runs (0: no bound; a fork child maps each run, see
+ * CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX). Its finish is cxlcr_snapshot_finish(), as for
  * any draft; a page shared with a base that changes meanwhile is copied
  * into room the draft leaves for it.
  */
@@ -88,7 +90,7 @@ struct cxlcr_snapshot;
 struct cxlcr_written;
 int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			    const struct cxlcr_snapshot *base, uint32_t base_entry, uint64_t base_entry_generation,
-			    const struct cxlcr_written *since, struct cxlcr_snapshot_info *out);
+			    const struct cxlcr_written *since, uint64_t max_runs, struct cxlcr_snapshot_info *out);
 
 /*
  * With write tracking (tracking/track.h) the finish need not compare: the

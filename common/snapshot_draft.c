@@ -125,7 +125,7 @@ static uint64_t runs_with_own(const uint64_t *table, const struct page_map *own)
 
 int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			    const struct cxlcr_snapshot *base, uint32_t base_entry, uint64_t base_entry_generation,
-			    const struct cxlcr_written *since, struct cxlcr_snapshot_info *out)
+			    const struct cxlcr_written *since, uint64_t max_runs, struct cxlcr_snapshot_info *out)
 {
 	uint64_t start = cxlcr_mono_ns();
 	const struct cxlcr_snapshot_header *bh = &base->header;
@@ -240,11 +240,11 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	 * is made. Not enough room means a full snapshot in the freeze. */
 	uint64_t spare = snap_draft_spare(own_pages) + own_pages / 8;
 	uint64_t runs = runs_with_own(table, &own);
-	if (runs > CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX) {
+	if (max_runs && runs > max_runs) {
 		/* A fork child maps each run as one mapping of its own
 		 * (rebase/mm.c): scattered writes make too many of them. */
-		cxlcr_error("sharing its base's pages would make %llu runs, more than a fork child should map (%u)",
-			    (unsigned long long)runs, CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX);
+		cxlcr_error("sharing its base's pages would make %llu runs, more than a fork child should map (%llu)",
+			    (unsigned long long)runs, (unsigned long long)max_runs);
 		rc = 1;
 		goto out;
 	}

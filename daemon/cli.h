@@ -78,6 +78,7 @@ struct verb_args {
 	bool quiet;        /* restore for a migrate: the caller reports */
 	const char *lease; /* --lease: a step run under the lease of the verb that asked (control/lease.h) */
 	bool recovery_point; /* --recovery-point: a snapshot a daemon takes on its own (recovery/points.c) */
+	bool full;           /* --full: a snapshot that copies every page, never an incremental one */
 };
 
 /* Parses "[NAME] [--json] [--quiet] [--HOST_OPT HOST]" (host_opt NULL: no

@@ -199,7 +199,8 @@ void snapshot_forget(struct cxlcr_pool *pool, const char *service)
  * full copy, and full_because says why. Without a draft at all (an
  * error), the freeze copies everything.
  */
-static void draft(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
+static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
+		  struct snapshot_result *out)
 {
 	struct cxlcr_borrow b;
 	struct cxlcr_snapshot base;
@@ -207,7 +208,9 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, struct snaps
 	uint64_t forks = 0;
 	struct cxlcr_written since = { 0 };
 	char why[160] = "the service has no earlier snapshot";
-	if (cxlcr_catalog_borrow(pool, s->region.name, NULL, &b) == 0) {
+	if (full)
+		snprintf(why, sizeof(why), "a full snapshot was asked for");
+	else if (cxlcr_catalog_borrow(pool, s->region.name, NULL, &b) == 0) {
 		have_base = cxlcr_snapshot_open(pool, b.snapshot_generation, &base) == 0;
 		if (!have_base) {
 			snprintf(why, sizeof(why), "its newest snapshot could not be opened: %s", cxlcr_last_error());
@@ -223,8 +226,11 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, struct snaps
 				  : "writes since its newest snapshot are not all known (not tracked then, a fork "
 				    "child, or another scan)");
 	if (have_base && since_known) {
+		/* A recovery point is restored page by page, never mapped by a
+		 * fork child: no bound on its runs (a fork from one that has too
+		 * many takes a full snapshot first, fork.c). */
 		rc = cxlcr_snapshot_draft_on(pool, s->region.generation, out->name, &base, b.entry, b.generation,
-					     &since, NULL);
+					     &since, recovery_point ? 0 : CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX, NULL);
 		if (rc == 0)
 			cxlcr_copy_field(out->base, sizeof(out->base), base.region.name);
 		else
@@ -244,7 +250,8 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, struct snaps
 	}
 }
 
-int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
+int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
+		     struct snapshot_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	drop_strays(pool, s->region.name);
@@ -259,7 +266,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct sn
 	 * plugin only copies again what changed since (snapshot.h). Without a
 	 * draft it copies everything then. */
 	uint64_t d0 = cxlcr_mono_ns();
-	draft(pool, s, out);
+	draft(pool, s, full, recovery_point, out);
 	out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
 	uint64_t f0 = cxlcr_mono_ns();
 	if (criu_dump_for_fork(s->region.owner_pid, dir, out->name) < 0) {
@@ -308,7 +315,7 @@ int cmd_snapshot(int argc, char **argv)
 	struct cxlcr_pool pool;
 	struct service s;
 	int code;
-	if (!service_verb_here(argc, argv, "cxlcr snapshot NAME [--json]", NULL, &a, &pool, &s, &code))
+	if (!service_verb_here(argc, argv, "cxlcr snapshot NAME [--full] [--json]", NULL, &a, &pool, &s, &code))
 		return code;
 	struct verb_lease l;
 	if ((code = verb_begin_here(&pool, &s, a.recovery_point ? VERB_RECOVERY_POINT : "snapshot", a.lease, &l))) {
@@ -324,7 +331,7 @@ int cmd_snapshot(int argc, char **argv)
 	int rc = verb_lease_check(&l, "the freeze");
 	if (rc == 0) {
 		verb_lease_note_frozen(&l, s.region.owner_pid, s.region.owner_epoch);
-		rc = snapshot_service(&pool, &s, &r);
+		rc = snapshot_service(&pool, &s, a.full, a.recovery_point, &r);
 		verb_lease_note_frozen(&l, 0, 0);
 	}
 	verb_lease_release(&l);

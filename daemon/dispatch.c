@@ -47,17 +47,19 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 				       { "quiet", no_argument, 0, 'q' },
 				       { "lease", required_argument, 0, 'L' },
 				       { "recovery-point", no_argument, 0, 'P' },
+				       { "full", no_argument, 0, 'F' },
 				       { "help", no_argument, 0, 'h' },
 				       { 0, 0, 0, 0 } };
 	int c;
 	memset(a, 0, sizeof(*a));
-	while ((c = getopt_long(argc, argv, host_opt ? "H:jqhL:P" : "jqhL:P", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, host_opt ? "H:jqhL:PF" : "jqhL:PF", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H': a->host = optarg; break;
 		case 'j': a->json = true; break;
 		case 'q': a->quiet = true; break;
 		case 'L': a->lease = optarg; break;
 		case 'P': a->recovery_point = true; break;
+		case 'F': a->full = true; break;
 		case 'h': printf("usage: %s\n", usage); *code = EXIT_OK; return false;
 		default: *code = EXIT_USAGE; return false;
 		}

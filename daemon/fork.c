@@ -481,6 +481,15 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 		cxlcr_copy_field(owner, sizeof(owner), parent.owner_host);
 	struct cxlcr_catalog_info have;
 	bool need_snapshot = req->fresh || cxlcr_catalog_find(&pool, req->service, &have) < 0;
+	/* A snapshot whose pages lie in too many runs (recovery points share
+	 * their bases' pages without bound) would give children more
+	 * mappings than they should have: a full one is taken for them. */
+	bool full = false;
+	struct cxlcr_snapshot newest;
+	if (!need_snapshot && cxlcr_snapshot_open(&pool, have.snapshot_generation, &newest) == 0) {
+		full = need_snapshot = newest.header.run_count > CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX;
+		cxlcr_snapshot_close(&newest);
+	}
 	cxlcr_pool_close(&pool);
 	if (!found) {
 		snprintf(rep->error, sizeof(rep->error), "no service named '%s'", req->service);
@@ -493,13 +502,14 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 	static char out[64 * 1024];
 	char why[CXLCR_ERROR_MAX];
 	if (need_snapshot) {
-		char *argv[] = { "snapshot", (char *)req->service, "--json", "--lease", (char *)lease, NULL };
+		char *argv[] = { "snapshot", (char *)req->service, "--json", "--lease", (char *)lease,
+				 full ? "--full" : NULL, NULL };
 		if (!rpc_host_up(owner)) {
 			snprintf(rep->error, sizeof(rep->error), "service '%s' is not running on a pod host",
 				 req->service);
 			return -1;
 		}
-		if (rpc_call_capture(owner, 5, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+		if (rpc_call_capture(owner, full ? 6 : 5, argv, out, sizeof(out), why, sizeof(why)) != 0) {
 			snprintf(rep->error, sizeof(rep->error), "%s", why);
 			return -1;
 		}

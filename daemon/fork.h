@@ -103,7 +103,8 @@ struct snapshot_result {
 struct service;
 /* Snapshots service s, which runs on this host, and publishes the snapshot
  * in the catalog under the service's name. */
-int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out);
+int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
+		     struct snapshot_result *out);
 /* A service's snapshots go with it (stop, rm): its catalog entry is
  * tombstoned (its region freed when the last child returns it), its
  * snapshots' image sets and any stray snapshot freed now. */

@@ -777,7 +777,7 @@ static void test_incremental(struct cxlcr_pool *pool)
 			struct cxlcr_snapshot base;
 			CHECK(cxlcr_catalog_borrow(pool, "isvc", NULL, &b) == 0, "%s", cxlcr_last_error());
 			CHECK(cxlcr_snapshot_open(pool, b.snapshot_generation, &base) == 0, "%s", cxlcr_last_error());
-			CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, name, &base, b.entry, b.generation, &since,
+			CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, name, &base, b.entry, b.generation, &since, 0,
 						      &info) == 0, "round %d: %s", round, cxlcr_last_error());
 			cxlcr_snapshot_close(&base);
 			CHECK(cxlcr_catalog_return(pool, &b) == 0, "%s", cxlcr_last_error());
@@ -835,7 +835,7 @@ static void test_incremental(struct cxlcr_pool *pool)
 	struct cxlcr_snapshot base;
 	CHECK(cxlcr_catalog_borrow(pool, "isvc", NULL, &b) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_snapshot_open(pool, root, &base) == 0, "%s", cxlcr_last_error());
-	CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, "idraft", &base, b.entry, b.generation, &one, &info) == 0,
+	CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, "idraft", &base, b.entry, b.generation, &one, 0, &info) == 0,
 	      "%s", cxlcr_last_error());
 	cxlcr_snapshot_close(&base);
 	cxlcr_catalog_return(pool, &b);
