@@ -103,7 +103,7 @@ bool checkpoint_renew_stale(struct cxlcr_pool *pool, const struct cxlcr_region *
 {
 	struct cxlcr_region now, after;
 	if (cxlcr_region_get(pool, meta->arena_generation, &now) < 0 || now.owner_epoch == meta->arena_epoch ||
-	    strncmp(now.owner_host, this_host(), CXLCR_HOST_MAX))
+	    (strncmp(now.owner_host, this_host(), CXLCR_HOST_MAX) && !host_is_local_pod_host(now.owner_host)))
 		return false;
 	/* Its keeper ends it once its CRIU is gone: wait for that. */
 	uint64_t until = cxlcr_mono_ns() + HELD_WAIT_MS * 1000000ull;

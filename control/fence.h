@@ -26,7 +26,8 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
  * just before the tasks resume, or its worker killed and the task ended
  * by its keeper) leaves the arena's epoch moved on and the checkpoint's
  * records stale: nobody could restore the service again, and its data
- * would be out of reach. If the new owner is a task of this host, dead
+ * would be out of reach. If the new owner is a task of this host (or of a
+ * pod host of this machine), dead
  * (waited for a while), the arena is fenced once more
  * (compare-and-set of the epoch, to the same dead owner) and the
  * checkpoint is published again with that epoch in its records, so that a

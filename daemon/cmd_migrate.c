@@ -514,6 +514,14 @@ int cmd_migrate(int argc, char **argv)
 			/* A restore whose worker died leaves its namespace, its
 			 * link on the bridge with the service's address. */
 			prepare_on(a.host, a.name, lease, true, s.region.owner_epoch);
+		} else {
+			/* Fenced for a restored task whose worker died: its keeper
+			 * may end it before it runs, and nobody there would renew
+			 * the checkpoint: the service is then checkpointed. */
+			struct cxlcr_region images;
+			struct cxlcr_image_set meta;
+			if (image_store_find(&pool, a.name, &images, &meta) == 0)
+				checkpoint_renew_stale(&pool, &images, &meta);
 		}
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);

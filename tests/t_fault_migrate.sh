@@ -12,19 +12,10 @@ set -euo pipefail
 . "$ROOT/tests/lib/faults.sh"
 
 fault_setup fmg
-# verb     steps                                               victims:how
-MATRIX=(
-	"migrate pre-dump,post-dump                            criu:kill criu:stall src:kill cli:kill"
-	"migrate post-setup-namespaces,post-restore,pre-resume criu:kill criu:stall src:kill dst:kill cli:kill"
-	"migrate pre-restore,setup-namespaces                  criu:kill criu:stall"
+# rows: VERB STEP,STEP... VICTIM:HOW...
+fault_matrix \
+	"migrate pre-dump,post-dump                            criu:kill criu:stall src:kill cli:kill" \
+	"migrate pre-restore,setup-namespaces                  criu:kill criu:stall" \
+	"migrate post-setup-namespaces,post-restore,pre-resume criu:kill criu:stall src:kill dst:kill cli:kill" \
 	"migrate post-resume                                   criu:kill"
-)
-for row in "${MATRIX[@]}"; do
-	read -r verb steps victims <<<"$row"
-	for step in ${steps//,/ }; do
-		for v in $victims; do
-			fault_case "$verb" "$step" "${v%:*}" "${v#*:}"
-		done
-	done
-done
 fault_done

@@ -28,6 +28,7 @@
 # tests/snapshot_tool census).
 #
 #   fault_setup PREFIX      the pod, the service (NAME) and its data
+#   fault_matrix ROW...     the cases of rows "VERB STEP,... VICTIM:HOW ..."
 #   fault_case VERB STEP VICTIM HOW
 #                           one case; VERB is migrate, checkpoint, restore,
 #                           snapshot or fork (fork dumps only when the
@@ -251,8 +252,10 @@ fault_case() {
 	# Whatever the verb started has ended with it: CRIU above all.
 	wait_exit "$criu" 60
 	[ "$VICTIM" = cli ] || [ "$VICTIM" = criu ] || wait_exit "$victim" 60
-	# Without its caller the verb goes on in the daemons.
-	[ "$VICTIM" = cli ] && workers_idle
+	# Every worker of the verb ends too (a killed command line's verb
+	# goes on in the daemons; a destination's worker cleans up after its
+	# CRIU, mapping the pool meanwhile).
+	workers_idle
 	# A killed worker's daemon takes the lease it held over, and resumes
 	# what it left frozen: the service is free again, by itself.
 	lease_free
@@ -275,6 +278,19 @@ fault_case() {
 	local ms=$(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 ))
 	[ -n "$err" ] || { [ "$VICTIM" = cli ] && err="(the command line said nothing: killed)"; } || err=succeeded
 	ok "$WHAT: $err ($ms ms)"
+}
+
+# fault_matrix ROW...: every case of every row "VERB STEP,STEP... VICTIM:HOW...".
+fault_matrix() {
+	local row verb steps victims step v
+	for row in "$@"; do
+		read -r verb steps victims <<<"$row"
+		for step in ${steps//,/ }; do
+			for v in $victims; do
+				fault_case "$verb" "$step" "${v%:*}" "${v#*:}"
+			done
+		done
+	done
 }
 
 fault_done() {
