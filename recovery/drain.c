@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -70,6 +71,7 @@ static int migrate_one(const char *name, const char *to, char *why, size_t len)
 	if (pid == 0) {
 		dup2(out[1], 1);
 		dup2(out[1], 2);
+		close_range(3, ~0u, 0);
 		execl(bin, "cxlcr", "migrate", name, "--to", to, (char *)NULL);
 		_exit(127);
 	}

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <syslog.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -142,6 +143,10 @@ int kmsg_watch_start(const char *path, const char *host, kmsg_log_fn log)
 	if (getppid() != parent)
 		_exit(0);
 	prctl(PR_SET_NAME, "cxlcrd-kmsg");
+	/* Nothing of the daemon's but its log (stderr): its listening sockets,
+	 * and above all the pipe it tells its starter it is ready on, whose
+	 * reader would otherwise wait for us too. */
+	close_range(3, ~0u, 0);
 	/* O_RDWR on a FIFO: it never sees end-of-file when a writer closes. */
 	struct stat st;
 	bool fifo = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -93,6 +94,7 @@ static int run_cxlcr(struct point_state *st, const char *what, char *const args[
 	if (pid < 0)
 		return cxlcr_error("%s: fork: %s", what, strerror(errno));
 	if (pid == 0) {
+		close_range(3, ~0u, 0); /* nothing of the daemon's: its sockets stay its own */
 		execv(bin, args);
 		_exit(127);
 	}

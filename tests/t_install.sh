@@ -89,6 +89,14 @@ port = $PORT1
 CONF
 
 start_daemon "$POOL_DIR/d1.log" --config "$POOL_DIR/cxlcrd.conf"
+# Its kernel-log watcher (recovery/kmsg.c) holds nothing of the daemon's:
+# holding the ready pipe, it made the next start's reader see an end of
+# file from the daemon before (cxlcrd "did not start").
+watcher=$(pgrep -P "$daemon_pid" -x cxlcrd-kmsg || true)
+[ -n "$watcher" ] || die "cxlcrd runs no kernel-log watcher"
+for fd in /proc/"$watcher"/fd/*; do
+	[ "$(readlink "$fd")" != "$FIFO" ] || die "the kernel-log watcher holds the ready pipe (fd ${fd##*/})"
+done
 grep -q "host cfg-host (machine) listening on .*/cfg-host.sock, pool $CXLCR_POOL; .* tcp 127.0.0.1:$PORT1" \
 	"$POOL_DIR/d1.log" || die "cxlcrd did not take its host, pool and address from the file: $(cat "$POOL_DIR/d1.log")"
 listens_on 127.0.0.1 "$PORT1" || die "cxlcrd does not listen on 127.0.0.1:$PORT1 (the file's address and port)"
