@@ -228,14 +228,18 @@ next_recovery_point() {
 }
 
 # pool_mappers: the pids that map this test's pool, ascending, each followed
-# by a space. Trackers (tracking/tracker.c, process name cxlcr-tracker) map
-# only an arena's header, never its heap: they are left out.
+# by a space. Left out: trackers (tracking/tracker.c, process name
+# cxlcr-tracker), which map only an arena's header, never its heap; and the
+# daemons (cxlcrd), which map the pool's metadata for a moment on their own
+# ticks (heartbeats, recovery points) whatever the test does: whether a
+# verb's workers have ended is each test's own check.
 pool_mappers() {
-	local f pid
+	local f pid comm
 	for f in $(grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null); do
 		pid=${f#/proc/}
 		pid=${pid%/maps}
-		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = cxlcr-tracker ] || echo "$pid"
+		comm=$(cat "/proc/$pid/comm" 2>/dev/null)
+		[ "$comm" = cxlcr-tracker ] || [ "$comm" = cxlcrd ] || echo "$pid"
 	done | sort -n | tr '\n' ' '
 }
 
