@@ -68,20 +68,15 @@ static uint32_t base_candidates(const struct cxlcr_snapshot *base, uint32_t entr
 
 /*
  * The pages an incremental draft copies: those written since the base's
- * finish, and those past the base's heap (grown since). With punches since
- * (freed memory given back: no write reports it), `holes` gets the pages
- * that are holes of the pool file now: zero pages, whatever the base has.
+ * finish, and those past the base's heap (grown since).
  */
-static int pages_to_copy(const struct cxlcr_pool *pool, const struct source *src,
-			 const struct cxlcr_snapshot_header *bh, const struct cxlcr_written *since, bool punched,
-			 struct page_map *copy, struct page_map *holes)
+static int pages_to_copy(const struct source *src, const struct cxlcr_snapshot_header *bh,
+			 const struct cxlcr_written *since, struct page_map *copy)
 {
-	uint64_t words = (src->pages + 63) / 64;
-	copy->pages = holes->pages = src->pages;
-	copy->bits = calloc(words, sizeof(uint64_t));
-	holes->bits = calloc(words, sizeof(uint64_t));
-	if (!copy->bits || !holes->bits)
-		return cxlcr_error("out of memory for maps of %llu pages", (unsigned long long)src->pages);
+	copy->pages = src->pages;
+	copy->bits = calloc((src->pages + 63) / 64, sizeof(uint64_t));
+	if (!copy->bits)
+		return cxlcr_error("out of memory for a map of %llu pages", (unsigned long long)src->pages);
 	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
 	for (size_t k = 0; k < since->count; k++) {
 		uint64_t a = since->ranges[k].start > lo ? since->ranges[k].start : lo;
@@ -91,16 +86,6 @@ static int pages_to_copy(const struct cxlcr_pool *pool, const struct source *src
 	}
 	for (uint64_t i = bh->page_count; i < src->pages; i++)
 		set_bit(copy, i);
-	if (punched) {
-		uint64_t at = 0, dlo, dhi;
-		for (bool more = true; more; at = dhi) {
-			more = snap_heap_next_data(pool, src, at, &dlo, &dhi);
-			if (!more)
-				dlo = dhi = src->heap_size;
-			for (uint64_t i = at / PAGE; i < dlo / PAGE; i++)
-				set_bit(holes, i);
-		}
-	}
 	return 0;
 }
 
@@ -130,7 +115,7 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	uint64_t start = cxlcr_mono_ns();
 	const struct cxlcr_snapshot_header *bh = &base->header;
 	struct source src;
-	struct page_map copy = { 0 }, holes = { 0 }, own = { 0 };
+	struct page_map copy = { 0 }, own = { 0 };
 	uint64_t *table = NULL;
 	struct candidate cand[CXLCR_SNAPSHOT_BASES_MAX + 1];
 	struct cxlcr_snapshot_base held[CXLCR_SNAPSHOT_BASES_MAX];
@@ -154,7 +139,7 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	struct punch_note punches;
 	snap_note_punches(&src, &punches);
 	bool punched = !punches.clean || punches.begun != bh->track_punches;
-	if (pages_to_copy(pool, &src, bh, since, false, &copy, &holes) < 0)
+	if (pages_to_copy(&src, bh, since, &copy) < 0)
 		goto out;
 	/* Pages punched out since the base read zero now, and no scan reports
 	 * them; nor does SEEK_HOLE always (a 2 MiB page of the pool that the
@@ -174,7 +159,7 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	/* The base's leaves (refreshed by check_leaves) for the pages not
 	 * written since; which of the candidates each one uses. */
 	for (uint64_t i = 0; i < src.pages; i++) {
-		if (bit(&copy, i) || bit(&holes, i))
+		if (bit(&copy, i))
 			continue;
 		uint64_t leaf = base->leaves[i];
 		if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
@@ -221,8 +206,6 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	 */
 	uint64_t own_pages = 0, cxl = 0;
 	for (uint64_t i = snap_next_page_with(&copy, 0, true); i < src.pages; i = snap_next_page_with(&copy, i + 1, true)) {
-		if (bit(&holes, i) && i < bh->page_count)
-			continue;
 		const uint8_t *p = src.heap + i * PAGE;
 		if (i < bh->page_count && CXLCR_LEAF_TIER(base->leaves[i]) == CXLCR_TIER_CXL) {
 			uint64_t leaf = base->leaves[i];
@@ -327,7 +310,6 @@ out:
 		cxlcr_region_free(pool, snap_region.generation);
 	free(table);
 	free(copy.bits);
-	free(holes.bits);
 	free(own.bits);
 	snap_close_source(&src);
 	return rc;
