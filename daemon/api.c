@@ -14,6 +14,7 @@
 #include "../common/error.h"
 #include "../common/pool.h"
 #include "../common/util.h"
+#include "../control/outcome.h"
 #include "api.h"
 #include "cli.h"
 #include "fork.h"
@@ -95,10 +96,9 @@ static void describe_peer(int conn, bool over_tcp, char *buf, size_t len)
  * before anything else about the request is told to the client. */
 static bool authorised(const struct api_request *req, char *why, size_t len)
 {
-	const struct pod *pod = pod_current(false);
 	char token[CXLCR_API_TOKEN_LEN + 1];
-	if (!pod || api_token_read(pod, token, sizeof(token)) < 0) {
-		snprintf(why, len, "%s", pod ? cxlcr_last_error() : "no pod");
+	if (api_token_derive(false, token, sizeof(token)) < 0) {
+		snprintf(why, len, "%s", cxlcr_last_error());
 		return false;
 	}
 	bool ok = api_token_matches(req->token, token);
@@ -143,10 +143,13 @@ static bool over_quota(unsigned count, char *err, size_t len)
 		return true;
 	}
 	unsigned live = 0, quota = children_quota();
+	/* One stable copy of each entry: looking each one up again by its
+	 * generation (a scan of the whole table each) took ~1 s of CPU per
+	 * request here, on the path of every fork. */
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
-		if (cxlcr_region_get(&pool, pool.table[i].generation, &r) == 0 && r.kind == CXLCR_KIND_CHILD)
-			live++;
+		cxlcr_region_slot(&pool, i, &r);
+		live += r.state == CXLCR_REGION_LIVE && r.kind == CXLCR_KIND_CHILD;
 	}
 	cxlcr_pool_close(&pool);
 	if (live + count <= quota)
@@ -201,11 +204,12 @@ static void result_from_reply(const struct fork_reply *rep, struct cxlcr_fork_re
 	res->total_ms = rep->total_ms;
 	res->image_bytes = rep->image_bytes;
 	res->snapshot_bytes = rep->snapshot_bytes;
+	cxlcr_copy_field(res->mode, sizeof(res->mode), rep->mode);
 }
 
 /* Reads, checks and runs one request; the reply line into *reply. */
 static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char *what,
-		  size_t what_len, char *err, size_t err_len)
+		  size_t what_len, char *err, size_t err_len, char nonce[2 * CXLCR_SEAL_NONCE_BYTES + 1])
 {
 	char line[API_REQUEST_MAX + 1], why[API_ERROR_MAX];
 	size_t len;
@@ -230,6 +234,9 @@ static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char
 		return -1;
 	}
 	explicit_bzero(req.token, sizeof(req.token));
+	/* Trusted from here on: the reply, whatever it says, is sealed for
+	 * the request's nonce if it has one. */
+	memcpy(nonce, req.nonce, sizeof(req.nonce));
 	if (bad) {
 		snprintf(what, what_len, "refused: %s", err);
 		return -1;
@@ -256,20 +263,47 @@ static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char
 		snprintf(what + at, what_len - at, "%s", err);
 		return -1;
 	}
-	struct fork_request freq = { .count = req.count };
+	struct fork_request freq = { .count = req.count, .mode = fork_mode_parse(req.mode[0] ? req.mode : NULL) };
+	cxlcr_copy_field(freq.fetch, sizeof(freq.fetch), req.fetch);
 	static struct fork_reply frep; /* large; a worker serves one request */
 	cxlcr_copy_field(freq.service, sizeof(freq.service), req.service);
 	cxlcr_copy_field(freq.host, sizeof(freq.host), req.host);
+	/* Its outcome is kept for `cxlcr status` (control/outcome.h): the
+	 * client may be gone by now. */
 	if (fork_service(&freq, &frep) < 0) {
 		snprintf(err, err_len, "%s", frep.error[0] ? frep.error : "fork failed");
 		snprintf(what + at, what_len - at, "failed: %s", err);
+		verb_outcome_record_named(freq.service, "fork", CXLCR_OUTCOME_FAILED, this_host(), err);
 		return -1;
 	}
+	verb_outcome_record_named(freq.service, "fork", CXLCR_OUTCOME_OK, this_host(), "");
 	struct cxlcr_fork_result res;
 	result_from_reply(&frep, &res);
 	snprintf(what + at, what_len - at, "ok, %u children in %.1f ms", res.count, res.total_ms);
 	*reply = api_reply_encode(&res, reply_len);
 	return 0;
+}
+
+/* The reply line sealed for the request's nonce (api/protocol.h) under the
+ * reply key of the pod's token; the line itself (freed) is replaced. When
+ * it cannot be sealed, an unsealed refusal goes instead, which the client
+ * takes as a failure (a success it would refuse as forged). */
+static char *sealed(char *reply, size_t *len, const char *nonce_hex, char *what, size_t what_len)
+{
+	char token[CXLCR_API_TOKEN_LEN + 1];
+	uint8_t key[CXLCR_SEAL_KEY_BYTES], nonce[CXLCR_SEAL_NONCE_BYTES];
+	char *out = NULL;
+	if (api_token_derive(false, token, sizeof(token)) == 0 && api_reply_key(token, key) == 0 &&
+	    api_nonce_parse(nonce_hex, nonce) == 0)
+		out = api_reply_seal(reply, *len, key, nonce, len);
+	explicit_bzero(token, sizeof(token));
+	explicit_bzero(key, sizeof(key));
+	free(reply);
+	if (out)
+		return out;
+	size_t at = strlen(what);
+	snprintf(what + at, what_len - at, " (reply not sealed: %s)", cxlcr_last_error());
+	return api_error_encode("the reply could not be sealed (see the daemon's log)", len);
 }
 
 /* Closing a socket with unread input resets the connection, and the
@@ -303,9 +337,12 @@ int api_serve(int conn, bool over_tcp, char *summary, size_t len)
 	char *reply = NULL;
 	size_t reply_len = 0;
 	describe_peer(conn, over_tcp, peer, sizeof(peer));
-	int rc = handle(conn, over_tcp, &reply, &reply_len, what, sizeof(what), err, sizeof(err));
+	char nonce[2 * CXLCR_SEAL_NONCE_BYTES + 1] = "";
+	int rc = handle(conn, over_tcp, &reply, &reply_len, what, sizeof(what), err, sizeof(err), nonce);
 	if (rc < 0)
 		reply = api_error_encode(err, &reply_len);
+	if (reply && nonce[0])
+		reply = sealed(reply, &reply_len, nonce, what, sizeof(what));
 	alarm(timeout);
 	if (!reply || api_write_all(conn, reply, reply_len) < 0)
 		snprintf(what + strlen(what), sizeof(what) - strlen(what), " (reply not sent: %s)",

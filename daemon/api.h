@@ -4,11 +4,12 @@
  * Each cxlcrd listens on a Unix socket, POD_DIR/HOST.api, where the peer's
  * credentials authenticate it (root only, as for the verb socket), and on
  * TCP at its host's own address, where every request must carry the pod's
- * token (POD_DIR/api-token). Every request is served in a worker process,
+ * token (derived from the pod's key in the pool; each host keeps it in its
+ * own POD_DIR/api-token for local clients). Every request is served in a worker process,
  * which calls fork_service().
  *
  *   api.c        listening, and serving one request
- *   api_token.c  the pod's token: made once, read, compared
+ *   api_token.c  the pod's token: derived from the pod's key, kept, compared
  */
 #ifndef CXLCR_API_H
 #define CXLCR_API_H
@@ -38,11 +39,13 @@ int api_listen_tcp(const char *host, const char *address, int port);
  * the daemon's log into summary. Returns 0 when the fork was done. */
 int api_serve(int conn, bool over_tcp, char *summary, size_t len);
 
-/* Makes the pod's token if it has none: 32 random bytes in hex, mode 0600.
- * 0, or -1 with cxlcr_last_error(). */
+/* The pod's token (CXLCR_API_TOKEN_LEN hex digits and a NUL into buf),
+ * derived from the pod's key in the pool (made first if create and the
+ * pool has none). 0, or -1 with cxlcr_last_error(). */
+int api_token_derive(bool create, char *buf, size_t len);
+/* Writes the pod's token into POD_DIR/api-token, mode 0600, for local
+ * clients. 0, or -1 with cxlcr_last_error(). */
 int api_token_ensure(const struct pod *pod);
-/* Reads the pod's token into buf (CXLCR_API_TOKEN_LEN + 1 bytes). */
-int api_token_read(const struct pod *pod, char *buf, size_t len);
 /* Compares a token given by a client with the pod's, in a time that does
  * not depend on where they differ. */
 bool api_token_matches(const char *given, const char *expected);

@@ -17,7 +17,7 @@
 #include "cli.h"
 #include "rpc.h"
 
-#define FORK_USAGE "cxlcr fork NAME --to HOST [--count N] [--json]"
+#define FORK_USAGE "cxlcr fork NAME --to HOST [--count N] [--mode share|copy] [--fetch background|eager|lazy] [--json]"
 
 static void print_result(const char *name, const char *to, const struct cxlcr_fork_result *r,
 			 bool json)
@@ -45,13 +45,20 @@ static void print_result(const char *name, const char *to, const struct cxlcr_fo
 		json_double(&j, "total_ms", r->total_ms);
 		json_u64(&j, "image_bytes", r->image_bytes);
 		json_u64(&j, "snapshot_bytes", r->snapshot_bytes);
+		json_str(&j, "mode", r->mode);
 		json_end(&j);
 		return;
 	}
+	bool copy = !strcmp(r->mode, "copy");
 	for (unsigned i = 0; i < r->count; i++)
-		printf("%s on %s at %s, pid %d (restored in %.1f ms, %llu changed pages being prefetched)\n",
-		       r->child[i].name, r->child[i].host, r->child[i].address, r->child[i].pid,
-		       r->child[i].restore_ms, r->child[i].prefetched_pages);
+		if (copy)
+			printf("%s on %s at %s, pid %d (restored and its pages copied in %.1f ms)\n",
+			       r->child[i].name, r->child[i].host, r->child[i].address, r->child[i].pid,
+			       r->child[i].restore_ms);
+		else
+			printf("%s on %s at %s, pid %d (restored in %.1f ms, %llu changed pages being prefetched)\n",
+			       r->child[i].name, r->child[i].host, r->child[i].address, r->child[i].pid,
+			       r->child[i].restore_ms, r->child[i].prefetched_pages);
 	char images[32], pages[32];
 	printf("%s forked %u times onto %s in %.1f ms (restore %.1f ms), %s of images", name, r->count, to,
 	       r->total_ms, r->restore_ms, cxlcr_format_size(r->image_bytes, images, sizeof(images)));
@@ -67,15 +74,28 @@ int cmd_fork(int argc, char **argv)
 {
 	static const struct option opts[] = { { "to", required_argument, 0, 't' },
 					      { "count", required_argument, 0, 'n' },
+					      { "mode", required_argument, 0, 'm' },
+					      { "fetch", required_argument, 0, 'f' },
 					      { "json", no_argument, 0, 'j' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	const char *to = NULL;
 	unsigned long count = 1;
 	bool json = false;
+	const char *mode = NULL, *fetch = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "t:n:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:n:m:f:jh", opts, NULL)) != -1) {
 		switch (c) {
+		case 'f':
+			if (strcmp(optarg, "background") && strcmp(optarg, "eager") && strcmp(optarg, "lazy"))
+				return fail(EXIT_USAGE, "--fetch %s: background, eager or lazy", optarg);
+			fetch = optarg;
+			break;
+		case 'm':
+			if (strcmp(optarg, "share") && strcmp(optarg, "copy"))
+				return fail(EXIT_USAGE, "--mode %s: share or copy", optarg);
+			mode = optarg;
+			break;
 		case 't': to = optarg; break;
 		case 'n': {
 			char *end;
@@ -91,10 +111,16 @@ int cmd_fork(int argc, char **argv)
 			       "Starts N (default 1) children of the running service NAME on pod host\n"
 			       "HOST: services of their own named NAME.1, NAME.2, ..., each with its own\n"
 			       "address, that begin with NAME's heap as it was at the fork and share its\n"
-			       "pages in the pool until they write them. NAME goes on running.\n"
+			       "pages in the pool until they write them (--mode share, the default on a\n"
+			       "file pool), or each gets its own copy of the heap, which a pager fills\n"
+			       "from the snapshot (--mode copy, the default and the only way on a devdax\n"
+			       "pool or for a tiered snapshot). In copy mode --fetch says how: the hot\n"
+			       "pages before the child runs and the rest while it runs (background, the\n"
+			       "default), all before (eager), or each on its first touch (lazy).\n"
+			       "NAME goes on running.\n"
 			       "Prints one line per child (name, host, address, pid) and the timings;\n"
 			       "--json: one object with \"children\" and freeze_ms, snapshot_ms,\n"
-			       "restore_ms, total_ms, image_bytes, snapshot_bytes.\n"
+			       "restore_ms, total_ms, image_bytes, snapshot_bytes, mode.\n"
 			       "Programs do the same through the fork API (libcxlcr, <cxlcr/cxlcr.h>).\n",
 			       FORK_USAGE);
 			return EXIT_OK;
@@ -124,7 +150,7 @@ int cmd_fork(int argc, char **argv)
 	if (!api)
 		return fail(EXIT_FAIL, "host %s: %s", owner, cxlcr_api_error(NULL));
 	static struct cxlcr_fork_result result;
-	if (cxlcr_api_fork(api, name, to, (unsigned)count, &result) < 0) {
+	if (cxlcr_api_fork_mode(api, name, to, (unsigned)count, mode, fetch, &result) < 0) {
 		rc = fail(EXIT_FAIL, "%s", cxlcr_api_error(api));
 		cxlcr_api_close(api);
 		return rc;

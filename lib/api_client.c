@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +159,22 @@ static int exchange(struct cxlcr_api *api, const struct api_request *req,
 	api->fd = -1;
 	if (fd < 0)
 		return -1;
+	/* Over TCP the reply must be sealed for this request (api/protocol.h):
+	 * a fresh nonce for each. */
+	bool tcp = !strncmp(api->endpoint, "tcp:", 4);
+	uint8_t nonce[CXLCR_SEAL_NONCE_BYTES], key[CXLCR_SEAL_KEY_BYTES];
+	bool have_key = tcp && api_reply_key(req->token, key) == 0;
+	struct api_request sealed_req = *req;
+	if (tcp) {
+		if (sodium_init() < 0) {
+			close(fd);
+			return set_error(api->error, sizeof(api->error), "libsodium cannot start");
+		}
+		randombytes_buf(nonce, sizeof(nonce));
+		sodium_bin2hex(sealed_req.nonce, sizeof(sealed_req.nonce), nonce, sizeof(nonce));
+	}
 	size_t len;
-	char *line = api_request_encode(req, &len), *reply = malloc(API_REPLY_MAX + 1);
+	char *line = api_request_encode(&sealed_req, &len), *reply = malloc(API_REPLY_MAX + 1);
 	int rc = -1;
 	if (!line || !reply) {
 		set_error(api->error, sizeof(api->error), "out of memory");
@@ -168,13 +183,16 @@ static int exchange(struct cxlcr_api *api, const struct api_request *req,
 		 * has all of it: its answer is still worth reading. */
 		int sent = api_write_all(fd, line, len), e = errno;
 		if (api_read_line(fd, reply, API_REPLY_MAX, &len, api->error, sizeof(api->error)) == 0)
-			rc = api_reply_decode(reply, len, res, api->error, sizeof(api->error));
+			rc = tcp ? api_reply_open(reply, len, have_key ? key : NULL, nonce, res, api->error,
+						  sizeof(api->error))
+				 : api_reply_decode(reply, len, res, api->error, sizeof(api->error));
 		else if (sent < 0)
 			set_error(api->error, sizeof(api->error), "cannot send the request to %s: %s",
 				  api->endpoint, strerror(e));
 	}
 	free(line);
 	free(reply);
+	sodium_memzero(key, sizeof(key));
 	close(fd);
 	return rc;
 }
@@ -182,11 +200,25 @@ static int exchange(struct cxlcr_api *api, const struct api_request *req,
 int cxlcr_api_fork(struct cxlcr_api *api, const char *service, const char *host, unsigned count,
 		   struct cxlcr_fork_result *result)
 {
+	return cxlcr_api_fork_mode(api, service, host, count, NULL, NULL, result);
+}
+
+int cxlcr_api_fork_mode(struct cxlcr_api *api, const char *service, const char *host, unsigned count,
+			const char *mode, const char *fetch, struct cxlcr_fork_result *result)
+{
 	if (!api)
 		return -1;
 	if (!service || !host || !result)
 		return set_error(api->error, sizeof(api->error), "fork: service, host and result are required");
 	struct api_request req = { .op = "fork", .count = count };
+	if (mode && strcmp(mode, "share") && strcmp(mode, "copy"))
+		return set_error(api->error, sizeof(api->error), "fork: mode %s: share or copy", mode);
+	if (mode)
+		strcpy(req.mode, mode);
+	if (fetch && strcmp(fetch, "background") && strcmp(fetch, "eager") && strcmp(fetch, "lazy"))
+		return set_error(api->error, sizeof(api->error), "fork: fetch %s: background, eager or lazy", fetch);
+	if (fetch)
+		strcpy(req.fetch, fetch);
 	if (strlen(service) >= sizeof(req.service) || strlen(host) >= sizeof(req.host))
 		return set_error(api->error, sizeof(api->error), "fork: service or host name too long");
 	strcpy(req.service, service);

@@ -24,10 +24,14 @@ PACKAGES=(
 	libprotobuf-c-dev protobuf-c-compiler
 	# the control protocol between daemons: its authentication (crypto_auth)
 	libsodium-dev
+	# the fork API's JSON parser (it refuses a key given twice)
+	libjansson-dev
 	redis-server redis-tools memcached python3
 	# other allocators, for the tests of programs that link one
 	libtcmalloc-minimal4 libjemalloc2
 	iproute2 iptables procps util-linux
+	# the panic tombstone's kernel module (kernel/) builds against these
+	linux-headers-amd64 kmod
 	# CRIU's build dependencies
 	libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev
 	libnl-route-3-dev libnet1-dev libcap-dev libaio-dev libbsd-dev

@@ -1,7 +1,9 @@
 /*
  * The fork API's wire protocol against hostile input (api/protocol.c,
  * daemon/json.c): a reply whose numbers do not fit their fields is refused
- * instead of cast (undefined behaviour), and JSON written with bytes that
+ * instead of cast (undefined behaviour), a request or reply with a key
+ * given twice is refused whole (two "token"s could be read differently
+ * by two readers), and JSON written with bytes that
  * are not UTF-8 (a name or an error a client sent) is still valid JSON.
  */
 #include "../api/protocol.h"
@@ -19,6 +21,13 @@ static int decode(const char *reply)
 	"{\"ok\":true,\"children\":[{\"name\":\"a.1\",\"host\":\"h1\",\"address\":\"10.0.0.2\",\"pid\":" pid \
 	",\"restore_ms\":1,\"prefetched_pages\":" pages "}],\"image_bytes\":5}"
 
+/* Decodes a request: its return, with why in err. */
+static int request(const char *line, struct api_request *req, char *err, size_t len)
+{
+	err[0] = 0;
+	return api_request_decode(line, strlen(line), req, err, len);
+}
+
 int main(void)
 {
 	printf("protocol_test: the fork API's messages against hostile input\n");
@@ -33,6 +42,26 @@ int main(void)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(decode(bad[i]) != 0, "accepted: %s", bad[i]);
+
+	SAY("a request is decoded; one with a key given twice is refused and unread");
+	struct api_request req;
+	char err[512];
+	CHECK(request("{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":2,\"token\":\"t\"}",
+		      &req, err, sizeof(err)) == 0, "%s", err);
+	CHECK(req.count == 2 && !strcmp(req.token, "t") && !strcmp(req.host, "h1"));
+	static const char *const twice[] = {
+		"{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":1,\"count\":2}",
+		"{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":1,\"token\":\"a\",\"token\":\"b\"}",
+		"{\"op\":\"release\",\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":1}",
+	};
+	for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+		CHECK(request(twice[i], &req, err, sizeof(err)) != 0, "accepted: %s", twice[i]);
+		CHECK(!req.readable && !req.token[0], "read, token '%s': %s", req.token, twice[i]);
+		CHECK(strstr(err, "duplicate object key"), "refused for another reason: %s", err);
+	}
+	SAY("a reply with a key given twice is refused");
+	CHECK(decode("{\"ok\":false,\"ok\":true,\"children\":[]}") != 0);
+	CHECK(decode("{\"ok\":true,\"children\":[{\"pid\":1,\"pid\":2}]}") != 0);
 
 	SAY("bytes that are not UTF-8 are written as U+FFFD; UTF-8 passes");
 	char *buf = NULL;

@@ -49,10 +49,10 @@ ok "cxlcr fork: --help, usage errors exit 2, an unknown service exits 3"
 
 # --- the libraries export the API and nothing else --------------------------------
 exports=$(nm -D --defined-only "$BUILD/libcxlcr.so" | awk '{print $3}' | sort | tr '\n' ' ')
-[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork cxlcr_api_release " ] ||
+[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork cxlcr_api_fork_mode cxlcr_api_release " ] ||
 	die "libcxlcr.so exports: $exports"
 exports=$(nm -g --defined-only "$BUILD/libcxlcr.a" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
-[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork cxlcr_api_release " ] ||
+[ "$exports" = "cxlcr_api_close cxlcr_api_connect cxlcr_api_error cxlcr_api_fork cxlcr_api_fork_mode cxlcr_api_release " ] ||
 	die "libcxlcr.a defines: $exports"
 ok "libcxlcr.a and libcxlcr.so export cxlcr_api_* only"
 
@@ -110,23 +110,40 @@ done
 H0_IP=$("$CXLCR" pod up --hosts 2 --json | python3 -c '
 import json, sys
 print([h["address"] for h in json.load(sys.stdin)["hosts"] if h["host"] == "h0"][0])')
+# h0's Unix socket is in h0's own /run (emulation/hostfs.h): whatever
+# uses it runs on h0 (on_h0).
 UNIX=$POD_DIR/h0.api
+on_h0() { "$CXLCR" pod exec h0 -- "$@"; }
 TCP=tcp:$H0_IP:7390
-LOG=/var/log/cxlcr/cxlcrd-cxlcr${POD_DIR##*/pod}-h0.log
-[ -S "$UNIX" ] || die "no API socket $UNIX"
-[ "$(stat -c %a "$UNIX")" = 600 ] || die "$UNIX has mode $(stat -c %a "$UNIX")"
+LOG=$POOL_DIR/h0.daemon.log # h0's daemon log, as `cxlcr pod logs h0` shows it now
+h0_log() { "$CXLCR" pod logs h0 >"$LOG" || die "cxlcr pod logs h0 failed"; }
+on_h0 test -S "$UNIX" || die "no API socket $UNIX on h0"
+[ "$(on_h0 stat -c %a "$UNIX")" = 600 ] || die "$UNIX has mode $(on_h0 stat -c %a "$UNIX")"
+[ ! -e "$UNIX" ] || die "this machine sees h0's API socket $UNIX"
 TOKEN_FILE=$POD_DIR/api-token
 [ "$(stat -c '%a %U' "$TOKEN_FILE")" = "600 root" ] || die "$TOKEN_FILE: $(stat -c '%a %U' "$TOKEN_FILE")"
 TOKEN=$(cat "$TOKEN_FILE")
 [[ $TOKEN =~ ^[0-9a-f]{64}$ ]] || die "the token is not 64 hex digits: $TOKEN"
-ok "pod up made a 64-hex-digit token, mode 0600; the API listens on $UNIX and $TCP"
+# The token is the pod's, derived from the pod's key in the pool: each
+# host keeps the same in its own /run, as does this machine.
+for h in h0 h1; do
+	[ "$("$CXLCR" pod exec $h -- cat "$TOKEN_FILE")" = "$TOKEN" ] || die "$h's token is not this machine's"
+	[ "$("$CXLCR" pod exec $h -- stat -c '%a %U' "$TOKEN_FILE")" = "600 root" ] || die "$h's $TOKEN_FILE is not root's, 0600"
+done
+ok "pod up made a 64-hex-digit token, mode 0600, the same as h0's and h1's own; the API listens on $UNIX and $TCP"
 
 SERVICES+=(web)
 "$CXLCR" run --host h0 --name web --arena 64M --log "$POOL_DIR/web.log" -- sleep 3600 \
 	>/dev/null 2>"$ERR" || die "cxlcr run --host h0 failed: $(cat "$ERR")"
 
 # api FORK-ARGS...: api_test fork ...; its one line of output in $OUT.
-api() { "$API_TEST" fork "$@" >"$OUT" 2>"$ERR" || true; }
+# Over the Unix socket, on h0.
+api() {
+	case $1 in
+	tcp:*) "$API_TEST" fork "$@" >"$OUT" 2>"$ERR" || true ;;
+	*) on_h0 "$API_TEST" fork "$@" >"$OUT" 2>"$ERR" || true ;;
+	esac
+}
 # reached_fork WHAT: the request got to fork_service(), which refused a
 # fork onto h7 with a line of its own (no child of it can exist).
 reached_fork() {
@@ -148,18 +165,17 @@ api "$UNIX" web h1 65 -
 has "$OUT" "^error: bad request: count must be an integer from 1 to 64$" "count 65"
 api "$UNIX" 'web/../x' h1 1 -
 has "$OUT" "^error: bad request: 'web/../x' is not a service name$" "bad service name"
-"$API_TEST" twice "$UNIX" web h7 - >"$OUT" 2>&1 || die "one handle, two requests: $(cat "$OUT")"
+on_h0 "$API_TEST" twice "$UNIX" web h7 - >"$OUT" 2>&1 || die "one handle, two requests: $(cat "$OUT")"
 ok "unknown service, bad count and bad name refused; a handle serves two requests"
 
 # Not root: the socket itself keeps others out, and SO_PEERCRED as well.
-nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-nobody "$API_TEST" fork "$UNIX" web h7 1 >"$OUT" 2>&1 || true
+on_h0 setpriv --reuid=65534 --regid=65534 --clear-groups "$API_TEST" fork "$UNIX" web h7 1 >"$OUT" 2>&1 || true
 has "$OUT" "^error: cannot connect to .*Permission denied" "a user's connect"
-chmod 0666 "$UNIX"
-on_exit "chmod 0600 '$UNIX' 2>/dev/null"
-nobody "$API_TEST" fork "$UNIX" web h7 1 >"$OUT" 2>&1 || true
-chmod 0600 "$UNIX"
+on_h0 chmod 0666 "$UNIX"
+on_h0 setpriv --reuid=65534 --regid=65534 --clear-groups "$API_TEST" fork "$UNIX" web h7 1 >"$OUT" 2>&1 || true
+on_h0 chmod 0600 "$UNIX"
 has "$OUT" "^error: not authorised$" "a user's request on an open socket"
+h0_log
 has "$LOG" "api request \(unix\): refused: request from uid 65534 refused" "the daemon's log"
 ok "a user who is not root is refused (socket mode, and SO_PEERCRED)"
 
@@ -174,6 +190,7 @@ api "$TCP" web h7 1 "${TOKEN}0"
 has "$OUT" "^error: not authorised$" "TCP with a token one digit long"
 api "$TCP" web h7 0 "${TOKEN:0:63}x"
 has "$OUT" "^error: not authorised$" "TCP with a wrong token and a bad count"
+h0_log
 has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(no token\)" "the daemon's log (no token)"
 has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(wrong token\)" "the daemon's log (wrong token)"
 ok "TCP: a missing or wrong token is refused ('not authorised', logged)"
@@ -214,37 +231,45 @@ r = json.loads(reply)
 assert r["ok"] is False and isinstance(r["error"], str), r
 print(r["error"])
 '
-raw() { python3 -c "$RAW_CLIENT" "$1" "$2"; }
+raw() {
+	case $1 in
+	tcp:*) python3 -c "$RAW_CLIENT" "$1" "$2" ;;
+	*) on_h0 python3 -c "$RAW_CLIENT" "$1" "$2" ;;
+	esac
+}
 # refused ENDPOINT REQUEST REGEX: REQUEST (a line) is refused with REGEX.
 refused() {
 	raw "$1" "$2" >"$OUT" 2>&1 || die "request ${2:0:100}: $(tail -n 1 "$OUT")"
 	has "$OUT" "$3" "request ${2:0:100}"
 }
 GOOD='"service":"web","host":"h7","count":1'
-refused "$UNIX" 'not json' '^bad request: malformed JSON at byte 0'
+refused "$UNIX" 'not json' "^bad request: malformed JSON at byte [0-9]+: '\\[' or '\\{' expected near 'not'$"
 refused "$UNIX" "{\"op\":\"fork\",$GOOD" "^bad request: malformed JSON at byte [0-9]+: '}' expected"
 refused "$UNIX" "{\"op\":\"fork\",$GOOD,}" '^bad request: malformed JSON'
-refused "$UNIX" "{\"op\":\"fork\",$GOOD} {}" 'junk after the message'
+refused "$UNIX" "{\"op\":\"fork\",$GOOD} {}" "^bad request: malformed JSON at byte [0-9]+: end of file expected near '\\{'$"
 refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"x\":[1,{\"y\":\"\\u00e9\"}]}" "^bad request: unknown field 'x'$"
 refused "$UNIX" "{\"op\":\"exec\",$GOOD}" "^bad request: unknown op 'exec' \(known: fork, release\)$"
 refused "$UNIX" "{$GOOD}" "^bad request: missing field 'op'$"
 refused "$UNIX" '{"op":"fork","service":"web","host":"h7"}' "^bad request: missing field 'count'$"
 refused "$UNIX" '{"op":"fork","host":"h7","count":1}' "^bad request: missing field 'service'$"
-refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"count\":2}" "^bad request: field 'count' given twice$"
+refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"count\":2}" "^bad request: malformed JSON at byte [0-9]+: duplicate object key near '\"count\"'$"
 refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":1.5}' 'count must be an integer from 1 to 64'
 refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":"2"}' '^bad request: count must be a number$'
 refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":1e9}' 'count must be an integer from 1 to 64'
 refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":01}' '^bad request: malformed JSON'
 refused "$UNIX" '{"op":"fork","service":7,"host":"h7","count":1}' '^bad request: service must be a string$'
+refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":1,"mode":"cow"}' '^bad request: mode must be "share" or "copy"$'
+refused "$UNIX" '{"op":"fork","service":"web","host":"h7","count":1,"fetch":"soon"}' '^bad request: fetch must be "background", "eager" or "lazy"$'
+refused "$UNIX" '{"op":"release","service":"web.1","mode":"copy"}' '^bad request: release takes no host, count, mode or fetch$'
 refused "$UNIX" "{\"op\":\"fork\",\"service\":\"$(printf 'w%.0s' {1..80})\",\"host\":\"h7\",\"count\":1}" \
 	'^bad request: service is longer than 63 bytes$'
 refused "$UNIX" '{"op":"fork","service":"w\u0000b","host":"h7","count":1}' 'malformed JSON.*u0000'
 refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"pad\":\"$(head -c 5000 /dev/zero | tr '\0' x)\"}" \
 	'^message longer than 4096 bytes$'
-refused "$UNIX" '' "^bad request: malformed JSON at byte 0: '\\{' expected, message ends$"
+refused "$UNIX" '' "^bad request: malformed JSON at byte 0: '\\[' or '\\{' expected near end of file$"
 ok "malformed JSON, unknown op and fields, bad values, oversized requests: refused, one line each"
-refused "$TCP" 'not json' '^bad request: malformed JSON at byte 0'
-refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":\"$TOKEN\",\"token\":\"$TOKEN\"}" "given twice"
+refused "$TCP" 'not json' '^bad request: malformed JSON at byte [0-9]+: '
+refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":\"$TOKEN\",\"token\":\"$TOKEN\"}" "duplicate object key near '\"token\"'$"
 refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":1}" '^not authorised$'
 ok "the same over TCP; a token that is not a string is not authorised"
 
@@ -253,27 +278,93 @@ expect 1 "fork onto a host that is not up" -- "$CXLCR" fork web --to h7 --json
 one_line "$ERR" "fork onto a host that is not up"
 [ ! -s "$OUT" ] || die "a failed fork printed on stdout: $(cat "$OUT")"
 ! grep -Eq "not authorised|bad request" "$ERR" || die "cxlcr fork: $(cat "$ERR")"
-ok "cxlcr fork reaches fork_service through the Unix API socket: $(cat "$ERR")"
+ok "cxlcr fork reaches fork_service through h0's daemon: $(cat "$ERR")"
 expect 3 "fork of a missing service, pod up" -- "$CXLCR" fork nosuch --to h1
 
-# --- a daemon that cannot reach its own token refuses TCP -----------------------
-mv "$TOKEN_FILE" "$TOKEN_FILE.moved"
-on_exit "mv '$TOKEN_FILE.moved' '$TOKEN_FILE' 2>/dev/null"
+# --- the token is the pool's, not a file's; unreachable endpoints -------------------
+on_h0 rm "$TOKEN_FILE"
 api "$TCP" web h7 1 "$TOKEN"
-mv "$TOKEN_FILE.moved" "$TOKEN_FILE"
-has "$OUT" "^error: not authorised$" "TCP while the token file is gone"
+reached_fork "TCP while h0's token file is gone"
 "$API_TEST" connect "$POD_DIR/h9.api" >"$OUT" 2>&1 && die "connect to a missing socket worked"
 has "$OUT" "^error: cannot connect to .*h9.api: No such file or directory$" "connect to a missing socket"
 "$API_TEST" connect "tcp:$H0_IP" >"$OUT" 2>&1 && die "connect to tcp without a port worked"
 has "$OUT" "expected tcp:HOST:PORT" "connect to tcp without a port"
-ok "no token file: TCP refused; unreachable endpoints are one clear line"
+ok "h0's token file gone: TCP still takes the pod's token; unreachable endpoints are one clear line"
+
+# --- replies over TCP are sealed for their request --------------------------------
+# A man in the middle (on this machine, in front of h0's port) serves one
+# connection per mode: "pass" forwards the request and the reply (which it
+# keeps), "replay" answers the next request with the kept reply without
+# forwarding it, "flip" forwards the request and changes one digit of the
+# reply's MAC.
+MITM='
+import json, socket, sys
+target, port_file, modes = (sys.argv[1], 7390), sys.argv[2], sys.argv[3].split(",")
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+kept = None
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(s.getsockname()[1]))
+import os; os.rename(port_file + ".tmp", port_file)
+def line(c):
+    b = b""
+    while not b.endswith(b"\n"):
+        got = c.recv(65536)
+        if not got:
+            break
+        b += got
+    return b
+for i, mode in enumerate(modes):
+    c, _ = s.accept()
+    req = line(c)
+    open("%s.request%d" % (port_file, i), "wb").write(req)
+    if mode == "replay":
+        c.sendall(kept)
+    else:
+        d = socket.create_connection(target, timeout=60)
+        d.sendall(req)
+        rep = line(d)
+        d.close()
+        if mode == "pass":
+            kept = rep
+        else:
+            r = json.loads(rep)
+            mac = r["mac"]
+            r["mac"] = ("1" if mac[0] == "0" else "0") + mac[1:]
+            rep = (json.dumps(r) + "\n").encode()
+        c.sendall(rep)
+    c.close()
+'
+MITM_PORT_FILE=$POOL_DIR/mitm.port
+rm -f "$MITM_PORT_FILE"
+"$PYTHON3" -c "$MITM" "$H0_IP" "$MITM_PORT_FILE" pass,replay,flip &
+MITM_PID=$!
+on_exit "kill $MITM_PID 2>/dev/null || true"
+for _ in $(seq 200); do [ -e "$MITM_PORT_FILE" ] && break; sleep 0.05; done
+[ -e "$MITM_PORT_FILE" ] || die "the man in the middle did not start"
+MITM_EP=tcp:127.0.0.1:$(cat "$MITM_PORT_FILE")
 
 # --- release, and the pod's quota of live children (2 here) ---------------------
-api "$TCP" web h1 1 "$TOKEN"
-has "$OUT" "^ok 1$" "a real fork through the API"
+api "$MITM_EP" web h1 1 "$TOKEN"
+has "$OUT" "^ok 1$" "a real fork through the API (its sealed reply passed on)"
 child=$(sed -n 2p "$OUT" | cut -d' ' -f1)
 SERVICES+=("$child")
 [ "$(status_field "$child" state)" = running ] || die "$child is not running"
+python3 -c 'import json, re, sys; r = json.load(open(sys.argv[1])); assert re.fullmatch("[0-9a-f]{64}", r["nonce"]), r' \
+	"$MITM_PORT_FILE.request0" || die "the library sent no nonce over TCP: $(cat "$MITM_PORT_FILE.request0")"
+ok "over TCP the library sends a fresh nonce and takes the daemon's sealed reply: $(head -n 1 "$OUT")"
+api "$MITM_EP" web h1 1 "$TOKEN"
+has "$OUT" "^error: reply not authenticated \(no MAC under the pod's token for this request: forged or replayed\)$" \
+	"the fork's reply replayed to another request"
+one_line "$OUT" "a replayed reply"
+cmp -s "$MITM_PORT_FILE.request0" "$MITM_PORT_FILE.request1" && die "two requests alike: no fresh nonce"
+api "$MITM_EP" web h7 1 "$TOKEN"
+has "$OUT" "^error: reply not authenticated \(no MAC under the pod's token for this request: forged or replayed\)$" \
+	"a reply with one digit of its MAC changed"
+one_line "$OUT" "a reply with a wrong tag"
+wait "$MITM_PID" || die "the man in the middle failed"
+ok "a reply replayed to another request, and one with a wrong tag: refused in one line, nothing of it taken"
 api "$TCP" web h1 2 "$TOKEN"
 has "$OUT" "^error: quota: 1 children live, 2 more would pass the pod's 2" "a fork past the quota"
 "$API_TEST" release "$TCP" web "$TOKEN" >"$OUT" 2>&1 && die "the API released a service"
@@ -296,14 +387,8 @@ ok "the API releases its children (not services, not without the token), within 
 # 100 connections opened and left idle: the daemon serves at most
 # WORKERS_PER_PEER (daemon/workers.h) of one peer at once, and answers the
 # others "busy" at once; its workers stay bounded.
-DAEMON=
-for p in $(pgrep -f "cxlcrd --host h0" || true); do # the daemon, not one of its workers
-	if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "CXLCR_POOL=$CXLCR_POOL" &&
-		[ "$(cat "/proc/$p/comm")" = cxlcrd ] &&
-		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$p" | tr -d ' ')")" != cxlcrd ]; then
-		DAEMON=$p
-	fi
-done
+DAEMON=$("$CXLCR" pod up --hosts 2 --json | python3 -c 'import json, sys
+print([h for h in json.load(sys.stdin)["hosts"] if h["host"] == "h0"][0]["daemon_pid"])')
 [ -n "$DAEMON" ] || die "cannot find h0's daemon"
 python3 - "$H0_IP" "$DAEMON" <<'PYEOF' || die "the API's limits do not hold"
 import os, socket, sys, time

@@ -88,7 +88,8 @@ daemons_use_plain_malloc() {
 	for d in /run/cxlcr/pod*; do
 		[ "$(cat "$d/pool" 2>/dev/null)" = "$pool" ] || continue
 		POD_DIR=$d
-		tr '\0' '\n' <"/proc/$(cat "$d/h0.pid")/environ" 2>/dev/null | grep -qx PYTHONMALLOC=malloc
+		# (h0.pid says "PID START": pod_pid_write())
+		tr '\0' '\n' <"/proc/$(awk '{ print $1 }' "$d/h0.pid")/environ" 2>/dev/null | grep -qx PYTHONMALLOC=malloc
 		return
 	done
 	return 1

@@ -121,7 +121,7 @@ int fa_fork_and_poll(const char *prog, const char *endpoint, const char *token, 
 	pthread_t th[CXLCR_API_MAX_CHILDREN];
 	uint64_t t0 = fa_mono_ns();
 	struct cxlcr_api *api = cxlcr_api_connect(endpoint, token);
-	if (!api || cxlcr_api_fork(api, service, host, count, r) < 0) {
+	if (!api || cxlcr_api_fork_mode(api, service, host, count, f->mode, f->fetch, r) < 0) {
 		fprintf(stderr, "%s: fork of %s onto %s: %s\n", prog, service, host, cxlcr_api_error(api));
 		cxlcr_api_close(api);
 		return -1;

@@ -40,6 +40,8 @@ int fa_read_token(const char *prog, const char *path, char *token, size_t len);
 
 /* What fa_fork_and_poll measured besides each target's first answer. */
 struct fa_fork {
+	const char *mode;                /* in: "share", "copy", or NULL (the daemon's default) */
+	const char *fetch;               /* in: copy mode's "background", "eager", "lazy", or NULL */
 	struct cxlcr_fork_result result; /* the daemon's reply */
 	struct fa_target target[CXLCR_API_MAX_CHILDREN];
 	double request_ms;               /* request to the API's reply */

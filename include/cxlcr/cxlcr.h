@@ -2,7 +2,7 @@
  * libcxlcr: the fork API of cxlcr, for FaaS platforms and other programs
  * that clone running services on the hosts of a CXL memory pod.
  *
- *     #include <cxlcr/cxlcr.h>        cc ... -lcxlcr
+ *     #include <cxlcr/cxlcr.h>        cc ... -lcxlcr (static: libcxlcr.a -ljansson -lsodium)
  *
  *     struct cxlcr_api *api = cxlcr_api_connect("tcp:10.78.0.10:7390", token);
  *     struct cxlcr_fork_result r;
@@ -19,8 +19,9 @@
  *     own user) may connect, checked with SO_PEERCRED; no token;
  *   - TCP at the host's own address, port 7390 (cxlcrd --api-port, or
  *     $CXLCR_API_PORT; 0 turns it off): every request must carry the pod's
- *     token, the 64 hex digits (32 random bytes) of /run/cxlcr/podN/api-token
- *     (mode 0600, made by `cxlcr pod up` or by the first daemon).
+ *     token, 64 hex digits derived from the pod's key in the pool, which
+ *     each host's daemon (and `cxlcr pod up`) keeps in its own
+ *     /run/cxlcr/podN/api-token (mode 0600).
  * A request goes to the daemon of the parent's host; the children may be
  * placed on any host of its pod.
  *
@@ -34,7 +35,18 @@
  *   service  the parent service, as `cxlcr ps` names it
  *   host     the pod host the children run on
  *   count    how many children, an integer 1..CXLCR_API_MAX_CHILDREN
+ *   mode     optional, "share" or "copy": copy-on-write views of the
+ *            snapshot, or the child's own memory filled by a pager (the
+ *            default: share on a file pool, copy on a devdax pool or for a
+ *            tiered snapshot)
+ *   fetch    optional, copy mode only: how the pager brings a child's
+ *            pages: "background" (hot pages before it runs, the rest while
+ *            it runs; the default), "eager" (all before it runs) or "lazy"
+ *            (each on its first touch)
  *   token    required over TCP; ignored on the Unix socket
+ *   nonce    optional: 64 lowercase hex digits, fresh and random for each
+ *            request; the reply then comes sealed for it (below). The
+ *            library sends one over TCP and takes no reply without it.
  *
  * The reply on success (numbers: milliseconds, bytes, pids):
  *
@@ -42,14 +54,29 @@
  *    "address": "10.79.1.5", "pid": 1234, "restore_ms": 40.100,
  *    "prefetched_pages": 0}, ...],
  *    "freeze_ms": 12.000, "snapshot_ms": 8.000, "restore_ms": 41.000,
- *    "total_ms": 95.000, "image_bytes": 2097152, "snapshot_bytes": 1048576}
+ *    "total_ms": 95.000, "image_bytes": 2097152, "snapshot_bytes": 1048576,
+ *    "mode": "share"}
  *
  * and on any failure, one line saying what failed:
  *
  *   {"ok": false, "error": "not authorised"}
  *
- * Readers must ignore reply fields they do not know. Malformed JSON, an
- * unknown op, a missing, repeated or unknown field, a count out of range
+ * A sealed reply (to a request with a nonce, once the daemon trusts it)
+ * is that line wrapped, still one line:
+ *
+ *   {"sealed": "<the reply line, as a JSON string>", "mac": "<64 hex digits>"}
+ *
+ * mac: HMAC-SHA-512-256 (libsodium) under the reply key over the label
+ * "cxlcr fork API reply" with its NUL, the nonce's 32 bytes, 8 zero bytes
+ * (the reply's number) and the reply line's bytes; the reply key is
+ * BLAKE2b-256 keyed with the token's 32 bytes of the text "cxlcr fork API
+ * reply key, version 1". A refusal the daemon makes before it trusts the
+ * request (a wrong token, a request it cannot read, "busy") comes
+ * unsealed: a client takes an unsealed reply only as a failure.
+ *
+ * Readers must ignore reply fields they do not know. Malformed JSON
+ * (and a key given twice in any object), an unknown op, a missing or
+ * unknown field, a count out of range
  * and an oversized request are refused with such an error reply.
  */
 #ifndef CXLCR_CXLCR_H
@@ -86,6 +113,7 @@ struct cxlcr_fork_result {
 	double total_ms;               /* request to the last child running */
 	uint64_t image_bytes;          /* CRIU's images of the parent */
 	uint64_t snapshot_bytes;       /* heap pages stored in the snapshot */
+	char mode[8];                  /* "share" or "copy": how the children got their heap */
 };
 
 /* A connection to one daemon. */
@@ -107,6 +135,11 @@ struct cxlcr_api *cxlcr_api_connect(const char *endpoint, const char *token);
  */
 int cxlcr_api_fork(struct cxlcr_api *api, const char *service, const char *host, unsigned count,
 		   struct cxlcr_fork_result *result);
+/* The same with the children's mode: "share", "copy", or NULL (the
+ * daemon's default for its pool), and in copy mode their fetch policy:
+ * "background", "eager", "lazy", or NULL (background). */
+int cxlcr_api_fork_mode(struct cxlcr_api *api, const char *service, const char *host, unsigned count,
+			const char *mode, const char *fetch, struct cxlcr_fork_result *result);
 
 /*
  * Stops a child that the fork API made (its name from cxlcr_api_fork's
