@@ -18,9 +18,11 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "../common/pool_format.h"
+#include "cli.h"
 #include "pod.h"
 #include "rpc.h"
 #include "rpc_tcp.h"
+#include "rpc_wire.h"
 
 #define RPC_MAGIC    0x43505243u /* "CRPC" */
 #define RPC_MAX_ARGS 256
@@ -47,34 +49,12 @@ bool host_is_local_pod_host(const char *host)
 	       S_ISSOCK(st.st_mode);
 }
 
-static int write_all(int fd, const void *p, size_t n)
+bool host_on_this_machine(const char *host)
 {
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-	char *c = p;
-	while (n) {
-		ssize_t r = read(fd, c, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		c += r;
-		n -= (size_t)r;
-	}
-	return 0;
+	const struct pod *pod;
+	return host && *host &&
+	       (!strncmp(host, this_host(), CXLCR_HOST_MAX) || host_is_local_pod_host(host) ||
+		((pod = pod_current(false)) && pod_host_is_emulated_here(pod, host)));
 }
 
 int rpc_timeout_ms(void)
@@ -85,50 +65,15 @@ int rpc_timeout_ms(void)
 	return env && *env && !*end && ms > 0 && ms <= 86400000 ? (int)ms : RPC_TIMEOUT_DEFAULT_MS;
 }
 
-/* The milliseconds left until deadline (CLOCK_MONOTONIC ns), at least 1. */
-static int left_ms(uint64_t deadline)
-{
-	uint64_t now = cxlcr_mono_ns();
-	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-}
-
 /* Sends and connects time out at deadline too (SO_SNDTIMEO bounds a Unix
  * socket's connect when the daemon's backlog is full). */
 static void send_timeout(int s, uint64_t deadline)
 {
-	int ms = left_ms(deadline);
+	int ms = ctl_ms_left(deadline);
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 	if (!ms)
 		tv.tv_usec = 1000;
 	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-/* Waits for the daemon's exit status until deadline. */
-static int read_status(int s, int32_t *status, uint64_t deadline)
-{
-	char *c = (char *)status;
-	size_t n = sizeof(*status);
-	while (n) {
-		struct pollfd p = { .fd = s, .events = POLLIN };
-		int ms = left_ms(deadline);
-		int rc = ms ? poll(&p, 1, ms) : 0;
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		ssize_t r = read(s, c, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			errno = EPIPE;
-			return -1;
-		}
-		c += r;
-		n -= (size_t)r;
-	}
-	return 0;
 }
 
 int rpc_call(const char *host, int argc, char **argv, int out_fd, int err_fd)
@@ -203,9 +148,9 @@ static int rpc_call_unix(const char *host, int argc, char **argv, int out_fd, in
 	memcpy(CMSG_DATA(c), fds, sizeof(fds));
 	int32_t status = -1;
 	int rc = -1;
-	if (sendmsg(s, &msg, MSG_NOSIGNAL) != sizeof(req) || write_all(s, payload, len) < 0)
+	if (sendmsg(s, &msg, MSG_NOSIGNAL) != sizeof(req) || ctl_write_all(s, payload, len) < 0)
 		cxlcr_error("host %s: cannot send the request: %s", host, strerror(errno));
-	else if (read_status(s, &status, deadline) < 0)
+	else if (ctl_read_exact(s, &status, sizeof(status), deadline) < 0)
 		cxlcr_error(errno == ETIMEDOUT ? "host %s: no answer within %d ms (the request's deadline, $"
 						 RPC_TIMEOUT_ENV ")"
 					       : "host %s: its daemon closed the connection before answering",
@@ -264,7 +209,7 @@ void rpc_reply_now(int status)
 	fflush(NULL);
 	int32_t s = status;
 	if (!serving_tcp)
-		write_all(serving, &s, sizeof(s));
+		ctl_write_all(serving, &s, sizeof(s));
 	int conn = serving;
 	serving = -1;
 	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -324,9 +269,11 @@ int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 		return cxlcr_error("request without stdout and stderr");
 	memcpy(fds, CMSG_DATA(c), sizeof(fds));
 
+	/* ... nor one that trickles its arguments: one deadline for them all. */
+	uint64_t deadline = cxlcr_mono_ns() + RPC_REQUEST_READ_S * 1000000000ull;
 	char *payload = malloc(req.len + 1);
 	char **argv = calloc(req.argc + 1, sizeof(char *));
-	if (!payload || !argv || read_all(conn, payload, req.len) < 0)
+	if (!payload || !argv || ctl_read_exact(conn, payload, req.len, deadline) < 0)
 		return cxlcr_error("truncated request");
 	payload[req.len] = 0;
 	/* A caller that has given up (past its deadline) gets nothing done:
@@ -356,6 +303,12 @@ int rpc_serve(int conn, int (*dispatch)(int argc, char **argv))
 int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
 		     size_t why_len)
 {
+	return rpc_call_capture_within(host, argc, argv, out, out_len, why, why_len, rpc_timeout_ms());
+}
+
+int rpc_call_capture_within(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
+			    size_t why_len, int timeout_ms)
+{
 	int o = memfd_create("cxlcr-out", MFD_CLOEXEC), e = memfd_create("cxlcr-err", MFD_CLOEXEC);
 	if (o < 0 || e < 0) {
 		if (o >= 0)
@@ -364,7 +317,7 @@ int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t 
 			close(e);
 		return cxlcr_error("memfd_create: %s", strerror(errno));
 	}
-	int rc = rpc_call(host, argc, argv, o, e);
+	int rc = rpc_call_within(host, argc, argv, o, e, timeout_ms);
 	ssize_t n;
 	if (out) {
 		n = pread(o, out, out_len - 1, 0);

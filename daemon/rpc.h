@@ -18,8 +18,13 @@
 
 /* The socket of a host of the current pool's pod (see pod.h). */
 const char *host_socket_path(const char *host, char *buf, size_t len);
-/* Is host a pod host whose daemon listens on this machine? */
+/* Is host a pod host whose daemon's Unix socket is here? */
 bool host_is_local_pod_host(const char *host);
+/* Are host's processes this machine's (its pid namespace: they can be
+ * looked at in /proc and signalled from here)? This host itself, a host
+ * whose socket is here, or a host of the emulated pod this machine runs
+ * (pod_host_is_emulated_here()). */
+bool host_on_this_machine(const char *host);
 
 /* Every call has a whole-request deadline: connecting, sending and
  * waiting for the answer together take at most $CXLCR_RPC_TIMEOUT_MS
@@ -49,6 +54,9 @@ int rpc_call_within(const char *host, int argc, char **argv, int out_fd, int err
  * the daemon could not be reached). Returns as rpc_call(). */
 int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
 		     size_t why_len);
+/* rpc_call_capture() with a deadline of its own. */
+int rpc_call_capture_within(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
+			    size_t why_len, int timeout_ms);
 
 /* Daemon side: a listening socket at path, and one request served on conn
  * (in a worker process) with dispatch. Returns the verb's exit status. */

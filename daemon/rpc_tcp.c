@@ -7,13 +7,16 @@
  *   client                               daemon (a worker per connection)
  *   "CXC1"                      ->
  *                               <-       CtlHello { fresh random challenge }
- *   CtlEnvelope { CtlRequest { challenge, argv }, MAC under the pod key } ->
- *                               <-       CtlFrame { output } ... CtlFrame { status }
- *                                        or CtlFrame { refused } (nothing done)
+ *   CtlEnvelope { CtlRequest { challenge, argv, nonce }, MAC under the pod key } ->
+ *                               <-       CtlAnswer { CtlFrame { output }, MAC } ...
+ *                                        CtlAnswer { CtlFrame { status }, MAC }
+ *                                        or CtlAnswer { CtlFrame { refused } } (nothing done)
  *
  * The key is in the pool (struct cxlcr_pod_key): whoever maps the pool is
  * inside the pod's trust boundary. A request answering another connection's
- * challenge (a replay) or without a MAC under the key is refused.
+ * challenge (a replay) or without a MAC under the key is refused; so is an
+ * answer (output or status) without a MAC under the key over the request's
+ * nonce and its own number (forged, or recorded from another request).
  * The verb's stdout and stderr cannot travel as descriptors over TCP: in
  * the worker they are pipes that a relay thread sends back as frames.
  */
@@ -121,8 +124,7 @@ static int connect_by(const struct sockaddr_in *addr, uint64_t deadline)
 	if (connect(s, (const struct sockaddr *)addr, sizeof(*addr)) < 0 && errno != EINPROGRESS)
 		goto fail;
 	for (;;) {
-		uint64_t now = cxlcr_mono_ns();
-		int ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		int ms = ctl_ms_left(deadline);
 		struct pollfd p = { .fd = s, .events = POLLOUT };
 		int rc = ms ? poll(&p, 1, ms) : 0;
 		if (rc < 0 && errno == EINTR)
@@ -175,17 +177,29 @@ int rpc_call_tcp(const char *host, int argc, char **argv, int out_fd, int err_fd
 {
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct sockaddr_in addr;
-	uint8_t key[CTL_KEY_BYTES], challenge[CTL_CHALLENGE_BYTES];
+	struct ctl_seal seal = { .seq = 0 };
+	uint8_t challenge[CTL_CHALLENGE_BYTES];
 	char why[CTL_REFUSED_MAX];
 	if (sodium_init() < 0)
 		return cxlcr_error("libsodium cannot start");
-	int found = lookup(host, &addr, key);
-	if (found != 0)
+	int found = lookup(host, &addr, seal.key);
+	if (found != 0) {
+		sodium_memzero(&seal, sizeof(seal));
 		return found > 0 ? RPC_NO_ADDRESS : -1;
+	}
+	randombytes_buf(seal.nonce, sizeof(seal.nonce));
 	int s = connect_by(&addr, deadline);
-	if (s < 0)
+	if (s < 0) {
+		int e = errno;
+		sodium_memzero(&seal, sizeof(seal));
+		/* A port that drops packets: say which deadline ended the wait. */
+		if (e == ETIMEDOUT)
+			return cxlcr_error("host %s: its daemon does not answer at %s:%u (no connection within %d ms, "
+					   "the request's deadline, $" RPC_TIMEOUT_ENV ")",
+					   host, inet_ntoa(addr.sin_addr), ntohs(addr.sin_port), timeout_ms);
 		return cxlcr_error("host %s: its daemon does not answer at %s:%u (%s)", host,
-				   inet_ntoa(addr.sin_addr), ntohs(addr.sin_port), strerror(errno));
+				   inet_ntoa(addr.sin_addr), ntohs(addr.sin_port), strerror(e));
+	}
 	send_by(s, deadline);
 	uint8_t *buf = NULL, *req = NULL;
 	size_t len, req_len;
@@ -200,7 +214,7 @@ int rpc_call_tcp(const char *host, int argc, char **argv, int out_fd, int err_fd
 		cxlcr_error("host %s: %s", host, why);
 		goto out;
 	}
-	if (!(req = ctl_request_encode(challenge, key, argc, argv, &req_len)))
+	if (!(req = ctl_request_encode(challenge, &seal, argc, argv, &req_len)))
 		goto out;
 	if (ctl_write_all(s, req, req_len) < 0) {
 		cxlcr_error("host %s: cannot send the request: %s", host, strerror(errno));
@@ -212,7 +226,7 @@ int rpc_call_tcp(const char *host, int argc, char **argv, int out_fd, int err_fd
 		buf = NULL;
 		if (read_answer(s, host, timeout_ms, deadline, &buf, &len) < 0)
 			break;
-		if (ctl_frame_parse(buf, len, &f, why, sizeof(why)) < 0) {
+		if (ctl_frame_parse(buf, len, &seal, &f, why, sizeof(why)) < 0) {
 			cxlcr_error("host %s: %s", host, why);
 			break;
 		}
@@ -230,7 +244,7 @@ int rpc_call_tcp(const char *host, int argc, char **argv, int out_fd, int err_fd
 		free(f.data);
 	}
 out:
-	sodium_memzero(key, sizeof(key));
+	sodium_memzero(&seal, sizeof(seal));
 	free(buf);
 	free(req);
 	close(s);
@@ -239,15 +253,21 @@ out:
 
 /* ---- the daemon ---- */
 
+/* The key and the request's nonce the answers of this worker's connection
+ * are sealed with (rpc_tcp_accept()), and how many were sent. */
+static struct ctl_seal answer_seal;
+
 bool rpc_tcp_is_control(int conn)
 {
 	char magic[CTL_MAGIC_LEN];
 	struct pollfd p = { .fd = conn, .events = POLLIN };
 	uint64_t deadline = cxlcr_mono_ns() + RPC_REQUEST_READ_S * 1000000000ull;
 	/* The fork API's JSON never starts with the magic: wait for 4 bytes
-	 * or the connection's end, whichever comes first. */
+	 * or the connection's end, whichever comes first. The peek must not
+	 * block: the accepted socket has no receive timeout yet, and an idle
+	 * connection held its worker for ever (tests/t_ctl_limits.sh). */
 	for (;;) {
-		ssize_t n = recv(conn, magic, sizeof(magic), MSG_PEEK);
+		ssize_t n = recv(conn, magic, sizeof(magic), MSG_PEEK | MSG_DONTWAIT);
 		if (n == (ssize_t)sizeof(magic))
 			return !memcmp(magic, CTL_MAGIC, CTL_MAGIC_LEN);
 		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
@@ -281,11 +301,11 @@ static struct relay {
  * must not block on a full pipe. */
 static ssize_t relay_one(int fd, int stream)
 {
-	static uint8_t data[CTL_CHUNK], frame[CTL_CHUNK + 64];
+	static uint8_t data[CTL_CHUNK], frame[CTL_CHUNK + 128];
 	ssize_t n = read(fd, data, sizeof(data));
 	if (n <= 0)
 		return n;
-	size_t len = ctl_frame_encode(frame, sizeof(frame), stream, data, (size_t)n, 0, NULL);
+	size_t len = ctl_frame_encode(frame, sizeof(frame), &answer_seal, stream, data, (size_t)n, 0, NULL);
 	if (relay.client_ok && (!len || ctl_write_all(relay.conn, frame, len) < 0))
 		relay.client_ok = false;
 	return n;
@@ -345,7 +365,7 @@ static int relay_start(int conn)
 
 void rpc_tcp_reply(int conn, int status)
 {
-	uint8_t frame[64];
+	uint8_t frame[128];
 	if (relay.running && relay.owner != getpid())
 		return; /* a child of the worker: the worker answers */
 	if (relay.running) {
@@ -360,9 +380,10 @@ void rpc_tcp_reply(int conn, int status)
 		while (relay_one(relay.err, 2) > 0)
 			;
 	}
-	size_t len = ctl_frame_encode(frame, sizeof(frame), 0, NULL, 0, status, NULL);
+	size_t len = ctl_frame_encode(frame, sizeof(frame), &answer_seal, 0, NULL, 0, status, NULL);
 	if (len)
 		ctl_write_all(conn, frame, len);
+	sodium_memzero(&answer_seal, sizeof(answer_seal)); /* the last answer */
 	if (relay.running) {
 		uint64_t one = 1;
 		pthread_mutex_unlock(&relay.lock);
@@ -376,8 +397,8 @@ void rpc_tcp_reply(int conn, int status)
 /* A refused request gets one line, and nothing is done. */
 static int refuse(int conn, const char *why)
 {
-	uint8_t frame[CTL_REFUSED_MAX + 64];
-	size_t len = ctl_frame_encode(frame, sizeof(frame), 0, NULL, 0, 0, why);
+	uint8_t frame[CTL_REFUSED_MAX + 128];
+	size_t len = ctl_frame_encode(frame, sizeof(frame), NULL, 0, NULL, 0, 0, why);
 	if (len)
 		ctl_write_all(conn, frame, len);
 	return cxlcr_error("%s", why);
@@ -408,7 +429,9 @@ int rpc_tcp_accept(int conn, int *argc, char ***argv)
 		free(buf);
 		return refuse(conn, why);
 	}
-	int rc = ctl_request_parse(buf, len, challenge, key, argc, argv, why, sizeof(why));
+	int rc = ctl_request_parse(buf, len, challenge, key, argc, argv, answer_seal.nonce, why, sizeof(why));
+	if (rc == 0) /* the answers go to this request: seal them */
+		memcpy(answer_seal.key, key, sizeof(key));
 	sodium_memzero(key, sizeof(key));
 	free(buf);
 	return rc < 0 ? refuse(conn, why) : 0;

@@ -8,11 +8,18 @@
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/seal.h"
 #include "../common/util.h"
 #include "control.pb-c.h"
 #include "rpc_wire.h"
 
 _Static_assert(CTL_KEY_BYTES == crypto_auth_KEYBYTES, "the pod key is a crypto_auth key");
+_Static_assert(crypto_auth_BYTES == CXLCR_SEAL_MAC_BYTES, "crypto_auth is HMAC-SHA-512-256, as the seal");
+_Static_assert(CTL_NONCE_BYTES == CXLCR_SEAL_NONCE_BYTES && CTL_KEY_BYTES == CXLCR_SEAL_KEY_BYTES, "one seal");
+
+/* The label of the control protocol's answers (common/seal.h): no
+ * request's packed bytes can pass for an answer's, nor a fork API reply. */
+#define ANSWER_LABEL "cxlcr answer"
 
 /* The frame of a packed message: its length, then it. */
 static uint8_t *frame_of(const ProtobufCMessage *m, size_t *len)
@@ -42,7 +49,7 @@ uint8_t *ctl_hello_encode(const uint8_t challenge[CTL_CHALLENGE_BYTES], size_t *
 	return frame_of(&h.base, len);
 }
 
-uint8_t *ctl_request_encode(const uint8_t challenge[CTL_CHALLENGE_BYTES], const uint8_t key[CTL_KEY_BYTES],
+uint8_t *ctl_request_encode(const uint8_t challenge[CTL_CHALLENGE_BYTES], const struct ctl_seal *seal,
 			    int argc, char **argv, size_t *len)
 {
 	size_t args = 0;
@@ -57,27 +64,36 @@ uint8_t *ctl_request_encode(const uint8_t challenge[CTL_CHALLENGE_BYTES], const 
 	r.challenge.len = CTL_CHALLENGE_BYTES;
 	r.n_argv = (size_t)argc;
 	r.argv = argv;
+	r.nonce.data = (uint8_t *)seal->nonce;
+	r.nonce.len = CTL_NONCE_BYTES;
 	size_t n = ctl_request__get_packed_size(&r);
-	uint8_t *packed = malloc(n ? n : 1), mac[crypto_auth_BYTES];
+	uint8_t *packed = malloc(n ? n : 1);
 	if (!packed) {
 		cxlcr_error("out of memory");
 		return NULL;
 	}
 	ctl_request__pack(&r, packed);
-	crypto_auth(mac, packed, n, key);
-	CtlEnvelope e = CTL_ENVELOPE__INIT;
-	e.request.data = packed;
-	e.request.len = n;
-	e.mac.data = mac;
-	e.mac.len = sizeof(mac);
-	uint8_t *frame = frame_of(&e.base, len);
+	uint8_t *frame = ctl_envelope_encode(packed, n, seal->key, len);
 	free(packed);
 	return frame;
 }
 
-size_t ctl_frame_encode(uint8_t *buf, size_t cap, int stream, const void *data, size_t n, int status,
-			const char *refused)
+uint8_t *ctl_envelope_encode(const uint8_t *request, size_t n, const uint8_t key[CTL_KEY_BYTES], size_t *len)
 {
+	uint8_t mac[crypto_auth_BYTES];
+	crypto_auth(mac, request, n, key);
+	CtlEnvelope e = CTL_ENVELOPE__INIT;
+	e.request.data = (uint8_t *)request;
+	e.request.len = n;
+	e.mac.data = mac;
+	e.mac.len = sizeof(mac);
+	return frame_of(&e.base, len);
+}
+
+size_t ctl_frame_encode(uint8_t *buf, size_t cap, struct ctl_seal *seal, int stream, const void *data,
+			size_t n, int status, const char *refused)
+{
+	uint8_t packed[CTL_CHUNK + 64], mac[crypto_auth_BYTES];
 	CtlFrame f = CTL_FRAME__INIT;
 	if (refused) {
 		f.refused = (char *)refused;
@@ -90,11 +106,26 @@ size_t ctl_frame_encode(uint8_t *buf, size_t cap, int stream, const void *data, 
 		f.has_status = 1;
 		f.status = status;
 	}
-	size_t len = ctl_frame__get_packed_size(&f);
+	size_t flen = ctl_frame__get_packed_size(&f);
+	if (flen > sizeof(packed))
+		return 0;
+	ctl_frame__pack(&f, packed);
+	CtlAnswer a = CTL_ANSWER__INIT;
+	a.frame.data = packed;
+	a.frame.len = flen;
+	if (!refused) {
+		cxlcr_seal_mac(mac, seal->key, ANSWER_LABEL, seal->nonce, seal->seq, packed, flen);
+		a.has_mac = 1;
+		a.mac.data = mac;
+		a.mac.len = sizeof(mac);
+	}
+	size_t len = ctl_answer__get_packed_size(&a);
 	if (cap < 4 || len > cap - 4)
 		return 0;
 	buf[0] = (uint8_t)(len >> 24), buf[1] = (uint8_t)(len >> 16), buf[2] = (uint8_t)(len >> 8), buf[3] = (uint8_t)len;
-	ctl_frame__pack(&f, buf + 4);
+	ctl_answer__pack(&a, buf + 4);
+	if (!refused)
+		seal->seq++;
 	return 4 + len;
 }
 
@@ -145,7 +176,8 @@ static char **copy_args(CtlRequest *r, const char **bad)
 }
 
 int ctl_request_parse(const uint8_t *buf, size_t len, const uint8_t challenge[CTL_CHALLENGE_BYTES],
-		      const uint8_t key[CTL_KEY_BYTES], int *argc, char ***argv, char *why, size_t why_len)
+		      const uint8_t key[CTL_KEY_BYTES], int *argc, char ***argv,
+		      uint8_t nonce[CTL_NONCE_BYTES], char *why, size_t why_len)
 {
 	const char *bad = NULL;
 	CtlRequest *r = NULL;
@@ -156,13 +188,16 @@ int ctl_request_parse(const uint8_t *buf, size_t len, const uint8_t challenge[CT
 	else if (e->mac.len != crypto_auth_BYTES ||
 		 crypto_auth_verify(e->mac.data, e->request.data, e->request.len, key) != 0)
 		bad = "not authenticated (no MAC under the pod's key)";
-	else if (!(r = ctl_request__unpack(NULL, e->request.len, e->request.data)))
+	else if (!(r = ctl_request__unpack(NULL, e->request.len, e->request.data)) ||
+		 r->nonce.len != CTL_NONCE_BYTES)
 		bad = "malformed request";
 	else if (r->challenge.len != CTL_CHALLENGE_BYTES ||
 		 sodium_memcmp(r->challenge.data, challenge, CTL_CHALLENGE_BYTES) != 0)
 		bad = "replayed (it answers another connection's challenge)";
-	else if ((*argv = copy_args(r, &bad)))
+	else if ((*argv = copy_args(r, &bad))) {
 		*argc = (int)r->n_argv;
+		memcpy(nonce, r->nonce.data, CTL_NONCE_BYTES);
+	}
 	if (r)
 		ctl_request__free_unpacked(r, NULL);
 	if (e)
@@ -172,35 +207,62 @@ int ctl_request_parse(const uint8_t *buf, size_t len, const uint8_t challenge[CT
 	return bad ? -1 : 0;
 }
 
-int ctl_frame_parse(const uint8_t *buf, size_t len, struct ctl_frame *f, char *why, size_t why_len)
+/* A frame's fields into f: NULL, or why they make no answer. */
+static const char *frame_fields(const CtlFrame *m, struct ctl_frame *f)
 {
-	const char *bad = NULL;
-	memset(f, 0, sizeof(*f));
-	CtlFrame *m = ctl_frame__unpack(NULL, len, buf);
-	if (!m) {
-		bad = "malformed answer";
-	} else if (m->refused) {
+	if (m->refused) {
 		f->kind = CTL_REFUSED;
 		snprintf(f->refused, sizeof(f->refused), "%s", m->refused);
 		f->refused[strcspn(f->refused, "\n")] = 0;
-	} else if (m->has_status) {
+		return NULL;
+	}
+	if (m->has_status) {
 		f->kind = CTL_STATUS;
 		f->status = m->status;
-		if (m->status < 0 || m->status > 255)
-			bad = "malformed answer (exit status out of range)";
-	} else if (m->has_stream && m->has_data && (m->stream == 1 || m->stream == 2) && m->data.len <= CTL_CHUNK) {
+		return m->status < 0 || m->status > 255 ? "malformed answer (exit status out of range)" : NULL;
+	}
+	if (m->has_stream && m->has_data && (m->stream == 1 || m->stream == 2) && m->data.len <= CTL_CHUNK) {
 		f->kind = CTL_OUTPUT;
 		f->stream = (int)m->stream;
 		f->len = m->data.len;
 		if (!(f->data = malloc(f->len ? f->len : 1)))
-			bad = "out of memory";
-		else
-			memcpy(f->data, m->data.data, f->len);
-	} else {
-		bad = "malformed answer";
+			return "out of memory";
+		memcpy(f->data, m->data.data, f->len);
+		return NULL;
 	}
+	return "malformed answer";
+}
+
+/* Whether an answer is the daemon's for seal's request, at its place in
+ * the answers (counted if so). A refusal comes unsealed, and first. */
+static bool answer_sealed(struct ctl_seal *seal, const CtlAnswer *a, const CtlFrame *m)
+{
+	if (!a->has_mac)
+		return m->refused && seal->seq == 0;
+	bool good = cxlcr_seal_check(a->mac.data, a->mac.len, seal->key, ANSWER_LABEL, seal->nonce, seal->seq,
+				     a->frame.data, a->frame.len);
+	seal->seq += good;
+	return good;
+}
+
+int ctl_frame_parse(const uint8_t *buf, size_t len, struct ctl_seal *seal, struct ctl_frame *f, char *why,
+		    size_t why_len)
+{
+	const char *bad = NULL;
+	CtlFrame *m = NULL;
+	memset(f, 0, sizeof(*f));
+	CtlAnswer *a = ctl_answer__unpack(NULL, len, buf);
+	if (!a || !(m = ctl_frame__unpack(NULL, a->frame.len, a->frame.data)))
+		bad = "malformed answer";
+	else if (seal && !answer_sealed(seal, a, m))
+		bad = "answer not authenticated (no MAC under the pod's key for this request at this place: "
+		      "forged or replayed)";
+	else
+		bad = frame_fields(m, f);
 	if (m)
 		ctl_frame__free_unpacked(m, NULL);
+	if (a)
+		ctl_answer__free_unpacked(a, NULL);
 	if (bad) {
 		free(f->data);
 		f->data = NULL;
@@ -226,12 +288,17 @@ int ctl_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/* Reads exactly n bytes by deadline. */
-static int read_by(int fd, uint8_t *p, size_t n, uint64_t deadline)
+int ctl_ms_left(uint64_t deadline)
 {
+	uint64_t now = cxlcr_mono_ns();
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+int ctl_read_exact(int fd, void *buf, size_t n, uint64_t deadline)
+{
+	uint8_t *p = buf;
 	while (n) {
-		uint64_t now = cxlcr_mono_ns();
-		int ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		int ms = ctl_ms_left(deadline);
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		int rc = ms ? poll(&pf, 1, ms) : 0;
 		if (rc < 0 && errno == EINTR)
@@ -257,7 +324,7 @@ int ctl_read_frame(int fd, uint8_t **buf, size_t *len, uint64_t deadline)
 {
 	uint8_t head[4];
 	*buf = NULL;
-	if (read_by(fd, head, 4, deadline) < 0)
+	if (ctl_read_exact(fd, head, 4, deadline) < 0)
 		return -1;
 	size_t n = (size_t)head[0] << 24 | (size_t)head[1] << 16 | (size_t)head[2] << 8 | head[3];
 	if (n > CTL_FRAME_MAX) {
@@ -269,7 +336,7 @@ int ctl_read_frame(int fd, uint8_t **buf, size_t *len, uint64_t deadline)
 		errno = ENOMEM;
 		return -1;
 	}
-	if (read_by(fd, b, n, deadline) < 0) {
+	if (ctl_read_exact(fd, b, n, deadline) < 0) {
 		int e = errno;
 		free(b);
 		errno = e;

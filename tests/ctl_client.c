@@ -1,16 +1,22 @@
 /*
  * A client of the control protocol that can do what an attacker on the
  * network can: tests/t_ctl_tcp.sh uses it to send a request under a wrong
- * key and to replay a request another connection sent.
+ * key, to replay a request another connection sent, and to hand a client
+ * answers recorded from another request (as a man in the middle would).
  *
- *   ctl_client ADDR PORT [--random-key] [--save FILE] -- VERB ARGS...
+ *   ctl_client ADDR PORT [--random-key] [--save FILE] [--save-answers FILE]
+ *              [--answers FILE] -- VERB ARGS...
  *       one request (under the pool's key, or a random one); its sent
- *       envelope frame kept in FILE; prints the verb's output, then
- *       "status N" or "refused: WHY"
+ *       envelope frame kept in FILE; the answers, checked against the
+ *       request's seal, kept in --save-answers's FILE, or taken from
+ *       --answers's FILE instead of from the daemon; prints the verb's
+ *       output, then "status N" or "refused: WHY", or "bad answer: WHY"
  *   ctl_client ADDR PORT --replay FILE
  *       sends FILE's frame, as recorded, as the request of a new connection
+ *       (its answers unchecked: the replayer has no key)
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -27,7 +33,8 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: ctl_client ADDR PORT [--random-key] [--save FILE] -- VERB...\n"
+	fprintf(stderr, "usage: ctl_client ADDR PORT [--random-key] [--save FILE] [--save-answers FILE]\n"
+			"                  [--answers FILE] -- VERB...\n"
 			"       ctl_client ADDR PORT --replay FILE\n");
 	return 2;
 }
@@ -47,7 +54,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 4 || sodium_init() < 0)
 		return usage();
-	const char *ip = argv[1], *save = NULL, *replay = NULL;
+	const char *ip = argv[1], *save = NULL, *replay = NULL, *save_answers = NULL, *answers = NULL;
 	int port = atoi(argv[2]), i = 3;
 	bool random_key = false;
 	for (; i < argc; i++) {
@@ -57,6 +64,10 @@ int main(int argc, char **argv)
 			save = argv[++i];
 		else if (!strcmp(argv[i], "--replay") && i + 1 < argc)
 			replay = argv[++i];
+		else if (!strcmp(argv[i], "--save-answers") && i + 1 < argc)
+			save_answers = argv[++i];
+		else if (!strcmp(argv[i], "--answers") && i + 1 < argc)
+			answers = argv[++i];
 		else if (!strcmp(argv[i], "--")) {
 			i++;
 			break;
@@ -65,7 +76,8 @@ int main(int argc, char **argv)
 	}
 	if (!replay && i >= argc)
 		return usage();
-	uint8_t key[CTL_KEY_BYTES], challenge[CTL_CHALLENGE_BYTES], *buf, *req = NULL;
+	struct ctl_seal seal = { .seq = 0 };
+	uint8_t *key = seal.key, challenge[CTL_CHALLENGE_BYTES], *buf, *req = NULL;
 	size_t len, req_len = 0;
 	char why[CTL_REFUSED_MAX];
 	if (random_key) {
@@ -78,6 +90,7 @@ int main(int argc, char **argv)
 		}
 		cxlcr_pool_close(&pool);
 	}
+	randombytes_buf(seal.nonce, sizeof(seal.nonce));
 	int s = dial(ip, port);
 	uint64_t deadline = cxlcr_mono_ns() + 600ull * 1000000000ull;
 	if (ctl_write_all(s, CTL_MAGIC, CTL_MAGIC_LEN) < 0 || ctl_read_frame(s, &buf, &len, deadline) < 0 ||
@@ -94,7 +107,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		fclose(f);
-	} else if (!(req = ctl_request_encode(challenge, key, argc - i, argv + i, &req_len))) {
+	} else if (!(req = ctl_request_encode(challenge, &seal, argc - i, argv + i, &req_len))) {
 		fprintf(stderr, "ctl_client: %s\n", cxlcr_last_error());
 		return 1;
 	}
@@ -109,13 +122,28 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ctl_client: cannot send\n");
 		return 1;
 	}
+	int from = s;
+	FILE *keep = NULL;
+	if (answers && (from = open(answers, O_RDONLY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "ctl_client: cannot read %s\n", answers);
+		return 1;
+	}
+	if (save_answers && !(keep = fopen(save_answers, "wb"))) {
+		fprintf(stderr, "ctl_client: cannot write %s\n", save_answers);
+		return 1;
+	}
 	for (;;) {
 		struct ctl_frame f;
-		if (ctl_read_frame(s, &buf, &len, deadline) < 0) {
+		if (ctl_read_frame(from, &buf, &len, deadline) < 0) {
 			printf("closed without an answer\n");
 			return 1;
 		}
-		if (ctl_frame_parse(buf, len, &f, why, sizeof(why)) < 0) {
+		uint8_t head[4] = { (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len };
+		if (keep && (fwrite(head, 1, 4, keep) != 4 || fwrite(buf, 1, len, keep) != len || fflush(keep))) {
+			fprintf(stderr, "ctl_client: cannot write %s\n", save_answers);
+			return 1;
+		}
+		if (ctl_frame_parse(buf, len, replay ? NULL : &seal, &f, why, sizeof(why)) < 0) {
 			printf("bad answer: %s\n", why);
 			return 1;
 		}

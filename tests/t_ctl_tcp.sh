@@ -5,7 +5,8 @@
 # snapshots, forks, stops a child on another host, checkpoints and
 # restores it on another host; a request
 # under a wrong key and a replayed one are each refused with one line and
-# change nothing; so is everything while the pool's key is corrupt; a
+# change nothing, and answers recorded from another request are refused by
+# the client with one line; so is everything while the pool's key is corrupt; a
 # local user other than root gets nothing done.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
@@ -93,6 +94,17 @@ out=$("$CLIENT" "$H0_IP" 7390 --replay "$POOL_DIR/stop.req" 2>&1) || die "ctl_cl
 	die "the replayed stop stopped nap"
 ok "a replay: '$out'; nap runs on"
 
+say "answers recorded from one request, handed to the client of another (as a man in the middle would)"
+out=$("$CLIENT" "$H0_IP" 7390 --save-answers "$POOL_DIR/status.ans" -- status nap 2>&1) || die "ctl_client: $out"
+[ "$(tail -n1 <<<"$out")" = "status 0" ] && grep -q "nap" <<<"$out" ||
+	die "answers checked against their request's seal were not taken: $out"
+ok "answers sealed for their request are taken: $(head -n1 <<<"$out")"
+out=$("$CLIENT" "$H0_IP" 7390 --answers "$POOL_DIR/status.ans" -- status nap 2>&1) &&
+	die "answers recorded from another request were taken: $out"
+[ "$out" = "bad answer: answer not authenticated (no MAC under the pod's key for this request at this place: forged or replayed)" ] ||
+	die "replayed answers were not refused in one line: $out"
+ok "replayed answers: '$out'"
+
 # --- a corrupt key ------------------------------------------------------------------
 python3 "$ROOT/tests/lib/poolimg.py" flip-pod-key "$CXLCR_POOL" || die "cannot flip the pod key"
 out=$("$CXLCR" migrate redis --to h1 2>&1) && die "a migrate went on with a corrupt pod key: $out"
@@ -109,8 +121,8 @@ out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$CXLCR" stop nap 2>&1)
 [ "$(status_field nap pid)" = "$nap" ] || die "nobody's stop changed nap"
 ok "a user other than root: '$out'"
 
-bridge=$("$CXLCR" pod up --hosts 2 --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["bridge"])')
-log=/var/log/cxlcr/cxlcrd-$bridge-h0.log
+log=$POOL_DIR/h0.daemon.log
+"$CXLCR" pod logs h0 >"$log" || die "cxlcr pod logs h0 failed"
 grep -q "request refused: not authenticated" "$log" || die "$log does not tell the wrong key"
 grep -q "request refused: replayed" "$log" || die "$log does not tell the replay"
 ok "the daemon's log tells both"
