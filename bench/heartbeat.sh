@@ -19,20 +19,10 @@ SECONDS_RUN=${SECONDS_RUN:-20}
 
 say() { printf 'heartbeat: %s\n' "$*"; }
 die() { printf 'heartbeat: error: %s\n' "$*" >&2; exit 1; }
-[ -x "$CXLCR" ] || die "build first (make)"
+# shellcheck source=bench/lib/scratch_pod.sh
+. "$ROOT/bench/lib/scratch_pod.sh"
+scratch_pod heartbeat 1G "$HOSTS"
 mkdir -p "$OUT"
-WORK=$(mktemp -d /dev/shm/cxlcr-heartbeat-XXXX)
-chmod 700 "$WORK"
-export CXLCR_POOL=$WORK/pool
-cleanup() {
-	set +e
-	"$CXLCR" pod down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-"$CXLCR" pool format --size 1G >/dev/null
-"$CXLCR" pod up --hosts "$HOSTS" >/dev/null
 mono() { python3 -c 'import time; print(time.monotonic_ns())'; }
 snap() { "$CXLCR" hosts --json >"$1"; }
 

@@ -9,6 +9,7 @@
 
 #include "../common/error.h"
 #include "../common/hosts.h"
+#include "../common/persist.h"
 #include "../pod/membership.h"
 #include "cli.h"
 #include "json.h"
@@ -21,6 +22,25 @@ static void address_of(const struct cxlcr_host_entry *e, char *buf, size_t len)
 		snprintf(buf, len, "*:%u", e->id.port);
 	else
 		snprintf(buf, len, "-");
+}
+
+/* The host's last fence, if it was ever declared dead: who fenced it,
+ * whether that host has finished recovering its services, and whether it
+ * has acknowledged (killed what it ran, freed what was quarantined). */
+static void fence_json(struct json *j, const struct cxlcr_host_entry *e)
+{
+	cxlcr_refresh(&e->fence, 24); /* fence, fence_ack, fence_done */
+	uint64_t f = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
+	if (!f) {
+		json_null(j, "fence");
+		return;
+	}
+	json_object(j, "fence");
+	json_u64(j, "word", f);
+	json_u64(j, "by_entry", (f & 0xff) - 1);
+	json_bool(j, "recovered", __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) == f);
+	json_bool(j, "acknowledged", __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) == f);
+	json_object_end(j);
 }
 
 static void print_json(const struct cxlcr_hosts_map *m, const struct cxlcr_hosts_watch *w, uint64_t now)
@@ -52,6 +72,13 @@ static void print_json(const struct cxlcr_hosts_map *m, const struct cxlcr_hosts
 			json_null(&j, "renewed_ms_ago");
 		else
 			json_double(&j, "renewed_ms_ago", (double)silent / 1e6);
+		if (w->entry[i].tombstone)
+			json_str(&j, "tombstone", cxlcr_tombstone_reason_name(w->entry[i].tombstone));
+		else
+			json_null(&j, "tombstone");
+		if (w->entry[i].tombstone_why[0])
+			json_str(&j, "tombstone_refused", w->entry[i].tombstone_why);
+		fence_json(&j, e);
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -74,8 +101,14 @@ static void print_table(const struct cxlcr_hosts_map *m, const struct cxlcr_host
 			snprintf(renewed, sizeof(renewed), "%s%.2f s ago",
 				 v == CXLCR_VERDICT_ALIVE ? "" : "over ", (double)silent / 1e9);
 		address_of(e, addr, sizeof(addr));
-		printf("%-16s %-8s %-18s %-11llu %s\n", w->entry[i].name, cxlcr_host_verdict_name(v), renewed,
-		       (unsigned long long)w->entry[i].incarnation, addr);
+		char note[96] = "";
+		if (w->entry[i].tombstone)
+			snprintf(note, sizeof(note), "  (tombstone: %s)",
+				 cxlcr_tombstone_reason_name(w->entry[i].tombstone));
+		else if (w->entry[i].tombstone_why[0])
+			snprintf(note, sizeof(note), "  (tombstone refused: %s)", w->entry[i].tombstone_why);
+		printf("%-16s %-8s %-18s %-11llu %s%s\n", w->entry[i].name, cxlcr_host_verdict_name(v), renewed,
+		       (unsigned long long)w->entry[i].incarnation, addr, note);
 	}
 }
 
@@ -95,7 +128,8 @@ int cmd_hosts(int argc, char **argv)
 			       "The pod's hosts, from the host table in the pool: alive (its heartbeat\n"
 			       "advanced while this command watched), suspect (it stood still for two of\n"
 			       "its periods), dead (for a whole lease, as this host has seen it), left\n"
-			       "(its daemon stopped in order). Judged on this host's clock only; watches\n"
+			       "(its daemon stopped in order). A host whose kernel left a tombstone as it\n"
+			       "died (a panic) is dead at once. Judged on this host's clock only; watches\n"
 			       "for at most two heartbeat periods.\n", usage);
 			return EXIT_OK;
 		default: return EXIT_USAGE;
@@ -128,6 +162,13 @@ int cmd_hosts(int argc, char **argv)
 		if (cxlcr_hosts_judge(&w, i, now, NULL) != CXLCR_VERDICT_CORRUPT)
 			continue;
 		fail(0, "host table entry %u of pool %s is corrupt (%s): refused", i, pool.path, w.entry[i].why);
+		corrupt++;
+	}
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		if (!w.entry[i].tombstone_why[0])
+			continue;
+		fail(0, "the tombstone of host %s in pool %s is corrupt (%s): refused, the host is judged by its heartbeat",
+		     w.entry[i].name, pool.path, w.entry[i].tombstone_why);
 		corrupt++;
 	}
 	if (rc == 0)

@@ -23,30 +23,27 @@
 
 #include "../common/arena.h"
 #include "../common/error.h"
+#include "../common/hosts.h"
 #include "../common/util.h"
 #include "api.h"
 #include "cli.h"
 #include "container.h"
+#include "../emulation/host_start.h"
+#include "../emulation/hostfs.h"
 #include "../emulation/hostgroup.h"
+#include "config.h"
 #include "../pod/membership.h"
 #include "exec.h"
 #include "rpc.h"
 
 #define MAX_HOSTS       16
 #define NET_TIMEOUT_S   10
-#define READY_TIMEOUT_MS 10000
 #define STOP_WAIT_MS    10000
-#define LOG_DIR         "/var/log/cxlcr"
 
 static const char *pid_path(const struct pod *pod, const char *host, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/%s.pid", pod->dir, host);
 	return buf;
-}
-
-static void host_netns(const struct pod *pod, const char *host, char *buf, size_t len)
-{
-	snprintf(buf, len, "cxlcr%d-%s", pod->index, host);
 }
 
 static void host_link(const struct pod *pod, int i, char *buf, size_t len)
@@ -57,14 +54,7 @@ static void host_link(const struct pod *pod, int i, char *buf, size_t len)
 static int daemon_pid(const struct pod *pod, const char *host)
 {
 	char path[128];
-	FILE *f = fopen(pid_path(pod, host, path, sizeof(path)), "r");
-	int pid = 0;
-	if (f) {
-		if (fscanf(f, "%d", &pid) != 1)
-			pid = 0;
-		fclose(f);
-	}
-	return pid > 0 && pid_alive(pid) ? pid : 0;
+	return pod_pid_read(pid_path(pod, host, path, sizeof(path)));
 }
 
 static bool link_exists(const char *name)
@@ -107,20 +97,18 @@ static int make_bridge(const struct pod *pod)
 	return 0;
 }
 
-/* The host's network namespace and its address on the bridge. */
-static int make_host_net(const struct pod *pod, int i, const char *host)
+int pod_make_net(const struct pod *pod, const char *ns, const char *link, uint32_t ip_host_order, const char *mac)
 {
-	char ns[32], link[16], addr[32], ip[16], path[64];
-	host_netns(pod, host, ns, sizeof(ns));
-	host_link(pod, i, link, sizeof(link));
+	char addr[32], ip[16], path[64];
 	snprintf(path, sizeof(path), "/run/netns/%s", ns);
 	if (access(path, F_OK) != 0 && exec_run(NET_TIMEOUT_S, "ip", "netns", "add", ns, NULL))
 		return -1;
 	if (link_exists(link))
 		return 0;
-	snprintf(addr, sizeof(addr), "%s/%d", ip_string(pod_host_ip(pod, i), ip), POD_PREFIX_LEN);
+	snprintf(addr, sizeof(addr), "%s/%d", ip_string(ip_host_order, ip), POD_PREFIX_LEN);
 	if (exec_run(NET_TIMEOUT_S, "ip", "link", "add", link, "type", "veth", "peer", "name", "eth0",
 		     "netns", ns, NULL) ||
+	    (mac && exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "link", "set", "eth0", "address", mac, NULL)) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "link", "set", link, "master", pod->bridge, "up", NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "addr", "add", addr, "dev", "eth0", NULL) ||
 	    exec_run(NET_TIMEOUT_S, "ip", "-n", ns, "link", "set", "eth0", "up", NULL) ||
@@ -129,84 +117,149 @@ static int make_host_net(const struct pod *pod, int i, const char *host)
 	return 0;
 }
 
-/* Starts hI's daemon inside the host's namespaces, detached. */
-static int start_daemon(const struct pod *pod, const char *host, const char *pool)
+void pod_remove_net(const char *ns, const char *link)
 {
+	char path[64];
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	if (access(path, F_OK) == 0)
+		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", ns, NULL);
+	if (link_exists(link))
+		exec_run(NET_TIMEOUT_S, "ip", "link", "del", link, NULL);
+}
+
+/* The host's network namespace and its address on the bridge. */
+static int make_host_net(const struct pod *pod, int i, const char *host)
+{
+	char ns[32], link[16];
+	pod_host_netns(pod, host, ns, sizeof(ns));
+	host_link(pod, i, link, sizeof(link));
+	return pod_make_net(pod, ns, link, pod_host_ip(pod, i), NULL);
+}
+
+/* The host's cxlcrd.conf, in its own /etc/cxlcr: the daemon runs as
+ * systemd runs a machine's (`cxlcrd --config`, scripts/cxlcrd.service.in). */
+static int write_host_config(const char *host, const char *pool, const char *ip)
+{
+	FILE *f = fopen(DAEMON_CONFIG_DEFAULT, "we");
+	if (!f)
+		return -1;
+	fprintf(f, "# emulated pod host %s (written by `cxlcr pod up`)\nhost = %s\npool = %s\naddress = %s\n",
+		host, host, pool, ip);
+	return fclose(f);
+}
+
+/* Waits for the child that set up the host's namespaces: a host whose
+ * mount namespace it made new ('m') is pinned before its daemon starts. */
+static int pin_if_made(const struct pod *pod, const char *host, pid_t child, int sync, int go)
+{
+	char c = 0;
+	ssize_t n;
+	while ((n = read(sync, &c, 1)) < 0 && errno == EINTR)
+		;
+	if (n == 1 && c == 'm' && hostfs_pin(pod, host, child) < 0) {
+		kill(child, SIGKILL);
+		return -1;
+	}
+	if (n == 1 && write(go, "g", 1) != 1)
+		return cxlcr_error("host %s: its set-up died", host);
+	return 0;
+}
+
+/* What the set-up of a pod host needs, in the child and in its parent. */
+struct daemon_start {
+	const struct pod *pod;
+	const char *host, *pool, *ip;
+	bool grouped;
+	int sync[2], go[2];           /* the pin of a new mount namespace */
+};
+
+/* In the child that becomes hI's daemon, once in its network namespace:
+ * the host's cgroup, host name and file system, its cxlcrd.conf, its run
+ * directory of the pod, and the daemon's environment. */
+static int daemon_setup(void *arg)
+{
+	struct daemon_start *d = arg;
+	close(d->sync[0]);
+	close(d->go[1]);
+	if (d->grouped && hostgroup_join(d->pod, d->host) < 0)
+		return -1;
+	if (unshare(CLONE_NEWUTS) < 0 || sethostname(d->host, strlen(d->host)) < 0)
+		return cxlcr_error("cannot enter the namespaces of %s: %s", d->host, strerror(errno));
+	int made = hostfs_enter_or_make(d->pod, d->host);
+	char c;
+	if (made < 0)
+		return -1;
+	if (write(d->sync[1], made ? "e" : "m", 1) != 1 || read(d->go[0], &c, 1) != 1)
+		return cxlcr_error("its mount namespace was not pinned");
+	if (write_host_config(d->host, d->pool, d->ip) < 0)
+		return cxlcr_error("host %s: cannot write %s: %s", d->host, DAEMON_CONFIG_DEFAULT, strerror(errno));
+	/* The host's own run directory of the pod: its daemon's sockets,
+	 * and what says which pool the pod is (for a command line run
+	 * there, `pod exec`). */
+	if (mkdir(d->pod->dir, 0755) < 0 && errno != EEXIST)
+		return cxlcr_error("host %s: cannot create %s: %s", d->host, d->pod->dir, strerror(errno));
+	if (pod_dir_write_pool(d->pod, d->pool) < 0)
+		return cxlcr_error("host %s: %s", d->host, cxlcr_last_error());
 	char index[16];
-	snprintf(index, sizeof(index), "%d", pod->index);
-	char ns[32], ns_path[64], log[128], bin[PATH_MAX];
-	host_netns(pod, host, ns, sizeof(ns));
+	snprintf(index, sizeof(index), "%d", d->pod->index);
+	setenv("CXLCR_POD", index, 1);
+	/* Tests feed a host's kernel log through a FIFO of its own
+	 * (recovery/kmsg.c): $CXLCR_KMSG_DIR/HOST.kmsg. */
+	const char *kmsg_dir = getenv("CXLCR_KMSG_DIR");
+	if (kmsg_dir && *kmsg_dir) {
+		char fifo[PATH_MAX];
+		snprintf(fifo, sizeof(fifo), "%s/%s.kmsg", kmsg_dir, d->host);
+		if (mkfifo(fifo, 0600) < 0 && errno != EEXIST)
+			return cxlcr_error("%s: %s", fifo, strerror(errno));
+		setenv("CXLCR_KMSG", fifo, 1);
+	}
+	/* A daemon's tools come from the system's directories, not from
+	 * whatever the shell that ran `pod up` had on its PATH. */
+	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+	return 0;
+}
+
+/* In `pod up`, while the child sets hI up: pins its new mount namespace. */
+static int daemon_alongside(pid_t child, void *arg)
+{
+	struct daemon_start *d = arg;
+	close(d->sync[1]);
+	close(d->go[0]);
+	int rc = pin_if_made(d->pod, d->host, child, d->sync[0], d->go[1]);
+	close(d->sync[0]);
+	close(d->go[1]);
+	return rc;
+}
+
+/* Starts hI's daemon inside the host's namespaces, detached: its network
+ * namespace, its own host name, its own file system (emulation/hostfs.h). */
+static int start_daemon(const struct pod *pod, const char *host, const char *pool, const char *ip)
+{
+	char ns[32], ns_path[64], bin[PATH_MAX], msg[512];
+	pod_host_netns(pod, host, ns, sizeof(ns));
 	snprintf(ns_path, sizeof(ns_path), "/run/netns/%s", ns);
-	snprintf(log, sizeof(log), "%s/cxlcrd-%s.log", LOG_DIR, ns);
 	installed_daemon(bin, sizeof(bin));
-	mkdir(LOG_DIR, 0755);
 	/* Everything the host runs lives in its cgroup, so that it can fail
 	 * as a whole (emulation/hostgroup.h); without cgroup v2 it cannot. */
-	bool grouped = hostgroup_create(pod, host) == 0;
-	int ready[2];
-	if (pipe2(ready, O_CLOEXEC) < 0)
+	struct daemon_start d = { .pod = pod, .host = host, .pool = pool, .ip = ip,
+				  .grouped = hostgroup_create(pod, host) == 0 };
+	if (pipe2(d.sync, O_CLOEXEC) < 0)
 		return cxlcr_error("pipe: %s", strerror(errno));
-	fflush(NULL);
-	pid_t child = fork();
-	if (child == 0) {
-		close(ready[0]);
-		if (grouped && hostgroup_join(pod, host) < 0) {
-			dprintf(ready[1], "error: %s\n", cxlcr_last_error());
-			_exit(1);
-		}
-		int nsfd = open(ns_path, O_RDONLY | O_CLOEXEC);
-		if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0 || unshare(CLONE_NEWUTS) < 0 ||
-		    sethostname(host, strlen(host)) < 0) {
-			dprintf(ready[1], "error: cannot enter the namespaces of %s: %s\n", host, strerror(errno));
-			_exit(1);
-		}
-		if (fork() != 0)
-			_exit(0);
-		setsid();
-		int in = open("/dev/null", O_RDONLY), out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0640);
-		dup2(in, 0);
-		dup2(out < 0 ? in : out, 1);
-		dup2(out < 0 ? in : out, 2);
-		dup2(ready[1], 3);
-		close_range(4, ~0u, 0);
-		setenv("CXLCR_POOL", pool, 1);
-		setenv("CXLCR_POD", index, 1);
-		/* Tests feed a host's kernel log through a FIFO of its own
-		 * (recovery/kmsg.c): $CXLCR_KMSG_DIR/HOST.kmsg. */
-		const char *kmsg_dir = getenv("CXLCR_KMSG_DIR");
-		if (kmsg_dir && *kmsg_dir) {
-			char fifo[PATH_MAX];
-			snprintf(fifo, sizeof(fifo), "%s/%s.kmsg", kmsg_dir, host);
-			if (mkfifo(fifo, 0600) < 0 && errno != EEXIST)
-				dprintf(ready[1], "warning: %s: %s\n", fifo, strerror(errno));
-			setenv("CXLCR_KMSG", fifo, 1);
-		}
-		/* A daemon's tools come from the system's directories, not from
-		 * whatever the shell that ran `pod up` had on its PATH. */
-		setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
-		execl(bin, "cxlcrd", "--host", host, "--ready-fd", "3", (char *)NULL);
-		dprintf(3, "error: cannot run %s: %s\n", bin, strerror(errno));
-		_exit(127);
+	if (pipe2(d.go, O_CLOEXEC) < 0) {
+		close(d.sync[0]);
+		close(d.sync[1]);
+		return cxlcr_error("pipe: %s", strerror(errno));
 	}
-	close(ready[1]);
-	if (child > 0)
-		waitpid(child, NULL, 0);
-	char msg[512] = "";
-	struct pollfd p = { .fd = ready[0], .events = POLLIN };
-	ssize_t n = poll(&p, 1, READY_TIMEOUT_MS) == 1 ? read(ready[0], msg, sizeof(msg) - 1) : 0;
-	close(ready[0]);
-	msg[n > 0 ? n : 0] = 0;
-	msg[strcspn(msg, "\n")] = 0;
-	int pid;
-	if (sscanf(msg, "ok %d", &pid) != 1)
-		return cxlcr_error("the daemon of %s did not start: %s (log %s)", host,
-				   msg[0] ? msg : "no answer", log);
+	char *argv[] = { "cxlcrd", "--config", DAEMON_CONFIG_DEFAULT, "--ready-fd", "3", NULL };
+	struct host_start s = { .netns = ns_path, .log = HOSTFS_DAEMON_LOG, .bin = bin, .argv = argv,
+				.setup = daemon_setup, .alongside = daemon_alongside, .arg = &d };
+	int pid = host_start(&s, msg, sizeof(msg));
+	if (pid < 0 && msg[0])
+		return cxlcr_error("the daemon of %s did not start: %s (cxlcr pod logs %s)", host, msg, host);
+	if (pid < 0)
+		return -1;
 	char path[128];
-	FILE *f = fopen(pid_path(pod, host, path, sizeof(path)), "w");
-	if (f) {
-		fprintf(f, "%d\n", pid);
-		fclose(f);
-	}
+	pod_pid_write(pid_path(pod, host, path, sizeof(path)), pid);
 	return pid;
 }
 
@@ -240,7 +293,9 @@ static int pod_up(int argc, char **argv)
 		case 'h':
 			printf("usage: cxlcr pod up [--hosts N] [--host-pool hI=PATH]... [--json]\n\n"
 			       "Starts emulated hosts h0..hN-1 (default 2) on this machine, each with its\n"
-			       "own network namespace and address on the pod's bridge, and a cxlcrd.\n"
+			       "own network namespace and address on the pod's bridge, its own file system\n"
+			       "(/run/cxlcr, /run/netns, /var/lib/cxlcr, /var/log/cxlcr, /etc/cxlcr: cxlcr pod\n"
+			       "logs, pod exec) and a cxlcrd. The hosts share only the pool and the bridge.\n"
 			       "Each pool has its own pod. Hosts already up are left as they are.\n"
 			       "--host-pool: host hI sees the pool under PATH (another name of the same\n"
 			       "device or file); restores there rebase the pool's mappings onto it.\n");
@@ -248,18 +303,14 @@ static int pod_up(int argc, char **argv)
 		default: return EXIT_USAGE;
 		}
 	}
-	struct cxlcr_pool pool;
-	int rc = open_pool_or_fail(&pool);
+	char pool_abs[PATH_MAX];
+	int rc = pool_path_abs(pool_abs, sizeof(pool_abs));
 	if (rc)
 		return rc;
-	char pool_abs[PATH_MAX];
-	if (!realpath(pool.path, pool_abs))
-		cxlcr_copy_field(pool_abs, sizeof(pool_abs), pool.path);
-	cxlcr_pool_close(&pool);
 	const struct pod *pod = pod_current(true);
 	if (!pod)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
-	if (api_token_ensure(pod) < 0) /* the fork API's, over TCP */
+	if (api_token_ensure(pod) < 0) /* the fork API's, over TCP: this machine's copy */
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	if (make_bridge(pod) < 0)
 		return fail(EXIT_FAIL, "cannot create bridge %s: %s", pod->bridge, cxlcr_last_error());
@@ -281,7 +332,8 @@ static int pod_up(int argc, char **argv)
 				return fail(EXIT_FAIL, "host %s: %s", host, cxlcr_last_error());
 			if (host_pool[i])
 				cxlcr_pool_close(&same);
-			if (make_host_net(pod, i, host) < 0 || (pid = start_daemon(pod, host, pool_path)) < 0) {
+			ip_string(pod_host_ip(pod, i), ip);
+			if (make_host_net(pod, i, host) < 0 || (pid = start_daemon(pod, host, pool_path, ip)) < 0) {
 				if (json)
 					json_end(&j);
 				return fail(EXIT_FAIL, "host %s: %s", host, cxlcr_last_error());
@@ -347,7 +399,7 @@ static int pod_down(int argc, char **argv)
 	for (int i = 0; i < MAX_HOSTS; i++) {
 		char host[16], path[128], ns[32], link[16];
 		snprintf(host, sizeof(host), "h%d", i);
-		host_netns(pod, host, ns, sizeof(ns));
+		pod_host_netns(pod, host, ns, sizeof(ns));
 		host_link(pod, i, link, sizeof(link));
 		snprintf(path, sizeof(path), "/run/netns/%s", ns);
 		int pid = daemon_pid(pod, host);
@@ -361,15 +413,13 @@ static int pod_down(int argc, char **argv)
 		}
 		unlink(pid_path(pod, host, path, sizeof(path)));
 		unlink(host_socket_path(host, path, sizeof(path)));
-		snprintf(path, sizeof(path), "/run/netns/%s", ns);
-		if (access(path, F_OK) == 0)
-			exec_run(NET_TIMEOUT_S, "ip", "netns", "del", ns, NULL);
-		if (link_exists(link))
-			exec_run(NET_TIMEOUT_S, "ip", "link", "del", link, NULL);
+		pod_remove_net(ns, link);
 		hostgroup_remove(pod, host); /* and whatever it still held */
+		hostfs_remove(pod, host);
 		printf("%s down\n", host);
 		hosts++;
 	}
+	tier_host_down(pod); /* the cold tier's memory host, if it is up */
 	if (link_exists(pod->bridge))
 		exec_run(NET_TIMEOUT_S, "ip", "link", "del", pod->bridge, NULL);
 	if (access(pod->netns_path, F_OK) == 0)
@@ -395,9 +445,16 @@ static int pod_down(int argc, char **argv)
 static int pod_fail(int argc, char **argv)
 {
 	const char *verb = argv[0];
+	/* crash --panic: the host's kernel leaves its tombstone first, as the
+	 * module of kernel/ does from its panic notifier (the same bytes). */
+	bool panic = !strcmp(verb, "crash") && argc == 3 && !strcmp(argv[2], "--panic");
+	if (panic)
+		argc--;
 	if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		printf("usage: cxlcr pod %s HOST\n\n%s\n", verb,
-		       !strcmp(verb, "crash") ? "Kills every process of emulated host HOST at once, with no clean-up."
+		printf("usage: cxlcr pod %s HOST%s\n\n%s\n", verb, !strcmp(verb, "crash") ? " [--panic]" : "",
+		       !strcmp(verb, "crash") ? "Kills every process of emulated host HOST at once, with no clean-up.\n"
+						"With --panic, its tombstone is written into the host table first, as\n"
+						"the kernel module's panic notifier would: the others recover at once."
 		       : !strcmp(verb, "freeze") ? "Stops every process of emulated host HOST (cxlcr pod thaw resumes them)."
 						: "Resumes the processes of emulated host HOST that pod freeze stopped.");
 		return argc == 2 ? EXIT_OK : EXIT_USAGE;
@@ -410,6 +467,19 @@ static int pod_fail(int argc, char **argv)
 	if (sscanf(host, "h%d%n", &index, &end) != 1 || host[end] || index < 0 || index >= MAX_HOSTS ||
 	    !daemon_pid(pod, host))
 		return fail(EXIT_USAGE, "pod %s: %s is not a host of this pod", verb, host);
+	if (panic) {
+		struct cxlcr_pool pool;
+		int prc = open_pool_or_fail(&pool);
+		if (prc)
+			return prc;
+		/* The processes stop first, as a panic stops the other CPUs:
+		 * nothing of the host runs once its last word is written. */
+		bool stopped = hostgroup_freeze(pod, host, true) == 0;
+		prc = stopped ? cxlcr_host_write_tombstone(&pool, host, CXLCR_TOMBSTONE_PANIC) : -1;
+		cxlcr_pool_close(&pool);
+		if (prc < 0)
+			return fail(EXIT_FAIL, "pod crash %s --panic: %s", host, cxlcr_last_error());
+	}
 	int rc = !strcmp(verb, "crash") ? hostgroup_kill(pod, host) : hostgroup_freeze(pod, host, !strcmp(verb, "freeze"));
 	if (rc < 0)
 		return fail(EXIT_FAIL, "pod %s %s: %s", verb, host, cxlcr_last_error());
@@ -421,14 +491,19 @@ int cmd_pod(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "crash") || !strcmp(argv[1], "freeze") || !strcmp(argv[1], "thaw")))
 		return pod_fail(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "logs"))
+		return pod_logs(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "exec"))
+		return pod_exec(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "up"))
 		return pod_up(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "down"))
 		return pod_down(argc - 1, argv + 1);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		printf("usage: cxlcr pod up [--hosts N] [--json]\n       cxlcr pod down\n"
-		       "       cxlcr pod crash HOST | freeze HOST | thaw HOST\n");
+		       "       cxlcr pod crash HOST [--panic] | freeze HOST | thaw HOST\n"
+		       "       cxlcr pod logs HOST | exec HOST -- CMD [ARGS...]\n");
 		return EXIT_OK;
 	}
-	return fail(EXIT_USAGE, "usage: cxlcr pod up [--hosts N] | down | crash HOST | freeze HOST | thaw HOST");
+	return fail(EXIT_USAGE, "usage: cxlcr pod up [--hosts N] | down | crash HOST [--panic] | freeze HOST | thaw HOST | logs HOST | exec HOST -- CMD");
 }

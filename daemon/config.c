@@ -15,6 +15,24 @@ void daemon_config_init(struct daemon_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->port = -1;
+	c->recovery_interval_ms = -1;
+	c->tier_warm = -1;
+}
+
+long daemon_config_interval(const char *text)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	return errno || end == text || *end || v < 0 || v > 86400000 ? -1 : v;
+}
+
+long daemon_config_lease(const char *text)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	return errno || end == text || *end || v < 1 || v > 3600000 ? -1 : v;
 }
 
 int daemon_config_port(const char *text)
@@ -71,8 +89,26 @@ static bool set_key(struct daemon_config *c, const char *key, const char *value,
 			snprintf(why, len, "port '%.100s' is not a number from 0 to 65535", value);
 			return false;
 		}
+	} else if (!strcmp(key, "lease")) {
+		if ((c->lease_ms = daemon_config_lease(value)) < 0) {
+			snprintf(why, len, "lease '%.100s' is not a number of milliseconds from 1 to 3600000", value);
+			return false;
+		}
+	} else if (!strcmp(key, "recovery_interval")) {
+		if ((c->recovery_interval_ms = daemon_config_interval(value)) < 0) {
+			snprintf(why, len, "recovery_interval '%.100s' is not a number of milliseconds from 0 to 86400000",
+				 value);
+			return false;
+		}
+	} else if (!strcmp(key, "tier_warm")) {
+		if (strcmp(value, "yes") && strcmp(value, "no")) {
+			snprintf(why, len, "tier_warm '%.100s' is not yes or no", value);
+			return false;
+		}
+		c->tier_warm = !strcmp(value, "yes");
 	} else {
-		snprintf(why, len, "unknown key '%.100s' (host, pool, address, port)", key);
+		snprintf(why, len, "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm)",
+			 key);
 		return false;
 	}
 	return true;

@@ -10,6 +10,9 @@
  *            pod's host table gives the other hosts (default: any)
  *   port     its TCP port: the control protocol and the fork API (default
  *            CXLCR_API_PORT; 0: no TCP, and no verbs from other machines)
+ *   lease    milliseconds: a host whose heartbeat this daemon has seen
+ *            stand still that long is dead, and its services are
+ *            recovered (default $CXLCR_LEASE_MS, else 300)
  *
  * Command-line flags override the file.
  */
@@ -26,7 +29,20 @@ struct daemon_config {
 	char pool[DAEMON_CONFIG_VALUE_MAX];
 	char address[DAEMON_CONFIG_VALUE_MAX];
 	int  port;                              /* -1: not set */
+	long lease_ms;                          /* 0: not set */
+	long recovery_interval_ms;              /* -1: not set; 0: no recovery points */
+	int  tier_warm;                         /* -1: not set; 1: start libfabric at start-up */
 };
+
+#define DAEMON_LEASE_DEFAULT_MS 300
+/* How often the services this daemon starts take a recovery point unless
+ * `cxlcr run --recovery-interval` says otherwise (docs/recovery.md). */
+#define DAEMON_RECOVERY_INTERVAL_DEFAULT_MS 1000
+#define RECOVERY_INTERVAL_ENV "CXLCR_RECOVERY_INTERVAL_MS"
+/* A recovery interval from text: 0..86400000 ms, else -1. */
+long daemon_config_interval(const char *text);
+/* A lease from text: 1..3600000 ms, else -1. */
+long daemon_config_lease(const char *text);
 
 void daemon_config_init(struct daemon_config *c);
 /* Reads path into c (keys it sets replace c's). On a bad line or an

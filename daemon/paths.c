@@ -3,7 +3,7 @@
  * the CRIU plugin, the daemon. Run from the build tree they sit next to it
  * (build/); installed (`make install`) they are under its prefix:
  *
- *   PREFIX/bin/cxlcr, PREFIX/bin/cxlcrd
+ *   PREFIX/bin/cxlcr, PREFIX/bin/cxlcrd, PREFIX/bin/cxlcr-memd
  *   PREFIX/lib/cxlcr/libcxlcr-preload.so
  *   CXLCR_CRIU_PLUGIN_DIR/cxlcr_criu.so   (CRIU's plugin directory, given
  *                                          at build time; /usr/lib/criu)
@@ -80,10 +80,21 @@ const char *installed_plugin_dir(void)
 	return CXLCR_CRIU_PLUGIN_DIR;
 }
 
+/* A companion binary: next to this one, else found on the PATH. */
+static const char *installed_binary(const char *name, char *buf, size_t len)
+{
+	const char *p = path_near_exe(name, buf, len);
+	if (!p)
+		snprintf(buf, len, "%s", name);
+	return buf;
+}
+
 const char *installed_daemon(char *buf, size_t len)
 {
-	const char *p = path_near_exe("cxlcrd", buf, len);
-	if (!p)
-		snprintf(buf, len, "cxlcrd");
-	return buf;
+	return installed_binary("cxlcrd", buf, len);
+}
+
+const char *installed_memd(char *buf, size_t len)
+{
+	return installed_binary("cxlcr-memd", buf, len);
 }

@@ -1,15 +1,17 @@
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/error.h"
 #include "../common/pool.h"
+#include "../common/util.h"
+#include "../emulation/hostfs.h"
 #include "pod.h"
 
 static void describe(struct pod *p, int index)
@@ -56,18 +58,38 @@ static bool reclaim_stale(const struct pod *p)
 		if (!strstr(e->d_name, ".pid"))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", p->dir, e->d_name);
-		FILE *pf = fopen(path, "r");
-		int pid = 0;
-		if (pf && fscanf(pf, "%d", &pid) == 1 && pid > 0 && kill(pid, 0) == 0)
-			alive = true;
-		if (pf)
-			fclose(pf);
+		alive = pod_pid_read(path) > 0;
 	}
 	if (d)
 		closedir(d);
 	if (!alive)
 		pod_forget(p);
 	return !alive;
+}
+
+int pod_pid_write(const char *path, int pid)
+{
+	uint64_t start = 0;
+	cxlcr_process_start(pid, &start);
+	FILE *f = fopen(path, "we");
+	if (!f || fprintf(f, "%d %llu\n", pid, (unsigned long long)start) < 0 || fclose(f) != 0)
+		return cxlcr_error("cannot write %s: %s", path, strerror(errno));
+	return 0;
+}
+
+int pod_pid_read(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int pid = 0;
+	unsigned long long said = 0;
+	int n = fscanf(f, "%d %llu", &pid, &said);
+	fclose(f);
+	uint64_t start;
+	if (n < 1 || pid <= 0 || !cxlcr_process_start(pid, &start))
+		return 0;
+	return n == 1 || start == said ? pid : 0;
 }
 
 /* The pod directories say which pool each pod serves and hold its
@@ -81,6 +103,16 @@ static int check_run_dir(bool create)
 		return cxlcr_error("cannot create %s: %s", POD_RUN_DIR, strerror(errno));
 	if (cxlcr_check_trusted_dir(POD_RUN_DIR) < 0 && (create || errno != ENOENT))
 		return -1;
+	return 0;
+}
+
+int pod_dir_write_pool(const struct pod *p, const char *pool)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/pool", p->dir);
+	FILE *f = fopen(path, "w");
+	if (!f || fprintf(f, "%s\n", pool) < 0 || fclose(f) != 0)
+		return cxlcr_error("cannot write %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -117,13 +149,8 @@ const struct pod *pod_current(bool create)
 		describe(&pod, i);
 		if (mkdir(pod.dir, 0755) < 0 && !(reclaim_stale(&pod) && mkdir(pod.dir, 0755) == 0))
 			continue; /* taken: mkdir is the claim */
-		char path[128];
-		snprintf(path, sizeof(path), "%s/pool", pod.dir);
-		FILE *f = fopen(path, "w");
-		if (!f || fprintf(f, "%s\n", pool) < 0 || fclose(f) != 0) {
-			cxlcr_error("cannot write %s: %s", path, strerror(errno));
+		if (pod_dir_write_pool(&pod, pool) < 0)
 			return NULL;
-		}
 		snprintf(cached, sizeof(cached), "%s", pool);
 		return &pod;
 	}
@@ -131,6 +158,29 @@ const struct pod *pod_current(bool create)
 	return NULL;
 }
 
+bool pod_host_is_emulated_here(const struct pod *p, const char *host)
+{
+	int index, end = 0;
+	if (sscanf(host, "h%d%n", &index, &end) != 1 || host[end] || index < 0)
+		return false;
+	const char *env = getenv("CXLCR_POD"), *apart = getenv("CXLCR_TEST_HOSTS_APART");
+	/* $CXLCR_TEST_HOSTS_APART, a test of a real pod's paths: inside the
+	 * hosts every other host is another machine's (control/owner_state.h,
+	 * tests/t_owner_apart.sh); this machine still sees them all. */
+	if (env && *env)
+		return !(apart && *apart);
+	char pin[128];
+	struct stat st;
+	return stat(hostfs_pin_path(p, host, pin, sizeof(pin)), &st) == 0;
+}
+
+void pod_host_netns(const struct pod *p, const char *host, char *buf, size_t len)
+{
+	snprintf(buf, len, "cxlcr%d-%s", p->index, host);
+}
+
+/* Everything in the pod's directory goes, the pins of its hosts' mount
+ * namespaces (emulation/hostfs.h) unmounted first. */
 void pod_forget(const struct pod *p)
 {
 	DIR *d = opendir(p->dir);
@@ -140,6 +190,7 @@ void pod_forget(const struct pod *p)
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", p->dir, e->d_name);
+		umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
 		unlink(path);
 	}
 	if (d)

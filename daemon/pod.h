@@ -26,11 +26,41 @@ struct pod {
 /* The pod of $CXLCR_POOL (or the default pool); with create, one is set up
  * for it if it has none. NULL (and cxlcr_last_error()) if there is none. */
 const struct pod *pod_current(bool create);
+/* Writes POD_DIR/pool, which says whose pod it is (the directory exists). */
+int pod_dir_write_pool(const struct pod *p, const char *pool);
+/* The name of host's network namespace (cxlcrN-HOST, under /run/netns). */
+void pod_host_netns(const struct pod *p, const char *host, char *buf, size_t len);
+/* Whether host is one of the emulated pod's hosts that this machine runs,
+ * whose processes are this machine's: seen from the machine, its mount
+ * namespace is pinned here (emulation/hostfs.h); seen from inside an
+ * emulated host ($CXLCR_POD), every hI is (hosts share no path to tell). */
+bool pod_host_is_emulated_here(const struct pod *p, const char *host);
 /* Forgets the pod of the current pool (pod down). */
 void pod_forget(const struct pod *p);
+/* The pid file of a program of the pod (POD_DIR/HOST.pid: a host's
+ * daemon, the memory host's cxlcr-memd) says its pid and that pid's start
+ * time, so that a process that got the pid after the program ended is not
+ * taken for it: `pod down` would signal it, and a stale pod would never be
+ * reclaimed. pod_pid_read() returns the pid while that process runs, else
+ * 0 (a file of the pid alone, as older ones were: while the pid runs). */
+int pod_pid_write(const char *path, int pid);
+int pod_pid_read(const char *path);
 
 static inline uint32_t pod_gateway(const struct pod *p) { return p->net | 1u; }
 static inline uint32_t pod_host_ip(const struct pod *p, int i) { return p->net | (uint32_t)(10 + i); }
 static inline uint32_t pod_service_first(const struct pod *p) { return p->net | 0x0101u; }
+
+/* A network namespace ns with an address on the pod's bridge through the
+ * veth link (cmd_pod.c): hosts, and the cold tier's memory host. mac, if
+ * not NULL, is its eth0's address (one that stays the same when the
+ * namespace is made again, so that the pod's neighbour caches stay right). */
+int pod_make_net(const struct pod *pod, const char *ns, const char *link, uint32_t ip_host_order, const char *mac);
+void pod_remove_net(const char *ns, const char *link);
+/* The cold tier's memory host (cmd_tier.c): its name, and its log (its
+ * cxlcr-memd's stdout and stderr) in its own /var/log/cxlcr. */
+#define TIER_MEM_HOST "m0"
+#define TIER_MEMD_LOG "cxlcr-memd"
+/* Stops the cold tier's memory host of the pod, if it is up. */
+void tier_host_down(const struct pod *pod);
 
 #endif

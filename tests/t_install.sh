@@ -14,7 +14,7 @@ new_pool 1G
 DEST=$POOL_DIR/dest
 make -s --no-print-directory -C "$ROOT" O="$(dirname "$CXLCR")" install DESTDIR="$DEST" PREFIX=/usr \
 	>"$POOL_DIR/install.out" 2>&1 || { cat "$POOL_DIR/install.out" >&2; die "make install failed"; }
-for f in usr/bin/cxlcr usr/bin/cxlcrd usr/lib/cxlcr/libcxlcr-preload.so usr/lib/criu/cxlcr_criu.so \
+for f in usr/bin/cxlcr usr/bin/cxlcrd usr/bin/cxlcr-memd usr/lib/cxlcr/libcxlcr-preload.so usr/lib/criu/cxlcr_criu.so \
 	usr/lib/libcxlcr.so usr/lib/libcxlcr.a usr/include/cxlcr/cxlcr.h \
 	usr/lib/systemd/system/cxlcrd.service etc/cxlcr/cxlcrd.conf; do
 	[ -f "$DEST/$f" ] || die "make install did not install /$f"

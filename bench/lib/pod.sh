@@ -30,6 +30,9 @@
 #   pod_cleanup [EXT...]      the EXIT trap; on failure shows the end of
 #                             WORK/*.EXT (default log)
 
+# The figures are of services without recovery points (a CRIU dump every
+# second otherwise: bench/points.sh measures what they cost).
+export CXLCR_RECOVERY_INTERVAL_MS=${CXLCR_RECOVERY_INTERVAL_MS:-0}
 # shellcheck disable=SC2034 # set for the caller
 CMD=() ADDR='' SIZE_ARGS=() SIZES=() SERVERS=()
 

@@ -1,0 +1,75 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "host_start.h"
+
+/* The child: into the namespace, the host's own set-up, then detached
+ * (a grandchild in a session of its own) into the program. */
+_Noreturn static void start_child(const struct host_start *s, int ready)
+{
+	int nsfd = open(s->netns, O_RDONLY | O_CLOEXEC);
+	if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0) {
+		dprintf(ready, "error: cannot enter %s: %s\n", s->netns, strerror(errno));
+		_exit(1);
+	}
+	close(nsfd);
+	if (s->setup && s->setup(s->arg) < 0) {
+		dprintf(ready, "error: %s\n", cxlcr_last_error());
+		_exit(1);
+	}
+	if (fork() != 0)
+		_exit(0);
+	setsid();
+	int in = open("/dev/null", O_RDONLY), out = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0640);
+	dup2(in, 0);
+	dup2(out < 0 ? in : out, 1);
+	dup2(out < 0 ? in : out, 2);
+	dup2(ready, 3);
+	close_range(4, ~0u, 0);
+	execv(s->bin, s->argv);
+	dprintf(3, "error: cannot run %s: %s\n", s->bin, strerror(errno));
+	_exit(127);
+}
+
+int host_start(const struct host_start *s, char *said, size_t len)
+{
+	said[0] = 0;
+	int ready[2];
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return cxlcr_error("pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0) {
+		close(ready[0]);
+		start_child(s, ready[1]);
+	}
+	close(ready[1]);
+	if (child < 0) {
+		close(ready[0]);
+		return cxlcr_error("fork: %s", strerror(errno));
+	}
+	int along = s->alongside ? s->alongside(child, s->arg) : 0;
+	waitpid(child, NULL, 0);
+	if (along < 0) {
+		close(ready[0]);
+		return -1;
+	}
+	struct pollfd p = { .fd = ready[0], .events = POLLIN };
+	ssize_t n = poll(&p, 1, HOST_START_READY_MS) == 1 ? read(ready[0], said, len - 1) : 0;
+	close(ready[0]);
+	said[n > 0 ? n : 0] = 0;
+	said[strcspn(said, "\n")] = 0;
+	if (!said[0])
+		snprintf(said, len, "no answer");
+	int pid;
+	if (sscanf(said, "ok %d", &pid) != 1 || pid <= 0)
+		return cxlcr_error("%s", said);
+	return pid;
+}

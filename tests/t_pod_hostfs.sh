@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# An emulated host shares no more than a machine of a real pod (issue 15
+# point 4): each has its own /run/cxlcr, /run/netns, /var/lib/cxlcr,
+# /var/log/cxlcr and /etc/cxlcr (emulation/hostfs.h), its daemon runs as systemd runs a
+# machine's (`cxlcrd --config /etc/cxlcr/cxlcrd.conf`) and logs there.
+#   a. a file one host writes in its own directories is not another's, nor
+#      this machine's; `cxlcr pod logs H` shows H's daemon log;
+#   b. a service that logs to its host's own /var/log/cxlcr (no --log)
+#      migrates there and back: each host has its own log of it, which goes
+#      on where the service runs (the restoring host gives CRIU its own file);
+#   c. a host's daemon stopped while its service runs: the service goes on,
+#      the host is `left`; started again (`pod up`) it is `alive` with a new
+#      incarnation, finds its own files, and the service migrates off it.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+
+new_pool 2G
+pod_up 2
+pod=$(basename "$(for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CXLCR_POOL")" ] && echo "$d"; done)")
+on() { local h=$1; shift; "$CXLCR" pod exec "$h" -- "$@"; }
+
+say "a: each host's own directories"
+for d in /run/cxlcr /run/netns /var/lib/cxlcr /var/log/cxlcr /etc/cxlcr; do
+	mark=$d/mark-$TEST_NAME-${POOL_DIR##*-}
+	on h0 sh -c "echo h0 >$mark" || die "cannot write $mark on h0"
+	[ "$(on h0 cat "$mark")" = h0 ] || die "h0 does not read back its own $mark"
+	! on h1 test -e "$mark" || die "h1 sees h0's $mark"
+	[ ! -e "$mark" ] || die "this machine sees h0's $mark"
+done
+on h0 test -S "/run/cxlcr/$pod/h0.sock" || die "h0 has no socket of its own"
+[ ! -e "/run/cxlcr/$pod/h0.sock" ] || die "this machine sees h0's socket"
+! on h1 test -e "/run/cxlcr/$pod/h0.sock" || die "h1 sees h0's socket"
+on h1 grep -qx "host = h1" /etc/cxlcr/cxlcrd.conf || die "h1's cxlcrd.conf: $(on h1 cat /etc/cxlcr/cxlcrd.conf)"
+pid1=$("$CXLCR" pod up --hosts 2 --json | python3 -c 'import json, sys
+print([h for h in json.load(sys.stdin)["hosts"] if h["host"] == "h1"][0]["daemon_pid"])')
+[ "$(tr '\0' ' ' <"/proc/$pid1/cmdline")" = "cxlcrd --config /etc/cxlcr/cxlcrd.conf --ready-fd 3 " ] ||
+	die "h1's daemon runs as: $(tr '\0' ' ' <"/proc/$pid1/cmdline")"
+"$CXLCR" pod logs h1 >"$POOL_DIR/h1.daemon.log" || die "cxlcr pod logs h1 failed"
+grep -q "host h1 (emulated) listening on" "$POOL_DIR/h1.daemon.log" ||
+	die "cxlcr pod logs h1 does not show h1's daemon starting: $(cat "$POOL_DIR/h1.daemon.log")"
+"$CXLCR" pod logs h7 >/dev/null 2>"$POOL_DIR/logs.err" && die "cxlcr pod logs h7 succeeded"
+[ "$(wc -l <"$POOL_DIR/logs.err")" = 1 ] || die "pod logs h7: not one line: $(cat "$POOL_DIR/logs.err")"
+ok "a: /run/cxlcr (the daemon's socket), /run/netns, /var/lib/cxlcr, /var/log/cxlcr, /etc/cxlcr are each host's own; pod logs h1 shows h1's daemon"
+
+say "b: a service logging to its host's own /var/log/cxlcr migrates there and back"
+NAME=ticker
+SERVICES+=("$NAME")
+TICKS="i=0; while :; do i=\$((i+1)); echo tick \$i; sleep 0.05; done"
+"$CXLCR" run --host h0 --name $NAME --arena 64M -- sh -c "$TICKS" >/dev/null || die "cxlcr run failed"
+LOG=/var/log/cxlcr/$pod/$NAME.log
+[ ! -e "$LOG" ] || die "this machine has the service's log $LOG"
+# ticks HOST: the last tick in HOST's log of the service (0 if none).
+ticks() {
+	local t
+	t=$(on "$1" tail -n 1 "$LOG" 2>/dev/null | awk '{print $2 + 0}')
+	echo "${t:-0}"
+}
+# advance HOST AFTER: waits (bounded) until HOST's log has a tick past AFTER.
+advance() {
+	local _
+	for _ in $(seq 200); do
+		[ "$(ticks "$1")" -gt "$2" ] && return 0
+		python3 -c 'import time; time.sleep(0.05)'
+	done
+	die "the service's log on $1 stays at tick $(ticks "$1") (after $2)"
+}
+advance h0 2
+"$CXLCR" migrate $NAME --to h1 >/dev/null 2>"$POOL_DIR/m1.err" || die "migrate to h1 failed: $(cat "$POOL_DIR/m1.err")"
+at0=$(ticks h0)
+advance h1 "$at0"
+"$CXLCR" migrate $NAME --to h0 >/dev/null 2>"$POOL_DIR/m2.err" || die "migrate back failed: $(cat "$POOL_DIR/m2.err")"
+at1=$(ticks h1)
+advance h0 "$at1"
+ok "b: the log went on in h1's own file (ticks past $at0) and back in h0's (past $at1)"
+
+say "c: h1's daemon stopped and started again while its service runs"
+"$CXLCR" migrate $NAME --to h1 >/dev/null 2>"$POOL_DIR/m3.err" || die "migrate to h1 failed: $(cat "$POOL_DIR/m3.err")"
+svc=$(status_field $NAME pid)
+on h1 sh -c 'echo kept >/var/lib/cxlcr/kept' || die "cannot write on h1"
+field() { # HOST KEY: of `cxlcr hosts --json`
+	"$CXLCR" hosts --json | python3 -c 'import json, sys
+print([h for h in json.load(sys.stdin)["hosts"] if h["host"] == sys.argv[1]][0][sys.argv[2]])' "$1" "$2"
+}
+inc=$(field h1 incarnation)
+kill -TERM "$pid1"
+wait_exit "$pid1"
+[ "$(field h1 state)" = left ] || die "h1 is $(field h1 state) with its daemon stopped, want left"
+at=$(ticks h1)
+advance h1 "$at"
+kill -0 "$svc" || die "the service died with its host's daemon"
+ok "h1's daemon stopped: h1 left; the service runs on (tick $(ticks h1))"
+"$CXLCR" pod up --hosts 2 >/dev/null || die "pod up did not start h1 again"
+[ "$(field h1 state)" = alive ] || die "h1 is $(field h1 state) after its daemon started again"
+[ "$(field h1 incarnation)" = $((inc + 1)) ] || die "h1's incarnation is $(field h1 incarnation), want $((inc + 1))"
+[ "$(on h1 cat /var/lib/cxlcr/kept)" = kept ] || die "h1 lost its own files with its daemon"
+"$CXLCR" migrate $NAME --to h0 >/dev/null 2>"$POOL_DIR/m4.err" || die "migrate off the restarted h1 failed: $(cat "$POOL_DIR/m4.err")"
+at=$(ticks h0)
+advance h0 "$at"
+ok "c: h1 alive again, incarnation $((inc + 1)), with its files; the service migrated off it to h0"
+stop_service $NAME
