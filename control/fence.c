@@ -11,51 +11,51 @@
 #include "../daemon/image_store.h"
 #include "../daemon/rpc.h"
 #include "fence.h"
+#include "outcome.h"
+#include "owner_state.h"
 
 #define KILL_WAIT_MS 10000
 
 #define HELD_WAIT_MS 10000
 
-/* Is pid held by a tracer (CRIU, which has not let a restored task run)? */
-static bool traced(int32_t pid)
+/*
+ * Another process than pid (the frozen source, on host) owns the arena and
+ * runs. A restored task that took the arena over but that CRIU still holds
+ * (it has not run, so it wrote nothing) is waited for, at most
+ * HELD_WAIT_MS: its restore either lets it run, or ends it (a restore
+ * whose caller gave up is stopped, a dead worker's keeper kills it).
+ * Fencing the source for a task that then dies before it ran would leave
+ * the service nowhere. The owner is judged on its own machine
+ * (owner_state.h): the same pid on another machine is another task.
+ */
+static bool other_owner_runs(const struct cxlcr_region *now, int32_t pid, const char *host)
 {
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	bool yes = false;
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "TracerPid:", 10)) {
-			yes = atoi(line + 10) != 0;
-			break;
-		}
-	if (f)
-		fclose(f);
-	return yes;
-}
-
-/* Waits (at most HELD_WAIT_MS) while pid lives under a tracer: a restored
- * task its CRIU still holds, whose restore lets it run or ends it. */
-static void wait_while_held(int32_t pid)
-{
-	uint64_t until = cxlcr_mono_ns() + HELD_WAIT_MS * 1000000ull;
-	while (pid_alive(pid) && traced(pid) && cxlcr_mono_ns() < until)
-		usleep(5000);
+	char owner[CXLCR_HOST_MAX + 1];
+	cxlcr_copy_field(owner, sizeof(owner), now->owner_host);
+	if (now->owner_pid <= 0 ||
+	    (now->owner_pid == pid && (!strcmp(owner, host) || host_on_this_machine(owner))))
+		return false;
+	return owner_state(now, false, HELD_WAIT_MS) == OWNER_RUNS;
 }
 
 /*
- * Another process than pid owns the arena and runs. A restored task that
- * took the arena over but that CRIU still holds (it has not run, so it
- * wrote nothing) is waited for, at most HELD_WAIT_MS: its restore either
- * lets it run, or ends it (a restore whose caller gave up is stopped, a
- * dead worker's keeper kills it). Fencing the source for a task that then
- * dies before it ran would leave the service nowhere.
+ * A restored copy owns the arena, but the restore's worker may have died
+ * or stalled (and been killed) after its CRIU succeeded, before its own
+ * last steps: the region still names the source's link (the next dump
+ * then fails to find it). The region is the pool's, so the fencing side
+ * names the link a restore to that epoch makes (container_link_name()):
+ * the same as the restore's, so doing it twice is harmless. The spent
+ * checkpoint is left alone: a copy that looks as if it ran (untraced) may
+ * yet be ended by its keeper (a restore stopped at pre-resume), and is then
+ * restored from it (checkpoint_renew_stale()); the next restore or migrate
+ * of the service reclaims it.
  */
-static bool other_owner_runs(const struct cxlcr_region *now, int32_t pid)
+static void finish_taken_over(struct cxlcr_pool *pool, const struct cxlcr_region *now)
 {
-	if (now->owner_pid <= 0 || now->owner_pid == pid || !host_is_local_pod_host(now->owner_host))
-		return false;
-	wait_while_held(now->owner_pid);
-	return pid_alive(now->owner_pid);
+	char link[16];
+	container_link_name(pool->sb->uuid, now->generation, now->owner_epoch, link);
+	if (strncmp(now->veth, link, sizeof(now->veth)))
+		cxlcr_region_set_veth(pool, now->generation, link);
 }
 
 int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
@@ -65,7 +65,7 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 		struct cxlcr_region now, after;
 		if (cxlcr_region_get(pool, generation, &now) < 0)
 			break; /* the arena is gone: nothing to resume into */
-		if (other_owner_runs(&now, pid))
+		if (other_owner_runs(&now, pid, host))
 			break;
 		/* Claim first, resume after: a restore that is still under way
 		 * (its worker dead or out of time, its CRIU not yet) expects the
@@ -88,6 +88,8 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 	bool moved = cxlcr_region_get(pool, generation, &now) == 0;
 	kill(pid, SIGKILL);
 	pid_wait_exit(pid, KILL_WAIT_MS);
+	if (moved && now.owner_epoch && (strncmp(now.owner_host, host, CXLCR_HOST_MAX) || now.owner_pid != pid))
+		finish_taken_over(pool, &now);
 	if (moved)
 		snprintf(where, len,
 			 "%.*s (restored there, or checkpointed if that restore failed; the source was fenced)",
@@ -99,20 +101,23 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 }
 
 bool checkpoint_renew_stale(struct cxlcr_pool *pool, const struct cxlcr_region *images,
-			    const struct cxlcr_image_set *meta)
+			    const struct cxlcr_image_set *meta, bool wait)
 {
 	struct cxlcr_region now, after;
-	if (cxlcr_region_get(pool, meta->arena_generation, &now) < 0 || now.owner_epoch == meta->arena_epoch ||
-	    (strncmp(now.owner_host, this_host(), CXLCR_HOST_MAX) && !host_is_local_pod_host(now.owner_host)))
-		return false;
-	/* Its keeper ends it once its CRIU is gone: wait for that. */
-	uint64_t until = cxlcr_mono_ns() + HELD_WAIT_MS * 1000000ull;
-	while (pid_alive(now.owner_pid) && cxlcr_mono_ns() < until)
-		usleep(5000);
-	if (pid_alive(now.owner_pid))
+	if (cxlcr_region_get(pool, meta->arena_generation, &now) < 0 || now.owner_epoch == meta->arena_epoch)
 		return false;
 	char why[CXLCR_ERROR_MAX];
 	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+	/* Its keeper ends it once its CRIU is gone: wait for that (the
+	 * task's end may lag its keeper's), on the owner's machine. The
+	 * restore's own worker does not wait for an owner on another host:
+	 * that is the migrate's source, which took its arena back, and lives
+	 * on. */
+	bool other_host = strncmp(now.owner_host, this_host(), CXLCR_HOST_MAX) != 0;
+	if (owner_state(&now, true, wait || !other_host ? HELD_WAIT_MS : 0) != OWNER_GONE) {
+		cxlcr_error("%s", why);
+		return false;
+	}
 	bool renewed = cxlcr_region_claim_epoch(pool, now.generation, now.owner_epoch, now.owner_pid, this_host(),
 						&after) == 0 &&
 		       image_store_renew(pool, images, meta, after.owner_epoch) == 0;
@@ -146,8 +151,16 @@ int verb_begin(struct cxlcr_pool *pool, struct service *s, const char *verb, con
 	 * the task ran (its keeper ended it): the checkpoint is renewed. */
 	struct cxlcr_region images;
 	struct cxlcr_image_set meta;
-	if (l->took_over && image_store_find(pool, s->region.name, &images, &meta) == 0)
-		checkpoint_renew_stale(pool, &images, &meta);
+	if (l->took_over && image_store_find(pool, s->region.name, &images, &meta) == 0 &&
+	    !checkpoint_renew_stale(pool, &images, &meta, true) && !strncmp(l->dead_verb, "restore", sizeof(l->dead_verb))) {
+		/* A restore whose worker died (or stalled) after its CRIU let
+		 * the task run: the restore's own last steps. */
+		struct cxlcr_region owner;
+		if (cxlcr_region_get(pool, s->region.generation, &owner) == 0 &&
+		    owner.owner_epoch == meta.arena_epoch + 1 && host_is_local_pod_host(owner.owner_host) &&
+		    pid_alive(owner.owner_pid))
+			finish_taken_over(pool, &owner);
+	}
 	struct cxlcr_region now;
 	if (cxlcr_region_get(pool, s->region.generation, &now) < 0) {
 		verb_lease_release(l);
@@ -168,7 +181,7 @@ int verb_begin_here(struct cxlcr_pool *pool, struct service *s, const char *verb
 	return code;
 }
 
-int verb_recover_dead(struct cxlcr_pool *pool, int32_t pid)
+int verb_recover_dead(struct cxlcr_pool *pool, int32_t pid, const char *why)
 {
 	uint64_t held[16];
 	int n = verb_lease_held_by(pool, pid, held, 16), done = 0;
@@ -181,6 +194,15 @@ int verb_recover_dead(struct cxlcr_pool *pool, int32_t pid)
 		service_load(pool, &r, &s);
 		if (verb_begin(pool, &s, "recover", NULL, &l) != 0)
 			continue; /* taken by a live verb meanwhile: it recovers */
+		/* Recorded before the lease goes: whoever waits for the lease
+		 * finds the outcome. s is loaded again by verb_begin: where the
+		 * take-over left the service. */
+		char verb[CXLCR_LEASE_VERB_MAX + 1], host[CXLCR_HOST_MAX + 1], reason[CXLCR_OUTCOME_REASON_MAX];
+		snprintf(verb, sizeof(verb), "%.*s", (int)CXLCR_LEASE_VERB_MAX, l.dead_verb);
+		snprintf(host, sizeof(host), "%.*s", (int)CXLCR_HOST_MAX, l.dead_host);
+		snprintf(reason, sizeof(reason), "its worker (pid %d on %s) %s; taken over: the service is %s on %.*s",
+			 (int)pid, host, why, s.state, (int)CXLCR_HOST_MAX, s.region.owner_host);
+		verb_outcome_record(pool, s.region.generation, verb, CXLCR_OUTCOME_ABANDONED, host, reason);
 		verb_lease_release(&l);
 		done++;
 	}

@@ -26,17 +26,20 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
  * just before the tasks resume, or its worker killed and the task ended
  * by its keeper) leaves the arena's epoch moved on and the checkpoint's
  * records stale: nobody could restore the service again, and its data
- * would be out of reach. If the new owner is a task of this host (or of a
- * pod host of this machine), dead
- * (waited for a while), the arena is fenced once more
+ * would be out of reach. If the new owner is dead (waited for a while,
+ * judged on its own machine: owner_state.h), the arena is fenced once more
  * (compare-and-set of the epoch, to the same dead owner) and the
  * checkpoint is published again with that epoch in its records, so that a
  * retry works. True if it was renewed. A migrate's source that is still
  * frozen takes its arena back the same way (service_resume_or_fence()).
  */
 struct cxlcr_image_set;
+/* wait: for an owner on any host (another process's restore, whose
+ * keeper may still be ending its task); false for the
+ * restore's own worker, which waits only for an owner on its own host (an
+ * owner on another is the migrate's source, which took its arena back). */
 bool checkpoint_renew_stale(struct cxlcr_pool *pool, const struct cxlcr_region *images,
-			    const struct cxlcr_image_set *meta);
+			    const struct cxlcr_image_set *meta, bool wait);
 
 /* The start of every verb on a service s (loaded, pool open): takes its
  * lease (or checks the one handed down in passed); if the last holder died
@@ -54,7 +57,9 @@ int verb_begin_here(struct cxlcr_pool *pool, struct service *s, const char *verb
 /* After a worker of this host's daemon died (killed): the leases it held
  * are taken over at once, which resumes or fences what it left frozen
  * (verb_begin), and given back; the services it worked on answer again
- * without waiting for the next verb on them. Returns how many. */
-int verb_recover_dead(struct cxlcr_pool *pool, int32_t pid);
+ * without waiting for the next verb on them; each one's last verb is
+ * recorded as abandoned, the worker having "why" (control/outcome.h).
+ * Returns how many. */
+int verb_recover_dead(struct cxlcr_pool *pool, int32_t pid, const char *why);
 
 #endif

@@ -16,24 +16,39 @@
 #include "../common/util.h"
 #include "lease.h"
 
-/* The lease table, made by whoever needs it first (a racing maker's
- * allocation fails on the name, and it takes the other's). */
-static int map_table(struct cxlcr_pool *pool, struct verb_lease *l)
+struct cxlcr_verb_lease *verb_lease_table(struct cxlcr_pool *pool, bool create)
 {
 	struct cxlcr_region r;
+	/* Made by whoever needs it first (a racing maker's allocation fails
+	 * on the name, and it takes the other's). */
 	if (!cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &r) &&
-	    cxlcr_region_alloc(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, CXLCR_LEASES_SIZE, &r) < 0 &&
-	    !cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &r))
-		return cxlcr_error("cannot make the lease table in pool %s: %s", pool->path, cxlcr_last_error());
+	    (!create || (cxlcr_region_alloc(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, CXLCR_LEASES_SIZE, &r) < 0 &&
+			 !cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &r)))) {
+		if (create)
+			cxlcr_error("cannot make the lease table in pool %s: %s", pool->path, cxlcr_last_error());
+		else
+			cxlcr_error("pool %s has no lease table yet", pool->path);
+		return NULL;
+	}
+	/* A table of entries of another size would be read wrong. */
+	if (r.size < CXLCR_LEASES_SIZE) {
+		cxlcr_error("the lease table of pool %s is of an older layout (%llu bytes, not %zu): "
+			    "stop its services and format it again",
+			    pool->path, (unsigned long long)r.size, (size_t)CXLCR_LEASES_SIZE);
+		return NULL;
+	}
+	return cxlcr_pool_map(pool, r.offset, CXLCR_LEASES_SIZE, 0, 0);
+}
+
+static int map_table(struct cxlcr_pool *pool, struct verb_lease *l)
+{
 	l->table_len = CXLCR_LEASES_SIZE;
-	l->table = cxlcr_pool_map(pool, r.offset, l->table_len, 0, 0);
-	if (!l->table)
-		return -1;
-	return 0;
+	l->table = verb_lease_table(pool, true);
+	return l->table ? 0 : -1;
 }
 
 /* Slot i of the region table holds the service: its lease is entry i. */
-static int slot_of(struct cxlcr_pool *pool, uint64_t generation)
+int verb_lease_slot(struct cxlcr_pool *pool, uint64_t generation)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region *r = &pool->table[i];
@@ -100,7 +115,7 @@ int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service,
 {
 	memset(l, 0, sizeof(*l));
 	l->service_generation = service->generation;
-	int slot = slot_of(pool, service->generation);
+	int slot = verb_lease_slot(pool, service->generation);
 	if (slot < 0)
 		return cxlcr_error("service %.*s is gone", (int)CXLCR_NAME_MAX, service->name);
 	if (map_table(pool, l) < 0)
@@ -229,10 +244,7 @@ bool verb_lease_frozen_alive(const struct verb_lease *l)
 
 int verb_lease_held_by(struct cxlcr_pool *pool, int32_t pid, uint64_t *generations, int max)
 {
-	struct cxlcr_region found;
-	if (!cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &found))
-		return 0;
-	struct cxlcr_verb_lease *t = cxlcr_pool_map(pool, found.offset, CXLCR_LEASES_SIZE, 0, 0);
+	struct cxlcr_verb_lease *t = verb_lease_table(pool, false);
 	if (!t)
 		return 0;
 	cxlcr_refresh(t, CXLCR_LEASES_SIZE);
@@ -256,11 +268,8 @@ const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len)
 /* The lease entry of a service, copied: false if it has none. */
 static bool lease_of(struct cxlcr_pool *pool, const struct cxlcr_region *service, struct cxlcr_verb_lease *e)
 {
-	struct cxlcr_region found;
-	int slot = slot_of(pool, service->generation);
-	if (!cxlcr_region_find(pool, CXLCR_KIND_LEASES, CXLCR_LEASES_REGION, &found) || slot < 0)
-		return false;
-	struct cxlcr_verb_lease *t = cxlcr_pool_map(pool, found.offset, CXLCR_LEASES_SIZE, 0, 0);
+	int slot = verb_lease_slot(pool, service->generation);
+	struct cxlcr_verb_lease *t = slot < 0 ? NULL : verb_lease_table(pool, false);
 	if (!t)
 		return false;
 	*e = t[slot];

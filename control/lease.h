@@ -58,6 +58,13 @@ int verb_lease_held_by(struct cxlcr_pool *pool, int32_t pid, uint64_t *generatio
 /* "TOKEN:FENCE", what a step on another host takes as --lease. */
 const char *verb_lease_arg(const struct verb_lease *l, char *buf, size_t len);
 
+/* The lease table, mapped (CXLCR_LEASES_SIZE bytes; munmap it), made first
+ * if create; NULL with one line. */
+struct cxlcr_verb_lease *verb_lease_table(struct cxlcr_pool *pool, bool create);
+/* The slot of the region table that holds the live region generation (its
+ * lease is that entry), or -1. */
+int verb_lease_slot(struct cxlcr_pool *pool, uint64_t generation);
+
 /* The holder of a service's lease as one line ("migrate by pid N on h0"),
  * or "" when nobody holds it; for ps and status. */
 void verb_lease_describe(struct cxlcr_pool *pool, const struct cxlcr_region *service, char *buf, size_t len);

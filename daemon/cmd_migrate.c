@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "../tracking/track.h"
 #include "../common/error.h"
 #include "../common/util.h"
+#include "../common/rtnl.h"
 #include "../control/fence.h"
 #include "../control/lease.h"
 #include "../recovery/recovery.h"
@@ -186,13 +188,47 @@ static void discard_restore(const char *link)
 struct restore_from {
 	const char *point_name;
 	uint64_t point_generation;
+	/* A dead host's service (recovery/takeover.c): the point's heap was
+	 * copied into a fresh arena, which the dump is made to map instead. */
+	const struct recovery_fresh *fresh;
 };
+
+/* Where a restore's time goes (restore --json, and so migrate --json):
+ * the service runs again once CRIU is done; what follows it is clean-up
+ * and the new tracker. */
+struct restore_parts {
+	uint64_t fetch_ns;   /* finding, claiming and fetching the images */
+	uint64_t prepare_ns; /* the network namespace (if not made before), and so on */
+	uint64_t criu_ns;    /* criu restore, exec to exit: the tasks resume at its end */
+	uint64_t after_ns;   /* after CRIU: clean-up, and the tracker started */
+	uint64_t tracker_ns; /* ... of which starting the tracker */
+	/* Within criu_ns, the plugin's last steps before the tasks run
+	 * (criu-plugin/cxlcr_criu.c): the arenas taken over, the link put on
+	 * the bridge (the network lock released). */
+	uint64_t take_over_ns, netlock_ns;
+};
+
+/* The plugin's figures of a restore in dir (CXLCR_RESTORE_PARTS_FILE):
+ * zeros when it left none. */
+static void read_plugin_parts(const char *dir, struct restore_parts *parts)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_RESTORE_PARTS_FILE);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fscanf(f, "take_over_ns %" SCNu64 " netlock_ns %" SCNu64, &parts->take_over_ns, &parts->netlock_ns) != 2)
+		parts->take_over_ns = parts->netlock_ns = 0;
+	fclose(f);
+}
 
 /* Fetches the newest checkpoint of a service (or its recovery point's
  * dump) and restores it here. */
 static int restore_service(struct cxlcr_pool *pool, const char *name, const struct restore_from *from,
-			   const struct verb_lease *l, pid_t *pid, char *link, uint64_t *image_bytes)
+			   const struct verb_lease *l, pid_t *pid, char *link, uint64_t *image_bytes,
+			   struct restore_parts *parts)
 {
+	uint64_t t0 = cxlcr_mono_ns();
 	if (verb_lease_check(l, "the restore") < 0)
 		return -1;
 	struct cxlcr_region images;
@@ -200,7 +236,8 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 	if (image_store_find(pool, from ? from->point_name : name, &images, &meta) < 0)
 		return -1;
 	struct cxlcr_region arena;
-	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena) || arena.generation != meta.arena_generation)
+	uint64_t want = from && from->fresh ? from->fresh->arena.generation : meta.arena_generation;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena) || arena.generation != want)
 		return cxlcr_error("the arena of checkpoint %s is gone", images.name);
 	/* One restore of a checkpoint at a time: a racing one stops here,
 	 * before it has anything to clean up. */
@@ -218,12 +255,19 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 		return -1;
 	}
 	*image_bytes = meta.payload_bytes;
+	uint64_t t1 = cxlcr_mono_ns();
+	parts->fetch_ns = t1 - t0;
 	/* A recovery point's dump says the epoch of its instant; the arena,
 	 * reset from the point under this verb's lease, is taken over from
 	 * the epoch of now. */
 	if (from) {
 		meta.arena_epoch = arena.owner_epoch;
-		if (image_store_reseal(dir, meta.arena_generation, arena.owner_epoch) < 0) {
+		int moved = 0;
+		if (from->fresh) {
+			moved = cxlcr_rebase_relocate(dir, from->fresh->moves, from->fresh->n, arena.owner_epoch);
+			meta.arena_generation = arena.generation;
+		}
+		if (moved < 0 || image_store_reseal(dir, meta.arena_generation, arena.owner_epoch) < 0) {
 			image_store_release(pool, &images, claim);
 			image_work_dir_remove(dir);
 			return -1;
@@ -245,16 +289,20 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 	if (from)
 		snprintf(point, sizeof(point), "%llu", (unsigned long long)from->point_generation);
 	setenv("CXLCR_RECOVERY_POINT", point, 1); /* the plugin allows this point's dump only */
+	uint64_t t2 = cxlcr_mono_ns();
+	parts->prepare_ns = t2 - t1;
 	int restored = !pod || netns < 0 || verb_lease_check(l, "CRIU's restore") < 0 ? -1
 		       : criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, pid);
 	unsetenv("CXLCR_RECOVERY_POINT");
+	uint64_t t3 = cxlcr_mono_ns();
+	parts->criu_ns = t3 - t2;
 	if (restored < 0) {
 		if (netns >= 0)
 			close(netns);
 		discard_restore(link);
 		/* The checkpoint can be tried again (if the plugin has taken the
 		 * arena over, once it is renewed). */
-		if (!checkpoint_renew_stale(pool, &images, &meta)) {
+		if ((from && from->fresh) || !checkpoint_renew_stale(pool, &images, &meta, false)) {
 			char why[CXLCR_ERROR_MAX];
 			snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 			image_store_release(pool, &images, claim);
@@ -264,6 +312,7 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 		return -1;
 	}
 	close(netns);
+	read_plugin_parts(dir, parts);
 	/* The plugin put the link on the bridge (criu-plugin/netlock.c); the
 	 * namespace lives on with the service, without the name. */
 	container_netns_release(link, false);
@@ -278,8 +327,11 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 	 * the source's tracker): the restored service is tracked anew, and
 	 * its first scan reports every page. */
 	struct cxlcr_region now;
+	uint64_t t4 = cxlcr_mono_ns();
 	if (cxlcr_region_get(pool, meta.arena_generation, &now) == 0)
 		cxlcr_tracker_start(pool, &now);
+	parts->tracker_ns = cxlcr_mono_ns() - t4;
+	parts->after_ns = cxlcr_mono_ns() - t3;
 	return 0;
 }
 
@@ -365,6 +417,71 @@ static int recovery_prepare(struct cxlcr_pool *pool, const char *name, struct cx
 	return 0;
 }
 
+int restore_recovered(struct cxlcr_pool *pool, uint64_t generation, const char *dead_host, char *point, size_t len,
+		      pid_t *pid, struct recovery_fresh *fresh)
+{
+	struct cxlcr_region old;
+	char name[CXLCR_NAME_MAX];
+	point[0] = 0;
+	if (cxlcr_region_get(pool, generation, &old) < 0 ||
+	    (old.kind != CXLCR_KIND_ARENA && old.kind != CXLCR_KIND_QUARANTINE))
+		return cxlcr_error("no service's arena of generation %llu", (unsigned long long)generation);
+	cxlcr_copy_field(name, sizeof(name), old.name);
+	if (strncmp(old.owner_host, dead_host, CXLCR_HOST_MAX))
+		return cxlcr_error("%s runs on %.*s, not on %s", name, (int)CXLCR_HOST_MAX, old.owner_host, dead_host);
+	struct cxlcr_borrow b;
+	if (cxlcr_catalog_borrow(pool, name, NULL, &b) < 0)
+		return 1;
+	struct cxlcr_region snap;
+	if (cxlcr_region_get(pool, b.snapshot_generation, &snap) < 0 ||
+	    recovery_fresh_arena(pool, &old, b.snapshot_generation, dead_host, fresh) < 0) {
+		char why[CXLCR_ERROR_MAX];
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		cxlcr_catalog_return(pool, &b);
+		return cxlcr_error("%s", why);
+	}
+	cxlcr_copy_field(point, len, snap.name);
+	/* The address is taken over: a frozen host's service still has its
+	 * link on the bridge, with the same address and MAC. */
+	if (old.veth[0]) {
+		int sk = cxlcr_rtnl_open();
+		if (sk >= 0) {
+			cxlcr_rtnl_link_del(sk, old.veth);
+			close(sk);
+		}
+	}
+	recovery_test_step("made");
+	struct service s;
+	struct verb_lease l = { 0 };
+	service_load(pool, &fresh->arena, &s);
+	int rc = verb_begin(pool, &s, "restore", NULL, &l) ? -1 : 0;
+	if (rc == 0) {
+		struct restore_from from = { snap.name, b.snapshot_generation, fresh };
+		char link[16];
+		uint64_t bytes = 0;
+		struct restore_parts parts;
+		rc = restore_service(pool, name, &from, &l, pid, link, &bytes, &parts);
+		verb_lease_release(&l);
+	}
+	cxlcr_catalog_return(pool, &b);
+	if (rc < 0)
+		recovery_fresh_undo(pool, fresh);
+	return rc;
+}
+
+static void json_restore_parts(struct json *j, const struct restore_parts *p)
+{
+	json_object(j, "restore_parts");
+	json_double(j, "fetch_ms", (double)p->fetch_ns / 1e6);
+	json_double(j, "prepare_ms", (double)p->prepare_ns / 1e6);
+	json_double(j, "criu_restore_ms", (double)p->criu_ns / 1e6);
+	json_double(j, "after_ms", (double)p->after_ns / 1e6);
+	json_double(j, "tracker_ms", (double)p->tracker_ns / 1e6);
+	json_double(j, "plugin_take_over_ms", (double)p->take_over_ns / 1e6);
+	json_double(j, "netlock_release_ms", (double)p->netlock_ns / 1e6);
+	json_object_end(j);
+}
+
 int cmd_restore(int argc, char **argv)
 {
 	struct verb_args a;
@@ -409,7 +526,8 @@ int cmd_restore(int argc, char **argv)
 		from.point_name = point_name;
 		from.point_generation = point.snapshot_generation;
 	}
-	int restored = restore_service(&pool, a.name, a.recovery_point ? &from : NULL, &l, &pid, link, &bytes);
+	struct restore_parts parts = { 0 };
+	int restored = restore_service(&pool, a.name, a.recovery_point ? &from : NULL, &l, &pid, link, &bytes, &parts);
 	if (a.recovery_point)
 		cxlcr_catalog_return(&pool, &point);
 	verb_lease_release(&l);
@@ -420,7 +538,7 @@ int cmd_restore(int argc, char **argv)
 	}
 	cxlcr_pool_close(&pool);
 	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
-	if (a.quiet)
+	if (a.quiet && !a.json)
 		return EXIT_OK;
 	if (a.json) {
 		struct json j;
@@ -429,6 +547,7 @@ int cmd_restore(int argc, char **argv)
 		json_str(&j, "host", this_host());
 		json_i64(&j, "pid", pid);
 		json_double(&j, "restore_ms", ms);
+		json_restore_parts(&j, &parts);
 		json_double(&j, "total_ms", ms);
 		json_u64(&j, "image_bytes", bytes);
 		json_end(&j);
@@ -440,10 +559,12 @@ int cmd_restore(int argc, char **argv)
 
 /* Asks the destination's daemon to restore, under our lease; its error
  * line comes back so that migrate reports one line. */
-static int restore_on(const char *host, const char *name, const char *lease, char *why, size_t len)
+static int restore_on(const char *host, const char *name, const char *lease, char *out, size_t out_len, char *why,
+		      size_t len)
 {
-	char *argv[] = { "restore", (char *)name, "--host", (char *)host, "--quiet", "--lease", (char *)lease, NULL };
-	return rpc_call_capture(host, 7, argv, NULL, 0, why, len) == 0 ? 0 : -1;
+	char *argv[] = { "restore", (char *)name, "--host", (char *)host, "--quiet", "--json", "--lease", (char *)lease,
+			 NULL };
+	return rpc_call_capture(host, 8, argv, out, out_len, why, len) == 0 ? 0 : -1;
 }
 
 /* The destination makes the restore's network namespace while the source
@@ -503,8 +624,8 @@ int cmd_migrate(int argc, char **argv)
 	uint64_t t1 = cxlcr_mono_ns();
 	/* 2. The destination restores (the source's link is off the bridge
 	 * since the freeze: its address moves with it). */
-	char why[CXLCR_ERROR_MAX];
-	if (restore_on(a.host, a.name, lease, why, sizeof(why)) < 0) {
+	char why[CXLCR_ERROR_MAX], restored[1024] = "";
+	if (restore_on(a.host, a.name, lease, restored, sizeof(restored), why, sizeof(why)) < 0) {
 		char where[CXLCR_HOST_MAX + 64];
 		/* Fenced: the destination's restore took the arena over, and the
 		 * image set is its to keep (a restore that dies after taking
@@ -521,7 +642,7 @@ int cmd_migrate(int argc, char **argv)
 			struct cxlcr_region images;
 			struct cxlcr_image_set meta;
 			if (image_store_find(&pool, a.name, &images, &meta) == 0)
-				checkpoint_renew_stale(&pool, &images, &meta);
+				checkpoint_renew_stale(&pool, &images, &meta, true);
 		}
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
@@ -546,11 +667,24 @@ int cmd_migrate(int argc, char **argv)
 		json_double(&j, "dump_ms", parts.dump_ms);
 		json_double(&j, "checkpoint_ms", (double)(t1 - t0) / 1e6);
 		json_double(&j, "restore_ms", (double)(t2 - t1) / 1e6);
-		/* The tasks were frozen from CRIU's freezing to the restore's end:
-		 * CRIU's start, and the shed before it, are outside. */
+		/* The tasks were frozen from CRIU's freezing to the end of CRIU's
+		 * restore: CRIU's start, the shed before it, and what the
+		 * destination does once they run (after_ms) are outside. */
 		json_double(&j, "frozen_ms", parts.criu.frozen_ms + (double)(t2 - t0) / 1e6 - parts.shed_ms -
-						 parts.dump_ms);
+						 parts.dump_ms - json_find_number(restored, "after_ms"));
 		json_freeze_parts(&j, &parts);
+		/* The destination's own account of the restore; the rest of
+		 * restore_ms is the request: its worker, the pool opened, the
+		 * lease checked, the answer. */
+		json_object(&j, "restore_parts");
+		double there = json_find_number(restored, "total_ms");
+		json_double(&j, "request_ms", there > 0 ? (double)(t2 - t1) / 1e6 - there : 0);
+		static const char *const keys[] = { "fetch_ms",	    "prepare_ms",	   "criu_restore_ms",
+						    "after_ms",	    "tracker_ms",	   "plugin_take_over_ms",
+						    "netlock_release_ms" };
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			json_double(&j, keys[k], json_find_number(restored, keys[k]));
+		json_object_end(&j);
 		json_double(&j, "total_ms", (double)(t3 - t0) / 1e6);
 		json_u64(&j, "image_bytes", bytes);
 		json_end(&j);

@@ -3,19 +3,23 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/checksum.h"
 #include "../common/error.h"
 #include "../common/rtnl.h"
+#include "../common/util.h"
 #include "container.h"
 
 
@@ -92,6 +96,49 @@ void container_netns_release(const char *link, bool discard)
 	 * a task or an fd holds it. */
 	if (umount2(path, MNT_DETACH) == 0 || errno == EINVAL)
 		unlink(path);
+}
+
+/* Whether /proc/PID/ns/net is the namespace ns. */
+static bool in_netns(long pid, const struct stat *ns)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%ld/ns/net", pid);
+	return stat(path, &st) == 0 && st.st_dev == ns->st_dev && st.st_ino == ns->st_ino;
+}
+
+int container_netns_end_tasks(const char *link, int timeout_ms)
+{
+	char name[32], path[64];
+	netns_of(link, name, path);
+	struct stat ns;
+	DIR *d;
+	if (stat(path, &ns) < 0 || !(d = opendir("/proc")))
+		return 0;
+	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	int ended = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0 || !in_netns(pid, &ns))
+			continue;
+		/* Through a pidfd, checked once more once open: a pid reused
+		 * meanwhile is left alone. */
+		int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+		if (fd < 0)
+			continue;
+		if (in_netns(pid, &ns) && syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
+			ended++;
+			uint64_t now = cxlcr_mono_ns();
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			if (now < deadline)
+				poll(&p, 1, (int)((deadline - now) / 1000000) + 1);
+		}
+		close(fd);
+	}
+	closedir(d);
+	return ended;
 }
 
 int container_netns_prepare(const char *link, uint32_t ip)

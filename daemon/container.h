@@ -50,6 +50,13 @@ pid_t container_start(const struct pod *pod, const char *name, const char *link,
 int container_netns_prepare(const char *link, uint32_t ip);
 int container_netns_open(const char *link);
 void container_netns_release(const char *link, bool discard);
+/* Ends (SIGKILL) every task in the named network namespace made for `link`
+ * and waits, at most timeout_ms in all, until they have gone: what a
+ * restore whose maker died left running there (a fork child CRIU restored
+ * before its maker could make it a service). The name pins the namespace,
+ * so a task found in it is the restore's, whatever its pid. Returns how
+ * many tasks were ended (0 when the namespace has no name). */
+int container_netns_end_tasks(const char *link, int timeout_ms);
 
 /* Puts a service's link back on the pod's bridge (a failed checkpoint or
  * migrate; the CRIU plugin takes it off and puts it on otherwise, see

@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "cli.h"
 #include "criu.h"
+#include "host_files.h"
 #include "exec.h"
 #include "pod.h"
 #include "rpc.h"
@@ -127,34 +128,36 @@ static void netlock_env_clear(void)
 /*
  * CRIU's parasite needs a /proc of the dumped task's pid namespace; a pod
  * service's /proc is the machine's, so the parasite mounts one in the
- * task's working directory, as "proc.crtools", and removes it again. All
- * services run from / (cxlcrd.c), so two dumps at once on one machine
- * collide ("Can't create a directory (-17)": t_stress saw a snapshot fail
- * so), and a dump killed in between leaves the directory, or a proc
- * mounted on it, for every later dump to trip on. So dumps on a machine
- * take turns, under a lock in the machine's own /run, and each first
- * removes such a leftover. The wait is bounded by CRIU's own deadline.
+ * task's working directory, as "proc.crtools", and removes it again.
+ * Services share working directories (all run from / unless they change
+ * it, cxlcrd.c), so two dumps at once in one directory collide ("Can't
+ * create a directory (-17)": t_stress saw a snapshot fail so), and a dump
+ * killed in between leaves the directory, or a proc mounted on it, for
+ * every later dump to trip on. So dumps of services in one directory take
+ * turns, under a lock on that directory itself (whoever shares it, on this
+ * host or, emulated, on another: the lock needs no path of its own), and
+ * each first removes such a leftover. The wait is bounded by CRIU's own
+ * deadline.
  */
 static int dump_turn(pid_t pid)
 {
-	if (mkdir(POD_RUN_DIR, 0755) < 0 && errno != EEXIST)
-		return cxlcr_error("%s: %s", POD_RUN_DIR, strerror(errno));
-	int fd = open(POD_RUN_DIR "/criu-dump.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)pid);
+	int fd = open(link, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return cxlcr_error("%s/criu-dump.lock: %s", POD_RUN_DIR, strerror(errno));
+		return cxlcr_error("service pid %d: its working directory: %s", (int)pid, strerror(errno));
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)criu_timeout_s() * 1000000000ull;
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK || cxlcr_mono_ns() >= deadline) {
 			int e = errno;
 			close(fd);
-			return cxlcr_error("another dump on this machine held CRIU's turn past %d s (%s)",
+			return cxlcr_error("another dump in the service's working directory held CRIU's turn past %d s (%s)",
 					   criu_timeout_s(), strerror(e));
 		}
 		struct timespec t = { 0, 2000000 };
 		nanosleep(&t, NULL);
 	}
-	char link[64], cwd[PATH_MAX - 16], left[PATH_MAX];
-	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)pid);
+	char cwd[PATH_MAX - 16], left[PATH_MAX];
 	ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
 	if (n > 0) {
 		cwd[n] = 0;
@@ -177,11 +180,18 @@ static int dump_service(pid_t pid, const char *dir, const char *leave, const int
 	if (netns < 0)
 		return -1;
 	/* Cgroups are not the checkpoint's: a restore stays in the restoring
-	 * host's (an emulated host's cgroup is the host, emulation/). */
+	 * host's (an emulated host's cgroup is the host, emulation/).
+	 * A connection the kernel completed but the service has not accepted
+	 * yet cannot be dumped, and CRIU fails the whole dump for it ("In-flight
+	 * connection"): a client connecting in the instant of the freeze made
+	 * a recovery point or a migrate fail. Such a connection is skipped: on
+	 * a leave-running dump it stays queued and is accepted after the
+	 * resume; after a move its client's next send is reset, and it
+	 * connects again, as to any server that went away before answering. */
 	char *argv[24] = { "criu", "dump", "-t", pid_s, "-D", (char *)dir, "-o", "dump.log",
-			   (char *)verbosity(), "--tcp-established", "--network-lock", "skip",
+			   (char *)verbosity(), "--tcp-established", "--skip-in-flight", "--network-lock", "skip",
 			   "--lib", (char *)installed_plugin_dir(), "--manage-cgroups=ignore" };
-	size_t n = 15;
+	size_t n = 16;
 	if (leave)
 		argv[n++] = (char *)leave;
 	add_test_hook(argv, &n);
@@ -190,8 +200,20 @@ static int dump_service(pid_t pid, const char *dir, const char *leave, const int
 		close(netns);
 		return -1;
 	}
-	int rc = exec_argv_in(argv, criu_timeout_s(), fds, nfds, netns);
-	close(turn);
+	/* CRIU holds the turn, not this worker: the turn ends with the dump
+	 * even if the worker stalls (a stalled worker held off every dump in
+	 * that working directory until its own deadline). */
+	int all[8];
+	for (int i = 0; i < nfds && i < 7; i++)
+		all[i] = fds[i];
+	all[nfds < 7 ? nfds : 7] = turn;
+	exec_hand_over(turn);
+	/* Kept (exec.h), as a restore is: CRIU forks helpers of its own (the
+	 * ptrace probe of its kernel checks sleeps until CRIU kills it), and
+	 * one that outlived a CRIU killed with its verb kept the turn's lock,
+	 * inherited, for ever: every later dump of the machine waited out its
+	 * deadline and failed (seen after t_fence_wait killed a point). */
+	int rc = exec_argv_kept(argv, criu_timeout_s(), all, (nfds < 7 ? nfds : 7) + 1, netns);
 	close(netns);
 	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
 }
@@ -213,14 +235,16 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 /* A migrated service takes its established connections along; a fork
  * child restores them closed (they are its parent's). */
 static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
-			  int pool_fd, int netns_fd, bool tcp_close, pid_t *pid)
+			  int pool_fd, int netns_fd, bool tcp_close, bool leave_stopped, pid_t *pid)
 {
 	char pidfile[PATH_MAX], inherit[PATH_MAX + 16];
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
-	char *argv[24] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
+	char *argv[32] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
 			   tcp_close ? "--tcp-close" : "--tcp-established", "--network-lock", "skip",
 			   "--pidfile", pidfile, "--lib", (char *)installed_plugin_dir(), "--manage-cgroups=ignore" };
 	size_t n = 16;
+	if (leave_stopped)
+		argv[n++] = "--leave-stopped";
 	add_test_hook(argv, &n);
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
@@ -230,16 +254,29 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 		argv[n++] = "--inherit-fd";
 		argv[n++] = inherit;
 	}
-	int rtnl = cxlcr_rtnl_open();
-	if (rtnl < 0)
+	/* The service's log is this host's own (host_files.h): CRIU's fds 5.. */
+	struct host_files own;
+	if (host_files_open(dir, 5, &own) < 0)
 		return -1;
+	for (int i = 0; i < own.n; i++) {
+		argv[n++] = "--inherit-fd";
+		argv[n++] = own.arg[i];
+	}
+	int rtnl = cxlcr_rtnl_open();
+	if (rtnl < 0) {
+		host_files_close(&own);
+		return -1;
+	}
 	/* The plugin puts the link on the bridge just before the tasks resume,
 	 * through our socket (CRIU's fd 4). */
 	netlock_env(4, link, bridge);
-	int fds[2] = { pool_fd, rtnl };
-	int rc = exec_argv_kept(argv, criu_timeout_s(), fds, 2, netns_fd);
+	int fds[2 + HOST_FILES_MAX] = { pool_fd, rtnl };
+	for (int i = 0; i < own.n; i++)
+		fds[2 + i] = own.fd[i];
+	int rc = exec_argv_kept(argv, criu_timeout_s(), fds, 2 + own.n, netns_fd);
 	netlock_env_clear();
 	close(rtnl);
+	host_files_close(&own);
 	if (rc != 0)
 		return criu_failed(dir, "restore.log", "restore");
 	FILE *f = fopen(pidfile, "r");
@@ -257,7 +294,7 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
 		 int netns_fd, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, false, pid);
 }
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
@@ -270,8 +307,8 @@ int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
 }
 
 int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
-		       int pool_fd, int netns_fd, pid_t *pid)
+		       int pool_fd, int netns_fd, bool leave_stopped, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, leave_stopped, pid);
 }
 

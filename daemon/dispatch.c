@@ -2,12 +2,14 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../common/error.h"
 #include "../common/util.h"
+#include "../control/owner_state.h"
 #include "../recovery/recovery.h"
 #include "cli.h"
 #include "rpc.h"
@@ -21,15 +23,21 @@ const char *this_host(void)
 	return cli_host ? cli_host : cxlcr_host_name();
 }
 
+static char last_failure[CXLCR_ERROR_MAX];
+
 int fail(int code, const char *fmt, ...)
 {
 	va_list ap;
-	fputs("cxlcr: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(last_failure, sizeof(last_failure), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "cxlcr: %s\n", last_failure);
 	return code;
+}
+
+const char *fail_last(void)
+{
+	return last_failure;
 }
 
 int open_pool_or_fail(struct cxlcr_pool *pool)
@@ -38,6 +46,21 @@ int open_pool_or_fail(struct cxlcr_pool *pool)
 		return fail(EXIT_NO_POOL, "%s", cxlcr_last_error());
 	return 0;
 }
+
+int pool_path_abs(char *out, size_t len)
+{
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	char abs[PATH_MAX];
+	cxlcr_copy_field(out, len, realpath(pool.path, abs) ? abs : pool.path);
+	cxlcr_pool_close(&pool);
+	return 0;
+}
+
+static struct verb_args last_parsed; /* verb_args_last() */
+static bool parsed;
 
 bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 		     const char *host_opt, struct verb_args *a, int *code)
@@ -48,11 +71,13 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 				       { "lease", required_argument, 0, 'L' },
 				       { "recovery-point", no_argument, 0, 'P' },
 				       { "full", no_argument, 0, 'F' },
+				       { "tier", no_argument, 0, 'T' },
+				       { "hot-window", required_argument, 0, 'W' },
 				       { "help", no_argument, 0, 'h' },
 				       { 0, 0, 0, 0 } };
 	int c;
 	memset(a, 0, sizeof(*a));
-	while ((c = getopt_long(argc, argv, host_opt ? "H:jqhL:PF" : "jqhL:PF", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, host_opt ? "H:jqhL:PFTW:" : "jqhL:PFTW:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H': a->host = optarg; break;
 		case 'j': a->json = true; break;
@@ -60,6 +85,16 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 		case 'L': a->lease = optarg; break;
 		case 'P': a->recovery_point = true; break;
 		case 'F': a->full = true; break;
+		case 'T': a->tier = true; break;
+		case 'W': {
+			char *end;
+			a->hot_window_s = strtod(optarg, &end);
+			if (*end || !(a->hot_window_s > 0 && a->hot_window_s <= 60)) {
+				*code = fail(EXIT_USAGE, "--hot-window %s: seconds, more than 0 and at most 60", optarg);
+				return false;
+			}
+			break;
+		}
 		case 'h': printf("usage: %s\n", usage); *code = EXIT_OK; return false;
 		default: *code = EXIT_USAGE; return false;
 		}
@@ -70,7 +105,14 @@ bool parse_verb_args(int argc, char **argv, const char *usage, bool want_name,
 	}
 	if (want_name)
 		a->name = argv[optind];
+	last_parsed = *a;
+	parsed = true;
 	return true;
+}
+
+const struct verb_args *verb_args_last(void)
+{
+	return parsed ? &last_parsed : NULL;
 }
 
 static const struct command commands[] = {
@@ -82,15 +124,17 @@ static const struct command commands[] = {
 	{ "ps", cmd_ps, "list services and their arenas" },
 	{ "status", cmd_status, "show one service" },
 	{ "checkpoint", cmd_checkpoint, "checkpoint a service into the pool" },
-	{ "restore", cmd_restore, "restore a checkpointed service on a host" },
+	{ "restore", cmd_restore_verb, "restore a service on a host from its checkpoint or recovery point" },
 	{ "migrate", cmd_migrate, "move a running service to another host" },
 	{ "fork", cmd_fork, "start copies of a running service on a host" },
 	{ "stop", cmd_stop, "stop a service and free its arena" },
 	{ "rm", cmd_rm, "free the arena of a service that has exited" },
 	{ "snapshot", cmd_snapshot, "snapshot a running service for remote fork" },
 	{ "gc", cmd_gc, "remove what crashed verbs left behind" },
+	{ "tier", cmd_tier, "start or stop the cold tier's memory server, or show it" },
 	{ "fork-restore", cmd_fork_restore, "(internal) restore fork children on this host" },
 	{ "restore-prepare", cmd_restore_prepare, "(internal) make a restore's network ahead of a migrate" },
+	{ "owner-state", cmd_owner_state, "(internal) whether an arena's owner on this host runs" },
 };
 
 static void usage(FILE *out)

@@ -23,6 +23,13 @@
 
 static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, bool keep);
 
+static __thread int handed_over = -1; /* exec_hand_over() */
+
+void exec_hand_over(int fd)
+{
+	handed_over = fd;
+}
+
 /* The last non-empty line of what the tool wrote to stderr. */
 static void last_line(const char *buf, char *out, size_t len)
 {
@@ -51,7 +58,8 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
 }
 
 /*
- * The keeper of a tool that builds processes (a criu restore): a process
+ * The keeper of a tool that builds processes (a criu restore) or forks
+ * helpers of its own (a criu dump: its kernel checks' probe): a process
  * between the verb and the tool, the reaper of whatever the tool leaves
  * behind, so that a tool killed half-way leaves nothing running when the
  * verb died too. The tool dies with the keeper (PR_SET_PDEATHSIG), and the
@@ -129,6 +137,9 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 	if (pid < 0) {
 		close(err[0]);
 		close(err[1]);
+		if (handed_over >= 0)
+			close(handed_over);
+		handed_over = -1;
 		return cxlcr_error("%s: fork: %s", argv[0], strerror(errno));
 	}
 	if (pid == 0) {
@@ -161,6 +172,10 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 		_exit(127);
 	}
 	close(err[1]);
+	if (handed_over >= 0) {
+		close(handed_over);
+		handed_over = -1;
+	}
 
 	/* Collect stderr until the tool exits or its time is up. The tool's
 	 * exit counts, not the pipe's end: children it leaves behind (a killed

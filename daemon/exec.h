@@ -24,6 +24,12 @@ int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, in
  * too (see run_kept() in exec.c). */
 int exec_argv_kept(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd);
 
+/* The next tool run from this thread takes fd over (pass it among its fds
+ * too): this process closes its own copy as soon as the tool has one, so
+ * that a lock on fd lives exactly as long as the tool (not as long as a
+ * verb that may stall meanwhile). */
+void exec_hand_over(int fd);
+
 /* exec_argv() on a NULL-terminated list of arguments. */
 int exec_run(int timeout_s, const char *arg0, ...) __attribute__((sentinel));
 

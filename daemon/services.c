@@ -23,6 +23,7 @@
 #include "../common/persist.h"
 #include "../common/util.h"
 #include "../control/lease.h"
+#include "../control/outcome.h"
 #include "../tracking/track.h"
 #include "cli.h"
 #include "container.h"
@@ -57,12 +58,14 @@ int pid_wait_exit(int pid, int timeout_ms)
 }
 
 /* Does pid map the service's memory of the pool: its arena region (an
- * arena's owner), or any of the pool file (a fork child's views)? A pid
- * that was reused by another process does not. */
+ * arena's owner), or any of the pool file (a fork child's views; a
+ * copy-mode child maps none of it, but holds it open)? A pid that was
+ * reused by another process does not. */
 static bool maps_service(int pid, const struct service *s)
 {
 	if (s->region.kind != CXLCR_KIND_ARENA)
-		return cxlcr_pid_maps_file(pid, s->pool_dev, s->pool_ino, 0, 0);
+		return cxlcr_pid_maps_file(pid, s->pool_dev, s->pool_ino, 0, 0) ||
+		       cxlcr_pid_has_file_open(pid, s->pool_dev, s->pool_ino);
 	return cxlcr_pid_maps_file(pid, s->pool_dev, s->pool_ino, s->region.offset,
 				   s->region.offset + s->region.size);
 }
@@ -132,6 +135,11 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->restored_from = __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE);
 		if (s->restored_from)
 			cxlcr_copy_field(s->restored_from_point, sizeof(s->restored_from_point), h->restored_from_name);
+		cxlcr_copy_field(s->recovered_from_host, sizeof(s->recovered_from_host), h->recovered_from_host);
+		cxlcr_copy_field(s->recovered_on_host, sizeof(s->recovered_on_host), h->recovered_on_host);
+		s->lost = __atomic_load_n(&h->lost, __ATOMIC_ACQUIRE) != 0;
+		s->failed = __atomic_load_n(&h->failed, __ATOMIC_ACQUIRE) != 0;
+		cxlcr_copy_field(s->failed_reason, sizeof(s->failed_reason), h->failed_reason);
 		s->heap_address = h->heap_address;
 		s->heap_size = h->heap_size;
 		s->heap_limit = h->heap_reserved;
@@ -142,12 +150,13 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 	munmap(h, len);
 }
 
-void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
+bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
 {
 	size_t len = sizeof(struct cxlcr_arena_header);
 	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, s->region.offset, len, 0, 0);
+	bool answered = false;
 	if (!h)
-		return;
+		return false;
 	if (h->magic == CXLCR_ARENA_MAGIC && h->region_generation == s->region.generation) {
 		uint32_t want = __atomic_add_fetch(&h->shed_request, 1, __ATOMIC_ACQ_REL);
 		__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
@@ -156,13 +165,14 @@ void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, 
 		for (;;) {
 			uint32_t done = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
 			uint64_t now = cxlcr_mono_ns();
-			if (done == want || now >= deadline)
+			if ((answered = done == want) || now >= deadline)
 				break;
 			struct timespec left = { 0, (long)(deadline - now) };
 			syscall(SYS_futex, &h->shed_done, FUTEX_WAIT, done, &left, NULL, 0);
 		}
 	}
 	munmap(h, len);
+	return answered;
 }
 
 /* The newest recovery point of a service that takes them: the snapshot
@@ -193,6 +203,7 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 	s->region = *r;
 	s->rss_anon_kb = s->rss_shmem_kb = s->rss_file_kb = -1;
 	verb_lease_describe(pool, r, s->verb, sizeof(s->verb));
+	s->has_last_verb = verb_outcome_read(pool, r->generation, &s->last_verb);
 	struct stat st;
 	if (fstat(pool->fd, &st) == 0) {
 		s->pool_dev = st.st_dev;
@@ -200,7 +211,7 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 	}
 	/* Pod hosts are processes of this machine: their services are local. */
 	s->local = !strncmp(r->owner_host, this_host(), CXLCR_HOST_MAX) ||
-		   host_is_local_pod_host(r->owner_host);
+		   host_on_this_machine(r->owner_host);
 	if (r->owner_pid == 0) {
 		s->state = "starting";
 	} else if (!s->local) {
@@ -220,17 +231,60 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 	}
 	cxlcr_copy_field(s->command, sizeof(s->command), r->command);
 	read_arena_stats(pool, s);
+	/* Its host was declared dead, and there was nothing to recover it
+	 * from (recovery/takeover.c). */
+	if (s->lost && !s->running)
+		s->state = "lost";
+	/* Its recovery failed, again and again: left down for an operator. */
+	else if (s->failed && !s->running)
+		s->state = "failed";
 	load_recovery_point(pool, s);
 	return 0;
 }
 
+/* The arena of a service whose host was declared dead, quarantined by a
+ * recovery that has not made its fresh arena yet (recovery/takeover.c):
+ * the service is still there to be asked about, as recovering. */
+static bool quarantined_arena(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *out)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_QUARANTINE ||
+		    strncmp(r.name, name, CXLCR_NAME_MAX) || r.size < sizeof(struct cxlcr_arena_header))
+			continue;
+		const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, r.offset, sizeof(*h), 0, 0);
+		if (!h)
+			continue;
+		cxlcr_refresh(h, sizeof(*h));
+		bool arena = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == r.generation &&
+			     !__atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE);
+		munmap((void *)(uintptr_t)h, sizeof(*h));
+		if (arena) {
+			*out = r;
+			return true;
+		}
+	}
+	return false;
+}
+
 int service_find(struct cxlcr_pool *pool, const char *name, struct service *s)
+{
+	return service_find_for(pool, name, s, false);
+}
+
+int service_find_for(struct cxlcr_pool *pool, const char *name, struct service *s, bool status)
 {
 	int rc = open_pool_or_fail(pool);
 	if (rc)
 		return rc;
 	struct cxlcr_region r;
 	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &r) && !cxlcr_region_find(pool, CXLCR_KIND_CHILD, name, &r)) {
+		if (status && quarantined_arena(pool, name, &r)) {
+			service_load(pool, &r, s);
+			s->state = "recovering";
+			return 0;
+		}
 		cxlcr_pool_close(pool);
 		return fail(EXIT_NOT_FOUND, "no service named '%s' in pool %s", name, pool->path);
 	}
@@ -271,6 +325,19 @@ void service_print_json(struct json *j, const struct service *s)
 		json_str(j, "restored_from_point", s->restored_from_point);
 	else
 		json_null(j, "restored_from_point");
+	if (s->recovered_from_host[0]) {
+		json_object(j, "recovered");
+		json_str(j, "from_host", s->recovered_from_host);
+		json_str(j, "on_host", s->recovered_on_host);
+		json_str(j, "point", s->restored_from_point);
+		json_object_end(j);
+	} else {
+		json_null(j, "recovered");
+	}
+	if (s->failed_reason[0])
+		json_str(j, "recovery_failed", s->failed_reason);
+	else
+		json_null(j, "recovery_failed");
 	if (s->recovery_point[0]) {
 		/* Its age by this host's clock against the one that published
 		 * it: for people, not for deciding anything. */
@@ -289,6 +356,21 @@ void service_print_json(struct json *j, const struct service *s)
 		json_str(j, "verb", s->verb);
 	else
 		json_null(j, "verb");
+	/* The last verb's outcome, whoever ran it (its command line may have
+	 * died): for people and tests, its age by this host's clock. */
+	if (s->has_last_verb) {
+		uint64_t now = cxlcr_now_ns();
+		json_object(j, "last_verb");
+		json_str(j, "verb", s->last_verb.verb);
+		json_str(j, "result", verb_outcome_word(s->last_verb.result));
+		json_str(j, "reason", s->last_verb.reason);
+		json_str(j, "host", s->last_verb.host);
+		json_double(j, "age_ms",
+			    now > s->last_verb.ended_ns ? (double)(now - s->last_verb.ended_ns) / 1e6 : 0);
+		json_object_end(j);
+	} else {
+		json_null(j, "last_verb");
+	}
 	if (s->rss_anon_kb >= 0) {
 		json_i64(j, "rss_anon_kb", s->rss_anon_kb);
 		json_i64(j, "rss_shmem_kb", s->rss_shmem_kb);

@@ -37,15 +37,10 @@ intact() {
 		die "$2: the service takes no writes"
 }
 
-daemon_of() {
-	local p
-	for p in $(pgrep -x cxlcrd); do
-		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "CXLCR_POOL=$CXLCR_POOL" || continue
-		tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- "--host $1 " || continue
-		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$p" | tr -d ' ')")" = cxlcrd ] && continue # a worker
-		echo "$p"
-		return
-	done
+daemon_of() { # HOST: its daemon's pid, as `pod up` gives it (the host stays as it is)
+	"$CXLCR" pod up --hosts 2 --json | python3 -c '
+import json, sys
+print([h["daemon_pid"] for h in json.load(sys.stdin)["hosts"] if h["host"] == sys.argv[1]][0])' "$1"
 }
 
 # ---- a: the destination does not accept ----------------------------------------------------
@@ -81,8 +76,7 @@ echo post-dump >"$HOOK/pause-at"
 mpid=$!
 criu_reached "$mpid" || { cat "$POOL_DIR/b.err" >&2; die "b: CRIU never reached post-dump"; }
 criu=$(cat "$HOOK/criu.pid")
-worker=$(ps -o ppid= -p "$criu" | tr -d ' ')
-[ "$(ps -o comm= -p "$worker")" = cxlcrd ] || die "b: CRIU's parent $worker is not a cxlcrd worker"
+worker=$(criu_worker "$criu") # (CRIU's parent is its keeper)
 kill -KILL "$worker"
 rc=0
 wait "$mpid" || rc=$?

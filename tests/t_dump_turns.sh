@@ -7,7 +7,12 @@
 #      be left) does not make the next snapshot or migrate fail ("Can't
 #      create a directory (-17)"): it is removed first;
 #   b. two snapshots of two services on one machine at once, round after
-#      round, all succeed (dumps take turns: t_stress saw one fail).
+#      round, all succeed (dumps take turns: t_stress saw one fail);
+#   c. a CRIU killed while a helper process it forked lives (the CRIU hook
+#      starts one, with CRIU's fds, as CRIU's kernel checks do): the helper
+#      dies with it, and the next dump gets its turn at once (a helper left
+#      behind kept the turn's lock: every later dump of the machine
+#      waited out its deadline and failed).
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -15,7 +20,8 @@ need redis-server
 
 PORT=6379
 new_pool 4G
-pod_up 2
+criu_hook dt
+CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 pod_redis d1 h0 64M
 a1=$addr
 pod_redis d2 h0 64M
@@ -49,3 +55,18 @@ for round in $(seq 10); do
 done
 python3 "$KV" verify --host "$a1" --port $PORT --count 500 --size 300 --seed 1 --quiet || die "d1 lost values"
 ok "b: 20 snapshots of two services, two at a time, all made"
+
+say "c: CRIU killed while a helper of its own lives"
+rm -f "$HOOK/criu.pid" "$HOOK/helper.pid"
+echo pre-dump >"$HOOK/spawn-at"
+echo pre-dump >"$HOOK/kill-at"
+"$CXLCR" snapshot d1 >/dev/null 2>"$POOL_DIR/c.err" &
+cli=$!
+criu_reached $cli || die "c: CRIU never reached pre-dump: $(cat "$POOL_DIR/c.err")"
+[ -s "$HOOK/helper.pid" ] || die "c: the hook started no helper"
+helper=$(cat "$HOOK/helper.pid")
+kill -KILL "$(cat "$HOOK/criu.pid")"
+if wait $cli; then die "c: the snapshot whose CRIU was killed succeeded"; fi
+wait_exit "$helper" 30
+"$CXLCR" snapshot d2 >/dev/null 2>"$POOL_DIR/c2.err" || die "c: the next snapshot failed: $(cat "$POOL_DIR/c2.err")"
+ok "c: the helper of a killed CRIU died with it; the next snapshot had its turn"

@@ -11,8 +11,10 @@ set -euo pipefail
 fault_setup fcr
 # rows: VERB STEP,STEP... VICTIM:HOW...
 fault_matrix \
-	"checkpoint pre-dump,post-dump                            criu:kill criu:stall src:kill cli:kill" \
-	"restore    pre-restore,setup-namespaces                  criu:kill criu:stall" \
-	"restore    post-setup-namespaces,post-restore,pre-resume criu:kill criu:stall dst:kill cli:kill" \
-	"restore    post-resume                                   criu:kill"
+	"checkpoint pre-dump  criu:kill criu:stall src:kill cli:kill" \
+	"checkpoint post-dump criu:kill criu:stall src:kill src:stall cli:kill" \
+	"restore    pre-restore,setup-namespaces,post-setup-namespaces,post-restore
+	            criu:kill criu:stall dst:kill cli:kill" \
+	"restore    pre-resume  criu:kill criu:stall dst:kill dst:stall cli:kill" \
+	"restore    post-resume criu:kill"
 fault_done

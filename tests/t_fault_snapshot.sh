@@ -14,6 +14,8 @@ set -euo pipefail
 fault_setup fsn
 # rows: VERB STEP,STEP... VICTIM:HOW...
 fault_matrix \
-	"snapshot pre-dump,post-dump                             criu:kill criu:stall src:kill cli:kill" \
-	"fork     pre-dump,post-dump                             criu:kill criu:stall src:kill cli:kill"
+	"snapshot pre-dump  criu:kill criu:stall src:kill cli:kill" \
+	"snapshot post-dump criu:kill criu:stall src:kill src:stall cli:kill" \
+	"fork     pre-dump  criu:kill criu:stall src:kill cli:kill" \
+	"fork     post-dump criu:kill criu:stall src:kill src:stall cli:kill"
 fault_done

@@ -59,7 +59,7 @@ killed() {
 	echo "$err" | grep -q "criu killed by signal 9" || die "$what: the error does not say criu was killed: $err"
 	# The failed verb's work directory keeps CRIU's logs, not a copy of the images.
 	local left
-	left=$(find /var/lib/cxlcr -mindepth 3 -path "*.$NAME.*" -type f ! -name '*.log' 2>/dev/null | head -3)
+	left=$(on_hosts find /var/lib/cxlcr -mindepth 3 -path "*.$NAME.*" -type f ! -name '*.log' 2>/dev/null | head -3)
 	[ -z "$left" ] || die "$what: the failed verb left images behind: $left"
 	ok "$what: ${err% (log *}"
 }
@@ -144,6 +144,6 @@ ok "destination worker killed: $(cat "$POOL_DIR/worker.err")"
 intact $to "the migrate after the killed destination worker"
 host=$to
 
-left=$(find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l)
+left=$(on_hosts find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l)
 say "$left work directories (with CRIU's logs) left by the failed runs"
 stop_service "$NAME"

@@ -51,6 +51,18 @@ j = json.load(sys.stdin)
 for k in ("freeze_ms", "checkpoint_ms", "restore_ms", "total_ms", "image_bytes"):
     assert k in j, k
 assert j["image_bytes"] < 64 << 20, "the heap was copied into the images"
+# The destination accounts for its part of the freeze: its parts and the
+# request around them make up restore_ms, and the tasks were frozen for no
+# longer than the freeze.
+r = j["restore_parts"]
+parts = ("request_ms", "fetch_ms", "prepare_ms", "criu_restore_ms", "after_ms")
+assert all(r[k] >= 0 for k in parts) and r["criu_restore_ms"] > 0, r
+assert abs(sum(r[k] for k in parts) - j["restore_ms"]) < 0.05 * j["restore_ms"] + 0.5, (r, j["restore_ms"])
+assert 0 <= r["tracker_ms"] <= r["after_ms"] and 0 < j["frozen_ms"] <= j["freeze_ms"], j
+# The last steps of the plugin in the CRIU restore: the take-over and the network
+# lock release (the plugin notes them; both run for a pod service).
+assert 0 < r["plugin_take_over_ms"] and 0 < r["netlock_release_ms"], r
+assert r["plugin_take_over_ms"] + r["netlock_release_ms"] <= r["criu_restore_ms"], r
 print("timings: freeze %.1f ms, checkpoint %.1f ms, restore %.1f ms, images %d bytes"
       % (j["freeze_ms"], j["checkpoint_ms"], j["restore_ms"], j["image_bytes"]))' ||
 		die "migrate --json: $out"

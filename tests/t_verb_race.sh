@@ -44,18 +44,6 @@ start
 
 mappers() { pool_mappers; }
 
-# The fork children of the service (they map its snapshot, not its arena).
-stop_children() {
-	local c
-	for c in $("$CXLCR" ps --json | python3 -c '
-import json, sys
-for s in json.load(sys.stdin)["services"]:
-    if s["name"] != sys.argv[1]:
-        print(s["name"])' "$NAME"); do
-		"$CXLCR" stop "$c" >/dev/null || die "cannot stop fork child $c"
-	done
-}
-
 # verb KIND HOST OTHER: one verb of the race.
 verb() {
 	case $1 in
@@ -107,7 +95,7 @@ for ((i = 0; i < ${#VERBS[@]}; i++)); do
 			grep -Eq "service $NAME is busy: (migrate|checkpoint|snapshot|fork|restore) by pid [0-9]+ on h[01]" \
 				"$lose_err" || die "$what: unclear refusal: $(cat "$lose_err")"
 		fi
-		stop_children
+		stop_others "$NAME"
 		if [ "$win" = stop ]; then
 			"$CXLCR" status "$NAME" >/dev/null 2>&1 && die "$what: stop won, but the service is still there"
 			[ -z "$(mappers)" ] || die "$what: stop won, but processes map the pool: $(mappers)"

@@ -7,6 +7,8 @@
 # goes into DIR/criu.pid and CRIU waits here:
 # for the test to kill it (kill-at), or until DIR/go appears (pause-at),
 # when it goes on. Either way the first CRIU to get there takes the file.
+# In a restore, the pid of the task CRIU restores (CRTOOLS_INIT_PID, once
+# there is one; in a dump it is the dumped task's) goes into DIR/init.pid.
 dir=$CXLCR_TEST_CRIU_HOOK
 [ -n "$dir" ] || exit 0
 take() { # take FILE: FILE names this step, and FILE is ours alone
@@ -16,12 +18,23 @@ take() { # take FILE: FILE names this step, and FILE is ours alone
 	*) return 1 ;;
 	esac
 }
+# DIR/spawn-at: at that step, a helper process of CRIU's is started first
+# (its pid in DIR/helper.pid), which sleeps with CRIU's fds as CRIU's own
+# helpers (its kernel checks' ptrace probe) do, until someone kills it.
+if take spawn-at; then
+	sleep 600 &
+	echo $! >"$dir/helper.pid"
+fi
 if take kill-at; then
 	until=kill
 elif take pause-at; then
 	until=go
 else
 	exit 0
+fi
+if [ -n "${CRTOOLS_INIT_PID:-}" ] && [ "${CRTOOLS_SCRIPT_ACTION%-dump}" = "$CRTOOLS_SCRIPT_ACTION" ]; then
+	echo "$CRTOOLS_INIT_PID" >"$dir/init.pid.tmp.$$"
+	mv "$dir/init.pid.tmp.$$" "$dir/init.pid"
 fi
 echo "$PPID" >"$dir/criu.pid.tmp.$$"
 mv "$dir/criu.pid.tmp.$$" "$dir/criu.pid"

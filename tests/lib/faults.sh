@@ -6,14 +6,17 @@
 #
 #   VICTIM  criu    the CRIU that reached the step
 #           cli     the command line (the verb goes on in the daemons)
-#           src     the worker of the service's host: in a dump, CRIU's
-#                   parent; in a restore, the verb's worker there (migrate's,
-#                   or the fork API's)
+#           src     the worker of the service's host: in a dump, the one
+#                   that runs CRIU (under its keeper); in a restore, the
+#                   verb's worker there (migrate's, or the fork API's)
 #           dst     the worker of the restoring host (migrate's restore,
 #                   restore, fork-restore)
 #   HOW     kill    SIGKILL
 #           stall   SIGSTOP, never continued: the verb's deadlines must end
-#                   it (the daemons run with a short $CXLCR_RPC_TIMEOUT_MS)
+#                   it (the daemons run with a short $CXLCR_RPC_TIMEOUT_MS);
+#                   a stalled worker is killed by its daemon past its own
+#                   deadline ($CXLCR_WORKER_DEADLINE_MS, short here too),
+#                   which takes its leases over as for a killed one
 #
 # A writer (bench/loadclient --ack-log) writes to the service throughout
 # each case. After the fault, whatever the verb said: every process it
@@ -45,6 +48,9 @@ COUNT=1000
 SIZE=200
 PORT=6379
 DEADLINE_MS=2000
+# Longer than any worker of a case may rightly take (a few rpc deadlines:
+# a migrate's source waits one for the destination, then undoes there).
+WORKER_DEADLINE_MS=8000
 SNAPTOOL=$(dirname "$CXLCR")/tests/snapshot_tool
 CASES=0
 CASE_START=$EPOCHREALTIME
@@ -54,7 +60,7 @@ LC_PID=
 fault_setup() {
 	[ -x "$SNAPTOOL" ] || die "tests/snapshot_tool is not built"
 	need redis-server
-	export CXLCR_RPC_TIMEOUT_MS=$DEADLINE_MS
+	export CXLCR_RPC_TIMEOUT_MS=$DEADLINE_MS CXLCR_WORKER_DEADLINE_MS=$WORKER_DEADLINE_MS
 	new_pool 8G
 	criu_hook "$1"
 	LOADCLIENT=$(loadclient_path)
@@ -88,14 +94,62 @@ worker_of() {
 	echo "${w% }"
 }
 
+# The worker that holds the service's lease ("migrate by pid N on h0"): in
+# a restore step, the source's (a fork handed to the parent's daemon runs
+# two workers there: the one the command line asked, and the fork API's,
+# which holds the lease).
+lease_holder() {
+	local v
+	v=$(status_field "$NAME" verb)
+	[[ $v =~ \ by\ pid\ ([0-9]+)\ on\  ]] || die "$WHAT: no verb holds the service's lease ($v)"
+	echo "${BASH_REMATCH[1]}"
+}
+
 # Waits (bounded) until no worker of this pod's daemons runs: a daemon
 # answers a fork before it returns its own borrow.
 workers_idle() {
 	local w
 	for w in $(pgrep -x cxlcrd); do
-		tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx "CXLCR_POOL=$CXLCR_POOL" || continue
+		{ tr '\0' '\n' <"/proc/$w/environ"; } 2>/dev/null | grep -qx "CXLCR_POOL=$CXLCR_POOL" || continue
 		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$w" | tr -d ' ')")" != cxlcrd ] || wait_exit "$w" 60
 	done
+}
+
+# The verb's outcome, kept in the pool whoever died (cxlcr status:
+# last_verb), is this case's: recorded since the case began (at most
+# since_ms ago), of its verb, with the result the victim makes it: a dead
+# (or stalled) holder of the lease leaves it abandoned; a dead helper of
+# the verb, failed; CRIU, failed (or ok, killed after the restore ended);
+# a killed command line, whatever the verb came to in the daemons. A
+# stalled destination may keep the migrate's source worker waiting (for
+# the restored copy its CRIU holds, at most 10 s) past the short worker
+# deadline of these tests: killed, it leaves the verb abandoned.
+outcome_recorded() {
+	local since_ms=$1 want
+	case $VICTIM:$VERB:$STEP in
+	src:fork:*-dump) want=failed ;; # the fork's snapshot step, under its lease
+	src:*) want=abandoned ;;
+	dst:restore:*) want=abandoned ;; # the restore's own worker
+	dst:migrate:*) [ "$HOW" = stall ] && want='failed|abandoned' || want=failed ;;
+	dst:*) want=failed ;;
+	criu:*:post-resume) want='ok|failed' ;;
+	criu:*) want=failed ;;
+	cli:*) want='ok|failed' ;;
+	esac
+	"$CXLCR" status "$NAME" --json | python3 -c '
+import json, re, sys
+v = json.load(sys.stdin)["last_verb"]
+verb, want, since = sys.argv[1], sys.argv[2], float(sys.argv[3])
+if v is None:
+    sys.exit("no last_verb")
+if v["age_ms"] > since:
+    sys.exit("last_verb is older than the case: %s" % v)
+if v["verb"] != verb or not re.fullmatch(want, v["result"]) or not v["host"]:
+    sys.exit("last_verb is %s, not %s %s" % (v, verb, want))
+if v["result"] != "ok" and not v["reason"]:
+    sys.exit("last_verb says no reason: %s" % v)
+print(v["result"] + (": " + v["reason"] if v["reason"] else ""))' "$VERB" "$want" "$since_ms" >"$POOL_DIR/outcome" ||
+		die "$WHAT: status does not say what happened"
 }
 
 # Waits (bounded: 30 s) until no verb holds the service's lease.
@@ -107,6 +161,12 @@ lease_free() {
 		sleep 0.1
 	done
 	die "$WHAT: the service stays held: $v"
+}
+
+# phase WHAT: with $FAULT_TRACE set, how long the case has run at WHAT (to
+# see where a case's time goes).
+phase() {
+	[ -z "${FAULT_TRACE:-}" ] || echo "  $(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 )) ms: $1" >&2
 }
 
 other() { [ "$1" = h0 ] && echo h1 || echo h0; }
@@ -135,23 +195,17 @@ verb_args() {
 	snapshot) ARGS=(snapshot "$NAME") ;;
 	fork) ARGS=(fork "$NAME" --to "$(other "$HOST")") ;;
 	esac
+	# A fork asks the fork API of the service's host, as the command line
+	# run there does (`pod exec`: the API's socket is in the host's own
+	# /run); from this machine it would be handed to that host's daemon,
+	# which asks its API: a second worker there.
+	ON=()
+	[ "$VERB" != fork ] || ON=(pod exec "$HOST" -- "$CXLCR")
 }
 
 run_verb() {
 	verb_args
-	"$CXLCR" "${ARGS[@]}"
-}
-
-# Stops the service's fork children (they map its snapshot in the pool).
-stop_children() {
-	local c
-	for c in $("$CXLCR" ps --json | python3 -c '
-import json, sys
-for s in json.load(sys.stdin)["services"]:
-    if s["name"] != sys.argv[1]:
-        print(s["name"])' "$NAME"); do
-		"$CXLCR" stop "$c" >/dev/null || die "$WHAT: cannot stop fork child $c"
-	done
+	"$CXLCR" "${ON[@]}" "${ARGS[@]}"
 }
 
 # The victim's pid, CRIU being held at the step (CRIU's pid in $1).
@@ -165,8 +219,8 @@ victim_pid() {
 		;;
 	src)
 		case $STEP in
-		pre-dump | post-dump) ps -o ppid= -p "$criu" | tr -d ' ' ;;
-		*) worker_of "$HOST" ;;
+		pre-dump | post-dump) criu_worker "$criu" ;; # (CRIU's parent is its keeper)
+		*) lease_holder ;;
 		esac
 		;;
 	dst)
@@ -176,6 +230,20 @@ victim_pid() {
 		esac
 		;;
 	esac
+}
+
+# half_made_ended PID: the fork child CRIU restored as PID, which its
+# failed fork did not make, ends (bounded: 30 s; its host's daemon ends it
+# once the child's maker has died).
+half_made_ended() {
+	python3 - "$1" <<'PYEOF' || die "$WHAT: the child CRIU restored (pid $1) still runs, half made"
+import os, select, sys
+try:
+    fd = os.pidfd_open(int(sys.argv[1]))
+except ProcessLookupError:
+    sys.exit(0)
+sys.exit(0 if select.select([fd], [], [], 30)[0] else 1)
+PYEOF
 }
 
 # Brings a service a fault left checkpointed back, and checks it runs.
@@ -198,7 +266,7 @@ again() {
 	run_verb >/dev/null 2>"$POOL_DIR/again.err" || die "$WHAT: the next $VERB failed: $(cat "$POOL_DIR/again.err")"
 	[ "$VERB" = checkpoint ] &&
 		{ "$CXLCR" restore "$NAME" --host "$HOST" >/dev/null || die "$WHAT: the restore after the next checkpoint failed"; }
-	stop_children
+	stop_others "$NAME" "$WHAT"
 	workers_idle
 	HOST=$(status_field "$NAME" host)
 }
@@ -224,11 +292,12 @@ fault_case() {
 	if [ "$VERB" = restore ]; then
 		"$CXLCR" checkpoint "$NAME" >/dev/null || die "$WHAT: the checkpoint before it failed"
 	fi
-	rm -f "$HOOK/go" "$HOOK/criu.pid"
+	rm -f "$HOOK/go" "$HOOK/criu.pid" "$HOOK/init.pid"
 	echo "$STEP" >"$HOOK/pause-at"
 	verb_args
-	"$CXLCR" "${ARGS[@]}" >/dev/null 2>"$POOL_DIR/case.err" &
+	"$CXLCR" "${ON[@]}" "${ARGS[@]}" >/dev/null 2>"$POOL_DIR/case.err" &
 	CLI=$!
+	phase "verb started"
 	criu_reached "$CLI" || { cat "$POOL_DIR/case.err" >&2; die "$WHAT: CRIU never reached $STEP"; }
 	criu=$(cat "$HOOK/criu.pid")
 	victim=$(victim_pid "$criu")
@@ -241,6 +310,7 @@ fault_case() {
 		STOPPED=$victim
 	fi
 	touch "$HOOK/go"
+	phase "victim $victim ${HOW}ed"
 	[ "$VICTIM" = cli ] || wait "$CLI" || rc=$?
 	rm -f "$HOOK/pause-at"
 	err=$(cat "$POOL_DIR/case.err")
@@ -249,26 +319,42 @@ fault_case() {
 			die "$WHAT: the verb succeeded"
 		[ $rc -eq 0 ] || [ "$(echo "$err" | wc -l)" -eq 1 ] || die "$WHAT: not one line: $err"
 	fi
+	phase "the command line ended"
 	# Whatever the verb started has ended with it: CRIU above all.
 	wait_exit "$criu" 60
+	phase "CRIU ended"
 	[ "$VICTIM" = cli ] || [ "$VICTIM" = criu ] || wait_exit "$victim" 60
 	# Every worker of the verb ends too (a killed command line's verb
 	# goes on in the daemons; a destination's worker cleans up after its
 	# CRIU, mapping the pool meanwhile).
 	workers_idle
+	phase "workers ended"
 	# A killed worker's daemon takes the lease it held over, and resumes
 	# what it left frozen: the service is free again, by itself.
 	lease_free
+	outcome_recorded $(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 ))
 	# shellcheck disable=SC2034 # read by the exit hook
 	STOPPED=''
 	settle
-	# Nothing half made: only a fork whose command line alone was killed
-	# may have made its child.
-	[ "$VERB:$VICTIM" = fork:cli ] || running_alone "$NAME" "$HOST" "$WHAT"
+	phase "settled"
+	# Nothing half made: only a fork whose command line alone was killed,
+	# or whose API worker stalled (the destination made the child under
+	# the lease it still held), may have made its child. Any other fork's
+	# child that CRIU restored (a destination worker stalled after that
+	# is killed past its deadline, the child running) ends with its maker.
+	case $VERB:$VICTIM:$HOW in
+	fork:cli:* | fork:src:stall) ;;
+	*)
+		[ "$VERB" != fork ] || [ ! -s "$HOOK/init.pid" ] || half_made_ended "$(cat "$HOOK/init.pid")"
+		running_alone "$NAME" "$HOST" "$WHAT"
+		;;
+	esac
 	writer_stop
 	python3 "$ROOT/tests/lib/ackcheck.py" --host "$addr" --port $PORT "${ACKLOGS[@]}" --quiet ||
 		die "$WHAT: acknowledged writes lost"
+	phase "checked"
 	again
+	phase "again"
 	running_alone "$NAME" "$HOST" "$WHAT"
 	python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 41 --quiet ||
 		die "$WHAT: values differ"
@@ -276,7 +362,7 @@ fault_case() {
 		die "$WHAT: the pool holds '$("$SNAPTOOL" census)', not '$STEADY'"
 	CASES=$((CASES + 1))
 	local ms=$(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 ))
-	[ -n "$err" ] || { [ "$VICTIM" = cli ] && err="(the command line said nothing: killed)"; } || err=succeeded
+	[ -n "$err" ] || { [ "$VICTIM" = cli ] && err="(the command line said nothing: killed; status: $VERB $(cut -c1-200 "$POOL_DIR/outcome"))"; } || err=succeeded
 	ok "$WHAT: $err ($ms ms)"
 }
 
@@ -284,7 +370,7 @@ fault_case() {
 fault_matrix() {
 	local row verb steps victims step v
 	for row in "$@"; do
-		read -r verb steps victims <<<"$row"
+		read -r verb steps victims <<<"${row//$'\n'/ }" # a row may span lines
 		for step in ${steps//,/ }; do
 			for v in $victims; do
 				fault_case "$verb" "$step" "${v%:*}" "${v#*:}"
