@@ -46,6 +46,54 @@ static uint32_t identity_checksum(const struct cxlcr_host_identity *id)
 	return cxlcr_crc32c(0, id, sizeof(*id));
 }
 
+/* ---- tombstones ---- */
+
+void cxlcr_tombstone_fill(struct cxlcr_tombstone *t, uint32_t index, uint64_t incarnation, uint32_t reason,
+			  uint64_t time_ns)
+{
+	memset(t, 0, sizeof(*t));
+	t->magic = CXLCR_TOMBSTONE_MAGIC;
+	t->incarnation = incarnation;
+	t->time_ns = time_ns;
+	t->reason = reason;
+	t->host_index = index;
+	t->checksum = cxlcr_crc32c(0, t, CXLCR_TOMBSTONE_CHECKED);
+}
+
+const char *cxlcr_tombstone_reason_name(uint32_t reason)
+{
+	return reason == CXLCR_TOMBSTONE_PANIC	  ? "panic"
+	       : reason == CXLCR_TOMBSTONE_OOPS	  ? "oops"
+	       : reason == CXLCR_TOMBSTONE_HANDOFF ? "handoff"
+						   : "?";
+}
+
+/* A copy first: the dying host may be writing it while we read, and a torn
+ * read fails the checksum now and passes at the next look. */
+int cxlcr_tombstone_check(const struct cxlcr_host_entry *e, uint32_t index, char *why, size_t len)
+{
+	struct cxlcr_tombstone t;
+	memcpy(&t, (const void *)&e->tombstone, sizeof(t));
+	const char *bad = NULL;
+	if (!t.magic)
+		return 0;
+	if (t.magic != CXLCR_TOMBSTONE_MAGIC)
+		bad = "unknown magic";
+	else if (t.checksum != cxlcr_crc32c(0, &t, CXLCR_TOMBSTONE_CHECKED))
+		bad = "checksum mismatch";
+	else if (t.host_index != index)
+		bad = "written for another entry";
+	else if (t.reason != CXLCR_TOMBSTONE_PANIC && t.reason != CXLCR_TOMBSTONE_OOPS &&
+		 t.reason != CXLCR_TOMBSTONE_HANDOFF)
+		bad = "unknown reason";
+	if (bad) {
+		if (why)
+			snprintf(why, len, "%s", bad);
+		return -1;
+	}
+	return t.incarnation == e->id.incarnation ? (int)t.reason : 0;
+}
+
 /* The region: found, or (with create) made; a racing maker's allocation
  * fails on the name, and it takes the other's. 1 if there is none. */
 static int find_or_make_region(struct cxlcr_pool *pool, bool create, struct cxlcr_region *r)
@@ -254,6 +302,8 @@ int cxlcr_host_join(struct cxlcr_pool *pool, const char *host, const char *addre
 		__atomic_add_fetch(&e->counter, 1, __ATOMIC_SEQ_CST);
 		e->id = id;
 		e->id_checksum = identity_checksum(&e->id);
+		/* A new incarnation: the last one's tombstone is history. */
+		memset((void *)&e->tombstone, 0, sizeof(e->tombstone));
 		cxlcr_publish(e, sizeof(*e));
 		__atomic_store_n(&e->state, CXLCR_HOST_RUNNING, __ATOMIC_SEQ_CST);
 		cxlcr_publish(&e->state, sizeof(e->state));
@@ -315,6 +365,197 @@ void cxlcr_host_leave(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg)
 	cxlcr_publish(&e->state, sizeof(e->state));
 	reg->incarnation = 0;
 	cxlcr_hosts_close(&m);
+}
+
+/* Under the pool lock, so that the incarnation it names is the entry's
+ * (a registration rewrites it under the lock); the kernel module takes no
+ * lock, and need not: its host's daemon cannot register while it dies. */
+int cxlcr_host_write_tombstone(struct cxlcr_pool *pool, const char *host, uint32_t reason)
+{
+	struct cxlcr_hosts_map m;
+	if (cxlcr_hosts_open(pool, false, &m) != 0)
+		return cxlcr_error("the pool has no host table");
+	if (cxlcr_pool_lock(pool) < 0) {
+		cxlcr_hosts_close(&m);
+		return -1;
+	}
+	cxlcr_refresh(m.entries, CXLCR_HOSTS_MAX * sizeof(*m.entries));
+	int found = -1;
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX && found < 0; i++) {
+		struct cxlcr_host_entry *e = &m.entries[i];
+		if (e->state != CXLCR_HOST_RUNNING || !cxlcr_host_entry_intact(e, NULL, 0) ||
+		    strncmp(e->id.name, host, CXLCR_HOST_MAX))
+			continue;
+		struct cxlcr_tombstone t;
+		cxlcr_tombstone_fill(&t, i, e->id.incarnation, reason, cxlcr_now_ns());
+		memcpy((void *)&e->tombstone, &t, sizeof(t));
+		cxlcr_publish(&e->tombstone, sizeof(e->tombstone));
+		found = (int)i;
+	}
+	cxlcr_pool_unlock(pool);
+	cxlcr_hosts_close(&m);
+	return found >= 0 ? 0 : cxlcr_error("host %s has no running entry in the host table", host);
+}
+
+/* ---- fencing ---- */
+
+/* The host table, for a fence on entry index won by entry winner. */
+static int fence_open(struct cxlcr_pool *pool, uint32_t index, uint32_t winner, struct cxlcr_hosts_map *m)
+{
+	if (index >= CXLCR_HOSTS_MAX || winner >= CXLCR_HOSTS_MAX)
+		return cxlcr_error("host table entry %u: no such entry", index);
+	if (cxlcr_hosts_open(pool, false, m) != 0)
+		return cxlcr_error("the pool has no host table");
+	return 0;
+}
+
+int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation, uint32_t winner,
+		     uint64_t *fence)
+{
+	struct cxlcr_hosts_map m;
+	if (fence_open(pool, index, winner, &m) < 0)
+		return -1;
+	struct cxlcr_host_entry *e = &m.entries[index];
+	cxlcr_refresh(e, sizeof(*e));
+	int rc = 0;
+	uint64_t ack = __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST);
+	uint64_t was = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
+	/* Fenced already (by someone, for this death or one not yet
+	 * acknowledged), or the host is another incarnation than the one
+	 * judged dead, or it left in order meanwhile: nothing to win. */
+	if (was == ack && cxlcr_host_entry_intact(e, NULL, 0) && e->id.incarnation == incarnation &&
+	    __atomic_load_n(&e->state, __ATOMIC_SEQ_CST) == CXLCR_HOST_RUNNING) {
+		uint64_t want = (((was >> 8) + 1) << 8) | (winner + 1);
+		if (__atomic_compare_exchange_n(&e->fence, &was, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+			cxlcr_publish(&e->fence, sizeof(e->fence));
+			*fence = want;
+			rc = 1;
+		}
+	}
+	cxlcr_hosts_close(&m);
+	return rc;
+}
+
+int cxlcr_host_fenced(struct cxlcr_pool *pool, uint32_t index, uint64_t *fence, bool *done)
+{
+	struct cxlcr_hosts_map m;
+	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, &m) != 0)
+		return 0;
+	struct cxlcr_host_entry *e = &m.entries[index];
+	cxlcr_refresh(&e->fence, 24);
+	uint64_t f = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
+	int fenced = f != __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST);
+	if (fence)
+		*fence = f;
+	if (done)
+		*done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) == f;
+	cxlcr_hosts_close(&m);
+	return fenced;
+}
+
+/* One of the fence's words of entry index becomes `fence`. */
+static void fence_store(struct cxlcr_pool *pool, uint32_t index, size_t field, uint64_t fence)
+{
+	struct cxlcr_hosts_map m;
+	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, &m) != 0)
+		return;
+	uint64_t *w = (uint64_t *)(void *)((uint8_t *)&m.entries[index] + field);
+	__atomic_store_n(w, fence, __ATOMIC_SEQ_CST);
+	cxlcr_publish(w, sizeof(*w));
+	cxlcr_hosts_close(&m);
+}
+
+void cxlcr_host_fence_done(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
+{
+	fence_store(pool, index, offsetof(struct cxlcr_host_entry, fence_done), fence);
+}
+
+/* A compare-and-set of the fence's words of entry index under the pool
+ * lock: when fence is `fence`, fence_done is `done_was` and fence_ack is
+ * not `fence`, the word at `field` becomes `to`. 1 if it did, 0 if not. */
+static int fence_move(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, uint64_t done_was, size_t field,
+		      uint64_t to)
+{
+	struct cxlcr_hosts_map m;
+	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, &m) != 0)
+		return cxlcr_error("the pool has no host table entry %u", index);
+	if (cxlcr_pool_lock(pool) < 0) {
+		cxlcr_hosts_close(&m);
+		return -1;
+	}
+	struct cxlcr_host_entry *e = &m.entries[index];
+	cxlcr_refresh(&e->fence, 24);
+	int rc = 0;
+	if (__atomic_load_n(&e->fence, __ATOMIC_SEQ_CST) == fence &&
+	    __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) != fence &&
+	    __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) == done_was) {
+		uint64_t *w = (uint64_t *)(void *)((uint8_t *)e + field);
+		__atomic_store_n(w, to, __ATOMIC_SEQ_CST);
+		cxlcr_publish(w, sizeof(*w));
+		rc = 1;
+	}
+	cxlcr_pool_unlock(pool);
+	cxlcr_hosts_close(&m);
+	return rc;
+}
+
+int cxlcr_host_fence_ack(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
+{
+	return fence_move(pool, index, fence, fence, offsetof(struct cxlcr_host_entry, fence_ack), fence);
+}
+
+int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
+{
+	return fence_move(pool, index, fence, fence, offsetof(struct cxlcr_host_entry, fence_done), 0);
+}
+
+int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t from, uint32_t winner,
+			       uint64_t *fence)
+{
+	struct cxlcr_hosts_map m;
+	if (fence_open(pool, index, winner, &m) < 0)
+		return -1;
+	struct cxlcr_host_entry *e = &m.entries[index];
+	if (cxlcr_pool_lock(pool) < 0) {
+		cxlcr_hosts_close(&m);
+		return -1;
+	}
+	cxlcr_refresh(&e->fence, 24);
+	int rc = 0;
+	uint64_t was = from;
+	uint64_t want = (((from >> 8) + 1) << 8) | (winner + 1);
+	if (__atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) != from &&
+	    __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) != from &&
+	    __atomic_compare_exchange_n(&e->fence, &was, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		cxlcr_publish(&e->fence, sizeof(e->fence));
+		*fence = want;
+		rc = 1;
+	}
+	cxlcr_pool_unlock(pool);
+	cxlcr_hosts_close(&m);
+	return rc;
+}
+
+int cxlcr_host_fence_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, struct cxlcr_hosts_map *m)
+{
+	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, m) != 0)
+		return cxlcr_error("the pool has no host table entry %u", index);
+	cxlcr_pool_guard(pool, &m->entries[index].fence, fence);
+	return 0;
+}
+
+int cxlcr_host_done_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, struct cxlcr_hosts_map *m)
+{
+	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, m) != 0)
+		return cxlcr_error("the pool has no host table entry %u", index);
+	cxlcr_pool_guard(pool, &m->entries[index].fence_done, fence);
+	return 0;
+}
+
+void cxlcr_host_fence_unguard(struct cxlcr_pool *pool, struct cxlcr_hosts_map *m)
+{
+	cxlcr_pool_guard(pool, NULL, 0);
+	cxlcr_hosts_close(m);
 }
 
 int cxlcr_host_lookup(struct cxlcr_pool *pool, const char *host, uint64_t *incarnation)
@@ -426,11 +667,24 @@ void cxlcr_hosts_observe(struct cxlcr_hosts_watch *w, const struct cxlcr_hosts_m
 			s->seen = true;
 		}
 		s->state = s->intact ? __atomic_load_n(&e->state, __ATOMIC_SEQ_CST) : CXLCR_HOST_FREE;
+		int tomb = s->intact && s->state == CXLCR_HOST_RUNNING
+				   ? cxlcr_tombstone_check(e, i, s->tombstone_why, sizeof(s->tombstone_why))
+				   : 0;
+		s->tombstone = tomb > 0 ? (uint32_t)tomb : 0;
+		if (tomb >= 0)
+			s->tombstone_why[0] = 0;
 		s->period_ns = s->intact ? e->id.period_ns : 0;
 		cxlcr_copy_field(s->name, sizeof(s->name), s->intact ? e->id.name : "");
 	}
 	if (locked)
 		cxlcr_pool_unlock(m->pool);
+}
+
+void cxlcr_hosts_watch_restart(struct cxlcr_hosts_watch *w, uint64_t now)
+{
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++)
+		if (w->entry[i].seen)
+			w->entry[i].since_ns = now;
 }
 
 void cxlcr_hosts_advanced_reset(struct cxlcr_hosts_watch *w)
@@ -463,6 +717,8 @@ enum cxlcr_host_verdict cxlcr_hosts_judge(const struct cxlcr_hosts_watch *w, uin
 		return CXLCR_VERDICT_UNUSED;
 	if (s->state == CXLCR_HOST_LEFT)
 		return CXLCR_VERDICT_LEFT;
+	if (s->tombstone)
+		return CXLCR_VERDICT_DEAD;   /* its last word: no need to wait for the lease */
 	if (silent >= dead_after(w, s))
 		return CXLCR_VERDICT_DEAD;
 	if (silent >= 2 * s->period_ns)

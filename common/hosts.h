@@ -53,6 +53,21 @@ bool cxlcr_host_entry_intact(const struct cxlcr_host_entry *e, char *why, size_t
  * the key or the table is corrupt. */
 int cxlcr_pod_key_get(struct cxlcr_pool *pool, bool create, uint8_t key[CXLCR_POD_KEY_BYTES]);
 
+/* A tombstone (pool_format.h, struct cxlcr_tombstone) for the entry index
+ * and incarnation given, its checksum made. What the kernel module writes
+ * from a panic; `cxlcr pod crash --panic` writes the same with this. */
+void cxlcr_tombstone_fill(struct cxlcr_tombstone *t, uint32_t index, uint64_t incarnation, uint32_t reason,
+			  uint64_t time_ns);
+/* What entry e's tombstone says: 0 none (or one of an older incarnation),
+ * the reason (enum cxlcr_tombstone_reason) of a valid one for the entry's
+ * incarnation, -1 (and why, one phrase) if it is set but fails its checks. */
+int cxlcr_tombstone_check(const struct cxlcr_host_entry *e, uint32_t index, char *why, size_t len);
+const char *cxlcr_tombstone_reason_name(uint32_t reason);
+/* Writes host's tombstone as its kernel would as it dies (the test path of
+ * the panic notifier: cxlcr pod crash --panic). -1 with one line if the
+ * host has no running entry. */
+int cxlcr_host_write_tombstone(struct cxlcr_pool *pool, const char *host, uint32_t reason);
+
 /* This host's registration, as its daemon holds it. */
 struct cxlcr_host_reg {
 	uint32_t index;              /* of the entry in the table */
@@ -71,6 +86,49 @@ int cxlcr_host_join(struct cxlcr_pool *pool, const char *host, const char *addre
 int cxlcr_host_beat(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg);
 /* The daemon stops in order: its entry says `left`. */
 void cxlcr_host_leave(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg);
+/* Fencing (pool_format.h, struct cxlcr_host_entry: fence, fence_ack).
+ * host_fence: the host of entry index, judged dead at this incarnation, is
+ * fenced by winner (an entry index): 1 if this call won (*fence is the new
+ * fence word), 0 if it was fenced already or is not that incarnation
+ * running any more, -1 with one line. host_fenced: whether entry index is
+ * fenced (not acknowledged yet), its fence word, and whether the winner's
+ * recovery is done. host_fence_done: the winner's recovery of fence word
+ * `fence` is over. host_fence_ack: the host acknowledges fence word
+ * `fence` (after killing its old services), only while that recovery is
+ * done: 1 if it did, 0 if not (reopened meanwhile), -1 with one line.
+ * host_fence_reopen: a recovery of fence word `fence` that was done goes
+ * on (a retry, or an operator's restore of a service it left down), so
+ * that the host, should it come back, waits for it again: 1 if reopened,
+ * 0 if the host has acknowledged already, or the word moved on, or the
+ * recovery is not done (both under the pool lock, so that a host frees
+ * its quarantined regions and acknowledges either before a reopen or after
+ * the recovery is done again, never in between). */
+int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation, uint32_t winner,
+		     uint64_t *fence);
+int cxlcr_host_fenced(struct cxlcr_pool *pool, uint32_t index, uint64_t *fence, bool *done);
+void cxlcr_host_fence_done(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
+int cxlcr_host_fence_ack(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
+int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
+/* The winner of fence word `from` on entry index died before its recovery
+ * was done: winner (an entry index) takes the recovery over, with a fence
+ * word one generation on (a compare-and-set under the pool lock, so that
+ * each change the old winner's recovery makes under host_fence_guard was
+ * made either before it or never). 1 if this call won (*fence is the new
+ * word), 0 if the word is not `from` any more or its recovery is done,
+ * -1 with one line. */
+int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t from, uint32_t winner,
+			       uint64_t *fence);
+/* A recovery under fence word `fence` of entry index: from now on, pool
+ * changes nothing in its region table once the word has moved on (taken
+ * over: cxlcr_pool_guard). m keeps the table mapped meanwhile; the caller
+ * ends it with host_fence_unguard. */
+int cxlcr_host_fence_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, struct cxlcr_hosts_map *m);
+/* The fenced host frees what it left quarantined only while the recovery
+ * of fence word `fence` is done (the same guard on its fence_done word):
+ * a recovery reopened meanwhile stops its frees. */
+int cxlcr_host_done_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, struct cxlcr_hosts_map *m);
+void cxlcr_host_fence_unguard(struct cxlcr_pool *pool, struct cxlcr_hosts_map *m);
+
 /* The entry of host while its daemon runs (and its incarnation), or -1. */
 int cxlcr_host_lookup(struct cxlcr_pool *pool, const char *host, uint64_t *incarnation);
 /* The same, with the entry's whole identity (its control address). */
@@ -88,6 +146,8 @@ struct cxlcr_hosts_watch {
 		bool     intact;
 		char     name[CXLCR_HOST_MAX];
 		char     why[64];        /* what is wrong with it, if not intact */
+		uint32_t tombstone;      /* the reason of a valid tombstone of this incarnation; 0: none */
+		char     tombstone_why[48]; /* a tombstone refused: why ("" if none) */
 	} entry[CXLCR_HOSTS_MAX];
 	/* Borrow slots of the snapshot catalog seen claimed but not filled in
 	 * (or half emptied): which, with which token, since when. A few at
@@ -105,7 +165,7 @@ enum cxlcr_host_verdict {
 	CXLCR_VERDICT_WATCHING,      /* running, not seen to advance yet, silent for less than two periods */
 	CXLCR_VERDICT_ALIVE,         /* running, seen to advance, silent for less than two periods */
 	CXLCR_VERDICT_SUSPECT,       /* running, seen standing still for two of its periods */
-	CXLCR_VERDICT_DEAD,          /* running, seen standing still for a whole lease */
+	CXLCR_VERDICT_DEAD,          /* running, seen standing still for a whole lease, or its tombstone seen */
 	CXLCR_VERDICT_LEFT,          /* its daemon stopped in order */
 	CXLCR_VERDICT_CORRUPT,       /* the entry fails its checks */
 };
@@ -115,6 +175,9 @@ void cxlcr_hosts_watch_init(struct cxlcr_hosts_watch *w, uint64_t lease_ns);
 /* Reads every entry of the table at our time now (CLOCK_MONOTONIC); a
  * table of another pool than the watch's starts the watch afresh. */
 void cxlcr_hosts_observe(struct cxlcr_hosts_watch *w, const struct cxlcr_hosts_map *m, uint64_t now);
+/* The reader was away (stalled) until now: every silence it measured so
+ * far starts again from now. */
+void cxlcr_hosts_watch_restart(struct cxlcr_hosts_watch *w, uint64_t now);
 /* Forgets which entries were seen to advance (a new sample window). */
 void cxlcr_hosts_advanced_reset(struct cxlcr_hosts_watch *w);
 /* The verdict on entry index at time now, by the last observe; *silent_ns

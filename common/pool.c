@@ -270,6 +270,7 @@ static int check_superblock(struct cxlcr_pool *pool)
 	    sb->data_offset != CXLCR_DATA_OFFSET || sb->size < CXLCR_POOL_MIN_SIZE ||
 	    sb->size % CXLCR_POOL_ALIGN)
 		return cxlcr_error("pool %s: corrupt superblock (inconsistent layout)", pool->path);
+	pool->dax_rules = pool->devdax || (sb->flags & CXLCR_POOL_F_AS_DEVDAX);
 	if (sb->size > pool->device_size)
 		return cxlcr_error("pool %s: truncated (superblock says %llu bytes, device has %llu)",
 				   pool->path, (unsigned long long)sb->size,
@@ -298,6 +299,15 @@ int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path)
 fail:
 	cxlcr_pool_close(pool);
 	return -1;
+}
+
+int cxlcr_pool_may_map_private(const struct cxlcr_pool *pool)
+{
+	if (!pool->dax_rules)
+		return 0;
+	errno = EINVAL;
+	return cxlcr_error("pool %s is a devdax %s, which cannot be mapped privately", pool->path,
+			   pool->devdax ? "device" : "stand-in (formatted --as-devdax)");
 }
 
 void cxlcr_pool_detach(struct cxlcr_pool *pool)
@@ -378,6 +388,12 @@ static int prepare_file(struct cxlcr_pool *pool, const char *path, uint64_t size
 
 int cxlcr_pool_format(const char *path, uint64_t size, bool force, struct cxlcr_pool *out)
 {
+	return cxlcr_pool_format_as(path, size, force, false, out);
+}
+
+int cxlcr_pool_format_as(const char *path, uint64_t size, bool force, bool as_devdax,
+			 struct cxlcr_pool *out)
+{
 	struct cxlcr_pool pool;
 	/* What is there already, if anything: a device, or a file to reuse. */
 	int rc = open_device(&pool, path, false);
@@ -450,7 +466,8 @@ int cxlcr_pool_format(const char *path, uint64_t size, bool force, struct cxlcr_
 	sb->region_entry_size = sizeof(struct cxlcr_region);
 	sb->data_offset = CXLCR_DATA_OFFSET;
 	sb->formatted_ns = cxlcr_now_ns();
-	sb->flags = pool.devdax ? CXLCR_POOL_F_DEVDAX : 0;
+	sb->flags = pool.devdax ? CXLCR_POOL_F_DEVDAX : as_devdax ? CXLCR_POOL_F_AS_DEVDAX : 0;
+	pool.dax_rules = pool.devdax || as_devdax;
 	sb->checksum = superblock_checksum(sb);
 	cxlcr_publish(sb, sizeof(*sb));
 	sb->magic = CXLCR_POOL_MAGIC;
@@ -529,18 +546,39 @@ static int lost_lock(struct cxlcr_pool *pool)
 	return cxlcr_error("pool %s: pool lock was taken over while this process held it", pool->path);
 }
 
-/* Whether we still hold the lock. A holder that was stalled past its lease
- * (stopped, frozen, paused, or just slow) may have lost the lock to a
- * waiter, and must then write nothing more: every commit to the region
- * table asks this right before it writes. */
+void cxlcr_pool_guard(struct cxlcr_pool *pool, const uint64_t *word, uint64_t want)
+{
+	pool->guard_word = word;
+	pool->guard_want = want;
+}
+
+/* The guard's word still reads what this process works under (see
+ * cxlcr_pool_guard); the lock is held. */
+static int guard_holds(struct cxlcr_pool *pool)
+{
+	if (!pool->guard_word)
+		return 0;
+	cxlcr_refresh(pool->guard_word, sizeof(*pool->guard_word));
+	uint64_t now = __atomic_load_n(pool->guard_word, __ATOMIC_SEQ_CST);
+	if (now == pool->guard_want)
+		return 0;
+	return cxlcr_error("fenced: the work of this process was taken over (fence %llu, now %llu); it changes "
+			   "nothing more", (unsigned long long)pool->guard_want, (unsigned long long)now);
+}
+
+/* Whether we still hold the lock (and our guard, if we work under one). A
+ * holder that was stalled past its lease (stopped, frozen, paused, or just
+ * slow) may have lost the lock to a waiter, and must then write nothing
+ * more: every commit to the region table asks this right before it
+ * writes. */
 static int still_held(struct cxlcr_pool *pool)
 {
 	hook(pool, "commit");
 	cxlcr_fence();
 	uint64_t word = load_lock(pool);
-	if (pool->lock_word && CXLCR_LOCK_TOKEN(word) == CXLCR_LOCK_TOKEN(pool->lock_word))
-		return 0;
-	return lost_lock(pool);
+	if (!pool->lock_word || CXLCR_LOCK_TOKEN(word) != CXLCR_LOCK_TOKEN(pool->lock_word))
+		return lost_lock(pool);
+	return guard_holds(pool);
 }
 
 /* Tells waiters that we are alive and working: bumps the renewal count of
@@ -857,7 +895,8 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 	int rc = -1;
 	struct cxlcr_region *slot = NULL;
 	uint64_t offset;
-	if (find_live(pool, kind, name)) {
+	/* (Quarantined regions keep their names: several may share one.) */
+	if (kind != CXLCR_KIND_QUARANTINE && find_live(pool, kind, name)) {
 		cxlcr_error("pool %s: a region named '%s' already exists", pool->path, name);
 		goto out;
 	}
@@ -933,9 +972,38 @@ int cxlcr_region_free(struct cxlcr_pool *pool, uint64_t generation)
 	return 0;
 }
 
+/*
+ * What a region's owner_start says of a new owner: the start time of pid,
+ * so that cxlcr_region_owner_gone() tells the owner from a process that
+ * got its pid later. Only a process of the writer's own host can be looked
+ * at (on a real pod another host's pids are another kernel's); else 0, not
+ * known. Read before the pool lock is taken: /proc is no place to wait in
+ * under it.
+ */
+static uint32_t owner_start_of(int32_t pid, const char *host)
+{
+	uint64_t start;
+	if (pid <= 0 || !host || strncmp(host, cxlcr_host_name(), CXLCR_HOST_MAX) ||
+	    !cxlcr_process_start(pid, &start))
+		return 0;
+	return (uint32_t)start ? (uint32_t)start : 1; /* 0 means not known */
+}
+
+bool cxlcr_region_owner_gone(const struct cxlcr_region *r, const char *host)
+{
+	if (r->owner_pid <= 0 || strncmp(r->owner_host, host, CXLCR_HOST_MAX))
+		return false;
+	uint64_t start;
+	if (!cxlcr_process_start(r->owner_pid, &start))
+		return true;
+	uint32_t now = (uint32_t)start ? (uint32_t)start : 1;
+	return r->owner_start != 0 && now != r->owner_start;
+}
+
 int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
 			   const char *host, const char *command)
 {
+	uint32_t start = owner_start_of(pid, host);
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
 	struct cxlcr_region *r = find_generation(pool, generation);
@@ -943,6 +1011,7 @@ int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t
 	if (rc == 0) {
 		uint32_t seq = begin_change(r);
 		r->owner_pid = pid;
+		r->owner_start = start;
 		r->owner_epoch++;
 		hook(pool, "change");
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
@@ -956,6 +1025,7 @@ int cxlcr_region_set_owner(struct cxlcr_pool *pool, uint64_t generation, int32_t
 int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid,
 		       const char *host, const char *command, struct cxlcr_region *copy)
 {
+	uint32_t start = owner_start_of(pid, host);
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
 	int rc = -1;
@@ -968,6 +1038,7 @@ int cxlcr_region_claim(struct cxlcr_pool *pool, uint64_t generation, int32_t pid
 	} else if (still_held(pool) == 0) {
 		uint32_t seq = begin_change(r);
 		r->owner_pid = pid;
+		r->owner_start = start;
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
 		if (command && !r->command[0])
@@ -1023,6 +1094,28 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
 	if (rc == 0) {
 		uint32_t seq = begin_change(r);
 		cxlcr_copy_field(r->veth, sizeof(r->veth), veth);
+		end_change(r, seq);
+	}
+	return finish(pool, rc);
+}
+
+/* A live region changes kind (an arena quarantined after its host was
+ * fenced): only from the kind the caller expects, under the lock, so two
+ * recoveries of one region cannot both think they moved it. */
+int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to)
+{
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	int rc = !r ? region_gone(pool, generation) : still_held(pool);
+	if (rc == 0 && r->kind != from)
+		rc = cxlcr_error("region %.64s (generation %llu) is of kind %u, not %u", r->name,
+				 (unsigned long long)generation, r->kind, from);
+	if (rc == 0 && to != CXLCR_KIND_QUARANTINE && find_live(pool, to, r->name))
+		rc = cxlcr_error("pool %s: a region named '%.64s' already exists", pool->path, r->name);
+	if (rc == 0) {
+		uint32_t seq = begin_change(r);
+		r->kind = to;
 		end_change(r, seq);
 	}
 	return finish(pool, rc);
@@ -1143,6 +1236,9 @@ int cxlcr_region_claim_epochs(struct cxlcr_pool *pool, size_t n, const uint64_t 
 			      const uint64_t *expected_epochs, const int32_t *pids, const char *host,
 			      struct cxlcr_region *now)
 {
+	uint32_t starts[n ? n : 1];
+	for (size_t i = 0; i < n; i++)
+		starts[i] = owner_start_of(pids[i], host);
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
 	int rc = 0;
@@ -1158,6 +1254,9 @@ int cxlcr_region_claim_epochs(struct cxlcr_pool *pool, size_t n, const uint64_t 
 			now[i] = *r;
 			cxlcr_error("arena '%.*s' changed owner: epoch %llu expected, now %llu", (int)CXLCR_NAME_MAX,
 				    r->name, (unsigned long long)expected_epochs[i], (unsigned long long)r->owner_epoch);
+		} else if (r->kind == CXLCR_KIND_QUARANTINE) {
+			rc = -1; /* never handed to anyone (pool_format.h) */
+			cxlcr_error("arena '%.*s' is quarantined: its host was fenced", (int)CXLCR_NAME_MAX, r->name);
 		}
 	}
 	if (rc == 0 && still_held(pool) < 0)
@@ -1166,6 +1265,7 @@ int cxlcr_region_claim_epochs(struct cxlcr_pool *pool, size_t n, const uint64_t 
 		struct cxlcr_region *r = find_generation(pool, generations[i]);
 		uint32_t seq = begin_change(r);
 		r->owner_pid = pids[i];
+		r->owner_start = starts[i];
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
 		end_change(r, seq);
@@ -1178,6 +1278,7 @@ int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint6
 			     int32_t pid, const char *host, struct cxlcr_region *now)
 {
 	memset(now, 0, sizeof(*now));
+	uint32_t start = owner_start_of(pid, host);
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
 	int rc = -1;
@@ -1192,6 +1293,7 @@ int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint6
 	} else if (still_held(pool) == 0) {
 		uint32_t seq = begin_change(r);
 		r->owner_pid = pid;
+		r->owner_start = start;
 		r->owner_epoch++;
 		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
 		end_change(r, seq);

@@ -27,6 +27,12 @@ struct cxlcr_pool {
 	int fd;
 	char path[PATH_MAX];
 	bool devdax;             /* a devdax character device, not a file */
+	/* A devdax device's rules apply: it cannot be mapped privately nor
+	 * registered with userfaultfd, so children are copies. True on a
+	 * device, and on a file formatted as one (CXLCR_POOL_F_AS_DEVDAX).
+	 * devdax above is about the storage (holes, blocks, a physical
+	 * address); this is about what may be done with a mapping of it. */
+	bool dax_rules;
 	uint64_t device_size;
 	struct cxlcr_superblock *sb;  /* the mapped metadata area */
 	struct cxlcr_region *table;
@@ -36,7 +42,18 @@ struct cxlcr_pool {
 	 * "unlocking", "commit", "alloc:publish", "free:unlocked") so that a
 	 * test can stall a holder exactly there. NULL otherwise. */
 	void (*test_hook)(struct cxlcr_pool *pool, const char *point);
+	/* A fence this process works under (cxlcr_pool_guard), NULL if none. */
+	const uint64_t *guard_word;
+	uint64_t guard_want;
 };
+
+/* Every change this process makes to the region table from now on is
+ * made only while *word (a word in the pool, mapped by the caller for as
+ * long as the guard is set) reads want: checked under the pool lock right
+ * before each write, so a change of *word made under the lock too (a
+ * recovery taken over by another host: common/hosts.h) stops this one
+ * before its next step. word NULL: no guard. */
+void cxlcr_pool_guard(struct cxlcr_pool *pool, const uint64_t *word, uint64_t want);
 
 /* $CXLCR_POOL, or the default emulated pool. */
 const char *cxlcr_pool_path(void);
@@ -47,6 +64,13 @@ const char *cxlcr_pool_path(void);
  * made 0700, the file 0600; the path must be one cxlcr_pool_open() trusts. */
 int cxlcr_pool_format(const char *path, uint64_t size, bool force,
 		      struct cxlcr_pool *out);
+/* The same, a file formatted with as_devdax keeping a devdax device's rules
+ * (CXLCR_POOL_F_AS_DEVDAX): how the devdax paths run without a device. */
+int cxlcr_pool_format_as(const char *path, uint64_t size, bool force, bool as_devdax,
+			 struct cxlcr_pool *out);
+/* 0 if a private (copy-on-write) mapping of the pool may be made; else an
+ * error naming the rule, as the kernel's devdax driver refuses one. */
+int cxlcr_pool_may_map_private(const struct cxlcr_pool *pool);
 
 /* Opens and validates an existing pool: a missing, truncated, foreign or
  * corrupt one, or one of an unknown format version, is refused. So is a
@@ -117,6 +141,10 @@ int cxlcr_region_assign_net(struct cxlcr_pool *pool, uint64_t generation, uint32
 /* Records an arena's pod link name (a restored service gets a new one). */
 int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const char *veth);
 
+/* Changes a live region's kind from `from` to `to` under the lock (fails
+ * if it is not of kind `from`). */
+int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to);
+
 /* Makes [offset, offset+size) of the pool read as zero: a hole in a file,
  * stores on a devdax device. */
 int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size);
@@ -150,5 +178,11 @@ int cxlcr_region_claim_epochs(struct cxlcr_pool *pool, size_t n, const uint64_t 
 			      struct cxlcr_region *now);
 int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint64_t expected_epoch,
 			     int32_t pid, const char *host, struct cxlcr_region *now);
+
+/* Has the process that owns region r, on host (the caller's own), ended?
+ * Its pid alone cannot say: pids are reused, so the start time recorded
+ * with it (owner_start) must still be that pid's. false when nobody owns
+ * r, or its owner runs on another host (it cannot be seen from here). */
+bool cxlcr_region_owner_gone(const struct cxlcr_region *r, const char *host);
 
 #endif

@@ -20,7 +20,13 @@
 #ifndef CXLCR_POOL_FORMAT_H
 #define CXLCR_POOL_FORMAT_H
 
+/* The kernel module of kernel/ includes this header too (the panic
+ * tombstone has one definition): fixed-size types from the kernel there. */
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
 #include <stdint.h>
+#endif
 
 #define CXLCR_POOL_MAGIC        0x4c4f4f5052434c58ULL /* "XLCRPOOL" */
 /* 2: the lock word carries a renewal count, and regions have the states
@@ -83,6 +89,10 @@ struct cxlcr_superblock {
 };
 
 #define CXLCR_POOL_F_DEVDAX     0x1u   /* formatted on a devdax device */
+/* A pool file that keeps a devdax device's rules (no private mapping of it,
+ * no userfaultfd on its mappings, so fork children are copies): the
+ * stand-in that runs the devdax code paths where there is no device. */
+#define CXLCR_POOL_F_AS_DEVDAX  0x2u
 
 /* An entry's state changes with compare-and-swaps. An allocator reserves a
  * FREE entry as STAGING, fills it in, checks it still holds the lock, clears
@@ -110,6 +120,16 @@ enum cxlcr_region_kind {
 	CXLCR_KIND_EXTENT = 6,   /* more heap for an arena that grew: "<arena>.ext<n>" (see the arena header) */
 	CXLCR_KIND_LEASES = 7,   /* the verb leases: one control owner per service (struct cxlcr_verb_lease) */
 	CXLCR_KIND_HOSTS = 8,    /* the host table: the pod's membership (struct cxlcr_hosts_header) */
+	CXLCR_KIND_TIER = 9,     /* the cold tier's memory servers and extents (tier/format.h) */
+	/* An arena or extent of a host declared dead whose service was
+	 * recovered elsewhere into a fresh arena (recovery/takeover.c): it
+	 * keeps its name, owner and memory, is never handed to anyone, and is
+	 * freed only once its host has acknowledged its fence. A fresh
+	 * arena a recovery is still making is one too, of the host making it,
+	 * until the recovery commits it (an arena or extent again): if that
+	 * host dies first, it is never handed to anyone either. Several may
+	 * share a name. */
+	CXLCR_KIND_QUARANTINE = 10,
 };
 
 /* Kinds whose entries are services: a process with a name, an owner and,
@@ -136,7 +156,8 @@ struct cxlcr_region {
 	uint64_t created_ns;
 	uint64_t owner_epoch;    /* bumped on every change of owner */
 	int32_t  owner_pid;      /* 0 = nobody attached */
-	uint32_t reserved0;
+	uint32_t owner_start;    /* owner_pid's start time (/proc/PID/stat, low 32 bits) on owner_host,
+	                          * against pid reuse; 0 = not known (cxlcr_region_owner_gone()) */
 	char     owner_host[CXLCR_HOST_MAX];
 	char     command[CXLCR_COMMAND_MAX]; /* what runs in it, for `cxlcr ps` */
 	char     veth[16];       /* arenas in a pod: the service's link on the pod bridge */
@@ -168,6 +189,25 @@ struct cxlcr_region {
  */
 #define CXLCR_LEASES_REGION      "leases"
 #define CXLCR_LEASE_VERB_MAX     16u
+#define CXLCR_OUTCOME_REASON_MAX 248u
+
+/* The outcome of the last verb on a service (cxlcr status: last_verb),
+ * kept in its lease entry, where every host of the pod reads it: written
+ * by the verb's worker when it ends (ok or failed, whether or not its
+ * command line still listens), or by whoever takes the lease over from a
+ * worker that died in the middle (abandoned). seq is odd while it is being
+ * written (a writer makes it odd by compare-and-swap from even). */
+enum { CXLCR_OUTCOME_OK = 1, CXLCR_OUTCOME_FAILED = 2, CXLCR_OUTCOME_ABANDONED = 3 };
+struct cxlcr_verb_outcome {
+	uint64_t service_generation; /* the service it is about (0: none yet) */
+	uint64_t ended_ns;           /* CLOCK_REALTIME of the writer, for people only */
+	char     verb[CXLCR_LEASE_VERB_MAX];
+	char     host[CXLCR_HOST_MAX]; /* where the verb ran */
+	uint32_t result;             /* CXLCR_OUTCOME_* */
+	uint32_t seq;
+	char     reason[CXLCR_OUTCOME_REASON_MAX]; /* one line; "" when ok */
+};
+_Static_assert(sizeof(struct cxlcr_verb_outcome) == 352, "verb outcome layout");
 
 struct cxlcr_verb_lease {
 	uint64_t word;               /* 0: free; else the holder's token (never 0) */
@@ -183,9 +223,9 @@ struct cxlcr_verb_lease {
 	char     verb[CXLCR_LEASE_VERB_MAX];
 	uint64_t frozen_start;       /* frozen_pid's start time */
 	uint64_t frozen_epoch;       /* the service's owner_epoch when it was frozen */
-	uint8_t  pad[192 - 160];
+	struct cxlcr_verb_outcome last; /* the last verb's outcome */
 };
-_Static_assert(sizeof(struct cxlcr_verb_lease) == 192, "verb lease layout");
+_Static_assert(sizeof(struct cxlcr_verb_lease) == 512, "verb lease layout");
 #define CXLCR_LEASES_SIZE (CXLCR_REGION_MAX * sizeof(struct cxlcr_verb_lease))
 
 /*
@@ -215,7 +255,13 @@ _Static_assert(sizeof(struct cxlcr_verb_lease) == 192, "verb lease layout");
  *
  * An entry whose identity fails its checksum, or whose state is none of
  * these, is corrupt: never used, rewritten or judged, and reported.
- * `tombstone` is kept for the recovery issue (a dying host's last word).
+ *
+ * `tombstone` is a dying host's last word (struct cxlcr_tombstone, below):
+ * written by the kernel module of kernel/ from the host's panic notifier
+ * (or by `cxlcr pod crash H --panic`, which writes exactly the same bytes),
+ * or by a drain of the host that ran out of time (the hard-crash path takes
+ * the rest over), it makes every reader judge the host dead at once,
+ * without waiting for its lease.
  */
 #define CXLCR_HOSTS_MAGIC        0x5354534f48434c58ULL /* "XLCHOSTS" */
 #define CXLCR_HOSTS_VERSION      1u
@@ -253,21 +299,78 @@ struct cxlcr_host_identity {
 	uint64_t joined_ns;          /* CLOCK_REALTIME of the start, for people only */
 };
 
+/*
+ * A tombstone: {host, incarnation, reason, time}, written once by a host
+ * that is dying, into its own entry, by code that runs with the other CPUs
+ * stopped and interrupts off (a panic notifier): no allocation, no lock,
+ * nothing but stores, then clflush and sfence of the entry's last line.
+ *
+ * It stands only for the incarnation it names (the entry's at the time of
+ * death); a daemon that registers again starts a new incarnation, and a
+ * tombstone of an older one means nothing (registration also clears it).
+ * `checksum` is the CRC-32C (Castagnoli, the standard one: initial value
+ * and final xor ~0, as common/checksum.c computes it and as the kernel's
+ * ~__crc32c_le(~0, ...) does) of the bytes before it. A tombstone whose
+ * magic is set but whose checksum, index or reason is wrong is refused,
+ * never followed: the host is then judged by its heartbeat alone.
+ */
+#define CXLCR_TOMBSTONE_MAGIC    0x42544d4f544c4358ULL /* "XCLTOMTB" */
+
+enum cxlcr_tombstone_reason {
+	CXLCR_TOMBSTONE_PANIC = 1,   /* the kernel's panic notifier */
+	CXLCR_TOMBSTONE_OOPS = 2,    /* its die notifier, on an oops that will end the machine */
+	CXLCR_TOMBSTONE_HANDOFF = 3, /* its drain ran out of time (recovery/drain.c): the rest is recovered */
+};
+
+struct cxlcr_tombstone {
+	uint64_t magic;              /* CXLCR_TOMBSTONE_MAGIC; 0: none */
+	uint64_t incarnation;        /* of the host that died: its entry's id.incarnation */
+	uint64_t time_ns;            /* its CLOCK_REALTIME then, for people only */
+	uint32_t reason;             /* enum cxlcr_tombstone_reason */
+	uint32_t host_index;         /* of its entry: a tombstone is valid only there */
+	uint32_t checksum;           /* CRC-32C of the fields above */
+	uint32_t reserved;
+};
+#define CXLCR_TOMBSTONE_CHECKED  32u   /* the bytes the checksum covers */
+
 struct cxlcr_host_entry {
 	/* changed without the lock, with atomics */
 	uint64_t counter;            /* the heartbeat: bumped every period_ns, never goes back */
 	uint64_t state;              /* enum cxlcr_host_state */
-	uint8_t  pad0[CXLCR_CACHELINE - 16];
+	/* Fencing (recovery/takeover.c). A host that judged this one dead
+	 * bumps `fence` from a value equal to `fence_ack` (compare-and-set,
+	 * the winner's entry index + 1 in the low 8 bits): exactly one host
+	 * wins each death and recovers its services. While fence !=
+	 * fence_ack the host is fenced: its daemon, when it finds that, kills
+	 * its old services first; once the winner has stored fence into
+	 * fence_done (its recovery is over: nothing of the host's is taken
+	 * any more), it frees its quarantined regions and stores fence into
+	 * fence_ack. A winner that dies before that is replaced: another
+	 * host (or the fenced one itself, once back) moves `fence` one
+	 * generation on with itself as the winner (compare-and-set under the
+	 * pool lock), and the old winner's recovery, which changes the region
+	 * table only while `fence` is still its own (cxlcr_pool_guard), stops
+	 * at its next step. */
+	uint64_t fence;
+	uint64_t fence_ack;
+	uint64_t fence_done;
+	uint8_t  pad0[CXLCR_CACHELINE - 40];
 	/* written under the pool lock at registration */
 	struct cxlcr_host_identity id;
 	uint32_t id_checksum;        /* CRC-32C of id */
 	uint32_t reserved;
-	uint8_t  pad1[256 - CXLCR_CACHELINE - 144 - 8 - 8];
-	uint64_t tombstone;          /* reserved: the recovery issue's last word of a dying host */
+	/* written by the host's kernel as it dies (in the entry's last line) */
+	struct cxlcr_tombstone tombstone;
 };
 _Static_assert(sizeof(struct cxlcr_hosts_header) == CXLCR_CACHELINE, "host table header layout");
 _Static_assert(sizeof(struct cxlcr_host_identity) == 144, "host identity layout");
+_Static_assert(sizeof(struct cxlcr_tombstone) == 40, "tombstone layout");
+_Static_assert(__builtin_offsetof(struct cxlcr_tombstone, checksum) == CXLCR_TOMBSTONE_CHECKED,
+	       "the tombstone's checksum covers what precedes it");
 _Static_assert(sizeof(struct cxlcr_host_entry) == 256, "host entry layout");
+_Static_assert(__builtin_offsetof(struct cxlcr_host_entry, tombstone) / CXLCR_CACHELINE ==
+	       (sizeof(struct cxlcr_host_entry) - 1) / CXLCR_CACHELINE,
+	       "a tombstone lies in one cache line, the entry's last");
 #define CXLCR_HOSTS_SIZE (CXLCR_HOSTS_HEADER_SIZE + CXLCR_HOSTS_MAX * sizeof(struct cxlcr_host_entry))
 
 /*
@@ -320,6 +423,7 @@ _Static_assert(CXLCR_HOSTS_KEY_OFFSET >= sizeof(struct cxlcr_hosts_header) &&
 #define CXLCR_ARENA_MAGIC        0x414e455241434c58ULL /* "XLCARENA" */
 #define CXLCR_ARENA_VERSION      2u
 #define CXLCR_ARENA_EXTENTS_MAX  64u
+#define CXLCR_PUNCH_LOG          256u
 #define CXLCR_EXTENT_SEP         ".ext"  /* extent n of arena A: "A.ext<n>" */
 #define CXLCR_ARENA_HEAP_OFFSET  CXLCR_POOL_ALIGN
 #define CXLCR_ARENA_STAT_SLOTS   128u
@@ -390,7 +494,9 @@ struct cxlcr_arena_header {
 	/* Heap ranges punched out (preload/release.c): begun is bumped before
 	 * the punch, done after it. A punch changes pages (they read zero
 	 * afterwards) without a write the tracking sees, so a snapshot whose
-	 * finish trusts tracking looks for new holes when these moved. */
+	 * finish trusts tracking must know the pages punched since: from
+	 * punch_log (below) when it holds every punch since, else by
+	 * comparing every page. */
 	uint64_t punches_begun;
 	uint64_t punches_done;
 	/* Scans of the heap's write tracking (tracking/since.c), each of which
@@ -415,7 +521,42 @@ struct cxlcr_arena_header {
 	 * the daemon that starts the tracker. */
 	uint32_t track_small_pages;
 	uint32_t reserved2;
+	/* The last CXLCR_PUNCH_LOG punches (preload/release.c), so that a
+	 * snapshot finds the pages they zeroed without comparing the whole
+	 * heap. Punch number n (punches_begun before its bump) is entry
+	 * n % CXLCR_PUNCH_LOG: seq 0, its heap range [lo, hi) (offsets in the
+	 * heap), then seq n + 1 (a seqlock), all before the punch and before
+	 * punches_done moves. A reader that saw begun == done at n0 and again
+	 * at n1 knows that punches n0..n1-1 were all logged, if each entry
+	 * still has its seq (else more than CXLCR_PUNCH_LOG happened between,
+	 * or a preload that logs nothing punched: it compares every page). */
+	struct cxlcr_punch_entry {
+		uint64_t seq;
+		uint64_t lo, hi;
+	} punch_log[CXLCR_PUNCH_LOG];
+	/* Hard-crash recovery (recovery/takeover.c): 1 if the service's host
+	 * was declared dead and it had no recovery point to come back from. */
+	uint32_t lost;
+	/* A fresh arena made from a recovery point of a dead host's service:
+	 * that host, and the one that restored it. "": not recovered so. */
+	char     recovered_from_host[CXLCR_HOST_MAX];
+	char     recovered_on_host[CXLCR_HOST_MAX];
+	/* Recovery given up on (recovery/marks.c): 1 once the service is
+	 * left down for an operator (status says failed), and why; the reason
+	 * of the last recovery that failed is kept here before that too. A
+	 * restore from a recovery point clears both. */
+	uint32_t failed;
+	uint32_t reserved3;
+	char     failed_reason[192];
+	/* Set in a quarantined arena once a recovery committed the fresh
+	 * arena made from its point (that one's region generation), so that
+	 * it is never recovered again: 0 until then. A fresh arena a recovery
+	 * is still making has CXLCR_RECOVERY_MAKING here until its commit:
+	 * half made, it is no service's old arena either. */
+	uint64_t recovered_into;
 };
+
+#define CXLCR_RECOVERY_MAKING (~0ull)
 
 _Static_assert(sizeof(struct cxlcr_superblock) == 4 * CXLCR_CACHELINE, "superblock layout");
 _Static_assert(sizeof(struct cxlcr_region) == 256, "region entry layout");
@@ -494,6 +635,7 @@ _Static_assert(sizeof(struct cxlcr_image_file) == 128, "image file entry layout"
 #define CXLCR_SNAPSHOT_INFO_FILE   "cxlcr-snapshot.txt" /* a fork dump: the snapshot taken, in text */
 #define CXLCR_CHANGED_PAGES_FILE   "cxlcr-changed-pages.img" /* a fork dump: struct cxlcr_changed_pages */
 #define CXLCR_RESTORE_INFO_FILE    "cxlcr-restore.txt" /* a child's restore: how long it took */
+#define CXLCR_RESTORE_PARTS_FILE   "cxlcr-restore-parts.txt" /* a restore: the plugin's part of the freeze, in text */
 
 /*
  * The heap pages a parent wrote between its previous snapshot and this one
@@ -521,6 +663,9 @@ _Static_assert(sizeof(struct cxlcr_changed_pages) == 32, "changed pages header l
  * restored only once the source (real_pid, started at source_start) is
  * gone; see criu-plugin/live_source.c. */
 #define CXLCR_RECORD_F_LIVE_SOURCE 0x8u
+/* The pool keeps a devdax device's rules without being one (a file
+ * formatted --as-devdax, CXLCR_POOL_F_AS_DEVDAX): no private views of it. */
+#define CXLCR_RECORD_F_DAX_RULES   0x10u
 
 struct cxlcr_arena_record {
 	uint64_t magic;              /* CXLCR_ARENA_RECORD_MAGIC */
@@ -629,11 +774,13 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
 /* 4: incremental snapshots (bases[]), a 1 KiB header */
 #define CXLCR_SNAPSHOT_VERSION      4u
 #define CXLCR_SNAPSHOT_BASES_MAX    8u
-/* An incremental snapshot whose leaves would make more runs than this is
- * taken in full instead: a fork child maps each run (rebase/mm.c), and
- * scattered writes would make tens of thousands. */
+/* A fork child that shares its snapshot's pages maps each run
+ * (rebase/mm.c): a fork whose newest snapshot has more runs than this (an
+ * incremental one after scattered writes) takes a full one for its
+ * children first (daemon/fork.c). Snapshots themselves have no bound. */
 #define CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX 16384u
 #define CXLCR_SNAPSHOT_COMPLETE     0x454e4f4450414e53ULL /* "SNAPDONE" */
+#define CXLCR_PUNCHES_UNSETTLED     (1ull << 63)
 #define CXLCR_SNAPSHOT_PAGE_SIZE    4096u
 #define CXLCR_SNAPSHOT_TABLE_OFFSET 4096u
 #define CXLCR_SNAPSHOT_ARENA_HEADER_SIZE \
@@ -643,7 +790,7 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
 enum cxlcr_page_tier {
 	CXLCR_TIER_ZERO = 0,     /* never stored: reads as zero */
 	CXLCR_TIER_CXL = 1,      /* a copy in the pool, at the leaf's offset */
-	CXLCR_TIER_COLD = 2,     /* on a memory server of the cold tier (nothing writes these yet) */
+	CXLCR_TIER_COLD = 2,     /* on a memory server of the cold tier (see `cold` in the header) */
 };
 
 #define CXLCR_LEAF_TIER_MASK      0xfull
@@ -684,7 +831,9 @@ struct cxlcr_snapshot_header {
 	uint64_t pages_own;          /* CXL pages whose copy is in this snapshot's data area */
 	uint64_t track_scans;        /* the arena's scan_count after the finish's scan; 0: not tracked */
 	uint64_t track_fork_count;   /* the arena's fork_count at the finish */
-	uint64_t track_punches;      /* the arena's punches_begun at the finish */
+	uint64_t track_punches;      /* the arena's punches_begun at the finish, with
+				      * CXLCR_PUNCHES_UNSETTLED if one was under way then
+				      * (a thread stopped mid-punch: it ends after the freeze) */
 	uint32_t base_count;         /* entries of bases[] */
 	uint32_t reserved3;
 	struct cxlcr_snapshot_base {
@@ -711,7 +860,22 @@ struct cxlcr_snapshot_header {
 	uint32_t draft_spare;        /* pages of room after its copies, for its finish */
 	uint64_t draft_own;          /* pages it stored in its own data area */
 	uint64_t draft_run_room;     /* runs its layout leaves room for */
-	uint8_t  pad[1024 - 880];
+	/* A tiered snapshot's cold pages (tier/, docs/cold-tier.md): all on
+	 * one memory server, in one extent there, each page's CRC-32C in a
+	 * table of this region. Written before `complete`, with a checksum of
+	 * its own (it lies outside the header's); all zero when pages_cold is. */
+	struct cxlcr_snapshot_cold {
+		uint64_t owner;              /* the extent's owner: this region's generation */
+		uint64_t server_incarnation; /* of the server when the pages were written */
+		uint64_t extent_offset;      /* the extent on the server (cold leaves point into it) */
+		uint64_t extent_size;
+		uint64_t crc_offset;         /* from the region's start: a uint32_t per cold page */
+		uint32_t server;             /* entry of the tier table */
+		uint32_t crc_table_crc;      /* CRC-32C of that table */
+		uint32_t reserved;
+		uint32_t checksum;           /* CRC-32C of the fields above */
+	} cold;
+	uint8_t  pad[1024 - 936];
 };
 
 /* One entry of the run table: pages [first_page, first_page + pages) of
@@ -728,6 +892,7 @@ _Static_assert(sizeof(struct cxlcr_snapshot_header) == 1024, "snapshot header la
 _Static_assert(sizeof(struct cxlcr_snapshot_header) <= CXLCR_SNAPSHOT_TABLE_OFFSET,
 	       "snapshot header fits before the table");
 _Static_assert(sizeof(struct cxlcr_snapshot_run) == 24, "snapshot run layout");
+_Static_assert(sizeof(struct cxlcr_snapshot_cold) == 56, "snapshot cold info layout");
 
 /*
  * The snapshot catalog: snapshots found by name, borrowed by the processes

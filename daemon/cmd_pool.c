@@ -49,6 +49,7 @@ static void print_pool(const struct cxlcr_pool *pool, bool json, const char *ver
 		json_begin(&j, stdout);
 		json_str(&j, "path", pool->path);
 		json_str(&j, "kind", pool->devdax ? "devdax" : "file");
+		json_bool(&j, "devdax_rules", pool->dax_rules);
 		json_str(&j, "uuid", uuid);
 		json_u64(&j, "version", pool->sb->version);
 		json_u64(&j, "size", pool->sb->size);
@@ -58,7 +59,7 @@ static void print_pool(const struct cxlcr_pool *pool, bool json, const char *ver
 		return;
 	}
 	printf("%s%s%s pool %s: %s, uuid %s, format %u, %d region%s (%s)\n", verb, *verb ? " " : "",
-	       pool->devdax ? "devdax" : "emulated", pool->path,
+	       pool->devdax ? "devdax" : pool->dax_rules ? "emulated devdax" : "emulated", pool->path,
 	       cxlcr_format_size(pool->sb->size, size, sizeof(size)), uuid, pool->sb->version,
 	       regions, regions == 1 ? "" : "s", cxlcr_format_size(used, used_s, sizeof(used_s)));
 }
@@ -92,13 +93,14 @@ static int pool_format(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "device", required_argument, 0, 'd' }, { "size", required_argument, 0, 's' },
 		{ "force", no_argument, 0, 'f' },        { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 }
+		{ "as-devdax", no_argument, 0, 'D' },    { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 }
 	};
 	const char *device = cxlcr_pool_path();
 	uint64_t size = 0;
-	bool force = false, json = false;
+	bool force = false, json = false, as_devdax = false;
 	int c;
-	while ((c = getopt_long(argc, argv, "d:s:fjh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:s:fjDh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 's':
@@ -107,12 +109,15 @@ static int pool_format(int argc, char **argv)
 			break;
 		case 'f': force = true; break;
 		case 'j': json = true; break;
+		case 'D': as_devdax = true; break;
 		case 'h':
-			printf("usage: cxlcr pool format [--device PATH] [--size SIZE] [--force] [--json]\n\n"
+			printf("usage: cxlcr pool format [--device PATH] [--size SIZE] [--force] [--as-devdax] [--json]\n\n"
 			       "Formats PATH (default $CXLCR_POOL or %s) as an empty pool.\n"
 			       "PATH is a devdax device (/dev/daxX.Y, sized with libdaxctl) or a file on\n"
 			       "tmpfs or hugetlbfs (an emulated pool, created if missing; default size %llu GiB).\n"
-			       "A pool that still holds arenas is only formatted with --force.\n",
+			       "A pool that still holds arenas is only formatted with --force.\n"
+			       "--as-devdax: a file that keeps a devdax device's rules (never mapped\n"
+			       "privately, so fork children are copies): runs the devdax paths without a device.\n",
 			       CXLCR_POOL_DEFAULT_PATH, CXLCR_POOL_DEFAULT_SIZE >> 30);
 			return EXIT_OK;
 		default: return EXIT_USAGE;
@@ -126,7 +131,7 @@ static int pool_format(int argc, char **argv)
 				       "services first; --force does not override this)", device ? device : cxlcr_pool_path(),
 			    busy, busy == 1 ? "" : "es");
 	struct cxlcr_pool pool;
-	int rc = cxlcr_pool_format(device, size, force, &pool);
+	int rc = cxlcr_pool_format_as(device, size, force, as_devdax, &pool);
 	if (rc < 0)
 		return fail(rc == CXLCR_POOL_UNSAFE ? EXIT_NO_POOL : EXIT_FAIL, "%s", cxlcr_last_error());
 	print_pool(&pool, json, "formatted");
@@ -159,7 +164,7 @@ int cmd_pool(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "check"))
 		return pool_check(argc - 1, argv + 1);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: cxlcr pool format [--device PATH] [--size SIZE] [--force] [--json]\n"
+		printf("usage: cxlcr pool format [--device PATH] [--size SIZE] [--force] [--as-devdax] [--json]\n"
 		       "       cxlcr pool info [--json]\n"
 		       "       cxlcr pool check [--json]\n");
 		return EXIT_OK;

@@ -6,7 +6,7 @@
  *                 ABANDONED or FREEING keeps its space: a leak); every live
  *                 region aligned and inside the data area; no two regions
  *                 that take space overlap; no two live regions of one kind
- *                 and name; no entry left mid-rewrite (odd seq); every
+ *                 and name (but quarantined ones); no entry left mid-rewrite (odd seq); every
  *                 extent's arena alive; every snapshot region named by the
  *                 catalog (else nobody will ever free it);
  *   catalog       every entry FREE, PUBLISHED or TOMBSTONE (WRITING and
@@ -40,6 +40,8 @@ struct check {
 	unsigned count;
 	unsigned regions, snapshots, catalog_entries, borrows, holds, published;
 	uint64_t region_bytes;
+	uint32_t quarantined;     /* regions of fenced hosts, kept until they acknowledge */
+	char quarantine[PROBLEMS_MAX][CXLCR_NAME_MAX + CXLCR_HOST_MAX + 8]; /* "NAME of HOST" */
 };
 
 static void problem(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -91,6 +93,10 @@ static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, s
 		else {
 			c->regions++;
 			c->region_bytes += r->size;
+			if (r->kind == CXLCR_KIND_QUARANTINE && c->quarantined < PROBLEMS_MAX)
+				snprintf(c->quarantine[c->quarantined], sizeof(c->quarantine[0]), "%.*s of %.*s",
+					 (int)CXLCR_NAME_MAX, r->name, (int)CXLCR_HOST_MAX, r->owner_host);
+			c->quarantined += r->kind == CXLCR_KIND_QUARANTINE;
 		}
 		if (r->offset % CXLCR_POOL_ALIGN || r->offset < CXLCR_DATA_OFFSET || r->size == 0 ||
 		    r->offset > end || r->size > end - r->offset)
@@ -101,7 +107,7 @@ static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, s
 		if (r->state != CXLCR_REGION_LIVE)
 			continue;
 		for (uint32_t k = i + 1; k < CXLCR_REGION_MAX; k++)
-			if (t[k].state == CXLCR_REGION_LIVE && t[k].kind == r->kind &&
+			if (t[k].state == CXLCR_REGION_LIVE && t[k].kind == r->kind && r->kind != CXLCR_KIND_QUARANTINE &&
 			    !strncmp(t[k].name, r->name, CXLCR_NAME_MAX))
 				problem(c, "two live regions of kind %u are called %.64s (entries %u and %u)", r->kind,
 					r->name, i, k);
@@ -138,17 +144,11 @@ static bool in_progress(struct cxlcr_pool *pool, const struct cxlcr_region *snap
 	return cxlcr_region_find(pool, CXLCR_KIND_ARENA, service, &arena) && verb_lease_held(pool, &arena);
 }
 
-static void check_catalog(struct cxlcr_pool *pool, const struct cxlcr_region *t, struct check *c)
+static void check_catalog(const struct cxlcr_region *t, const struct cxlcr_catalog_info *e, const bool *busy,
+			  struct check *c)
 {
-	static struct cxlcr_catalog_info e[CXLCR_CATALOG_ENTRIES];
 	static bool named[CXLCR_REGION_MAX];
 	memset(named, 0, sizeof(named));
-	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
-		if (cxlcr_catalog_entry(pool, i, &e[i]) < 0) {
-			problem(c, "catalog entry %u cannot be read: %s", i, cxlcr_last_error());
-			return;
-		}
-	}
 	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
 		const struct cxlcr_catalog_info *x = &e[i];
 		if (x->state == CXLCR_CATALOG_FREE)
@@ -196,10 +196,50 @@ static void check_catalog(struct cxlcr_pool *pool, const struct cxlcr_region *t,
 		if (t[k].state != CXLCR_REGION_LIVE || t[k].kind != CXLCR_KIND_SNAPSHOT)
 			continue;
 		c->snapshots++;
-		if (!named[k] && !in_progress(pool, &t[k]))
+		if (!named[k] && !busy[k])
 			problem(c, "snapshot region %.64s (%llu bytes) is named by no catalog entry: leaked", t[k].name,
 				(unsigned long long)t[k].size);
 	}
+}
+
+/*
+ * One view of the region table, the catalog and the verbs under way, as
+ * of one instant. Each is read through stable copies, but not all at
+ * once: a recovery point published (or its predecessor freed) between the
+ * reads showed a snapshot region that no catalog entry named, as a leak
+ * beside a busy but healthy pool. So the table is read before and after
+ * the catalog, and the view kept only when the two agree; and whether a
+ * snapshot's service has a verb under way (busy[k]) is read between the
+ * first table read and the catalog: a snapshot being made then was begun
+ * under its service's lease before that read and is published after the
+ * catalog was read, so its lease is seen held. Read after the catalog,
+ * that lease could be gone already, with the snapshot published too late
+ * for the catalog read. Returns -1 (with the problem recorded) if the
+ * catalog cannot be read or the pool never held still.
+ */
+static int read_view(struct cxlcr_pool *pool, struct cxlcr_region *table, struct cxlcr_catalog_info *e, bool *busy,
+		     struct check *c)
+{
+	static struct cxlcr_region again[CXLCR_REGION_MAX];
+	for (int attempt = 0; attempt < 1000; attempt++) {
+		for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+			cxlcr_region_slot(pool, i, &table[i]);
+		for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+			busy[i] = table[i].state == CXLCR_REGION_LIVE && table[i].kind == CXLCR_KIND_SNAPSHOT &&
+				  in_progress(pool, &table[i]);
+		for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+			if (cxlcr_catalog_entry(pool, i, &e[i]) < 0) {
+				problem(c, "catalog entry %u cannot be read: %s", i, cxlcr_last_error());
+				return -1;
+			}
+		}
+		for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
+			cxlcr_region_slot(pool, i, &again[i]);
+		if (!memcmp(table, again, sizeof(again)))
+			return 0;
+	}
+	problem(c, "the region table changed under every one of 1000 reads of the catalog");
+	return -1;
 }
 
 int pool_check(int argc, char **argv)
@@ -214,12 +254,14 @@ int pool_check(int argc, char **argv)
 	if (rc)
 		return rc;
 	static struct cxlcr_region table[CXLCR_REGION_MAX];
+	static struct cxlcr_catalog_info entries[CXLCR_CATALOG_ENTRIES];
+	static bool busy[CXLCR_REGION_MAX];
 	static struct check c;
 	memset(&c, 0, sizeof(c));
-	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++)
-		cxlcr_region_slot(&pool, i, &table[i]);
-	check_table(&pool, table, &c);
-	check_catalog(&pool, table, &c);
+	if (read_view(&pool, table, entries, busy, &c) == 0) {
+		check_table(&pool, table, &c);
+		check_catalog(table, entries, busy, &c);
+	}
 	cxlcr_pool_close(&pool);
 	unsigned shown = c.count < PROBLEMS_MAX ? c.count : PROBLEMS_MAX;
 	if (json) {
@@ -228,6 +270,11 @@ int pool_check(int argc, char **argv)
 		json_bool(&j, "ok", c.count == 0);
 		json_u64(&j, "regions", c.regions);
 		json_u64(&j, "region_bytes", c.region_bytes);
+		json_u64(&j, "quarantined", c.quarantined);
+		json_array(&j, "quarantined_regions");
+		for (unsigned i = 0; i < c.quarantined && i < PROBLEMS_MAX; i++)
+			json_str(&j, NULL, c.quarantine[i]);
+		json_array_end(&j);
 		json_u64(&j, "snapshots", c.snapshots);
 		json_u64(&j, "catalog_entries", c.catalog_entries);
 		json_u64(&j, "borrows", c.borrows);

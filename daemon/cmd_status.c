@@ -11,6 +11,7 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "../control/fence.h"
+#include "../control/outcome.h"
 #include "cli.h"
 #include "image_store.h"
 #include "container.h"
@@ -80,7 +81,7 @@ int cmd_status(int argc, char **argv)
 	const char *name = a.name;
 	struct cxlcr_pool pool;
 	struct service s;
-	int rc = service_find(&pool, name, &s);
+	int rc = service_find_for(&pool, name, &s, true);
 	if (rc)
 		return rc;
 	if (json) {
@@ -98,7 +99,11 @@ int cmd_status(int argc, char **argv)
 		}
 		printf("command   %s\n", s.command);
 		if (s.region.kind == CXLCR_KIND_CHILD) {
-			printf("heap      its parent's snapshot, copy-on-write (RssAnon: what it owns)\n");
+			if (strstr(s.command, "copy mode"))
+				printf("heap      its own copy of its parent's snapshot (copy mode: its pager "
+				       "installed the pages)\n");
+			else
+				printf("heap      its parent's snapshot, copy-on-write (RssAnon: what it owns)\n");
 			if (s.rss_anon_kb >= 0)
 				printf("memory    RssAnon %lld kB, RssFile %lld kB\n", (long long)s.rss_anon_kb,
 				       (long long)s.rss_file_kb);
@@ -120,8 +125,22 @@ int cmd_status(int argc, char **argv)
 			else
 				printf("recovery  a point every %u ms; none yet\n", s.recovery_interval_ms);
 		}
-		if (s.restored_from_point[0])
+		if (s.recovered_from_host[0])
+			printf("recovered on %s from recovery point %s after its host %s died\n", s.recovered_on_host,
+			       s.restored_from_point, s.recovered_from_host);
+		else if (s.restored_from_point[0])
 			printf("restored  from recovery point %s\n", s.restored_from_point);
+		if (s.lost)
+			printf("lost      its host died and it had no recovery point\n");
+		if (s.failed_reason[0])
+			printf("%s %s\n", s.failed ? "failed   " : "recovery ", s.failed_reason);
+		if (s.has_last_verb) {
+			uint64_t now = cxlcr_now_ns();
+			printf("last verb %s on %s, %s (%.1f s ago)%s%s\n", s.last_verb.verb, s.last_verb.host,
+			       verb_outcome_word(s.last_verb.result),
+			       now > s.last_verb.ended_ns ? (double)(now - s.last_verb.ended_ns) / 1e9 : 0.0,
+			       s.last_verb.reason[0] ? ": " : "", s.last_verb.reason);
+		}
 		if (s.fallback_allocs)
 			printf("fallbacks %llu allocations (%s) in private memory from glibc: the arena could not "
 			       "grow (%s); %llu before the arena was ready\n",
@@ -159,7 +178,7 @@ static int free_arena(struct cxlcr_pool *pool, struct service *s)
 	 * be a pod host other than the one stop runs as. */
 	if (s->region.kind == CXLCR_KIND_CHILD) {
 		cxlcr_catalog_reap(pool, NULL);
-		if (host_is_local_pod_host(s->region.owner_host))
+		if (host_on_this_machine(s->region.owner_host))
 			cxlcr_catalog_reap_as(pool, s->region.owner_host, NULL);
 	}
 	return EXIT_OK;

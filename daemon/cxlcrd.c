@@ -11,8 +11,10 @@
  * namespace, where the pod's bridge is.
  *
  * Between requests it keeps the host registered in the pod's host table,
- * its heartbeat going, and takes back the snapshot borrows of hosts whose
- * heartbeat stopped (pod/liveness.c).
+ * its heartbeat going, takes back the snapshot borrows of hosts whose
+ * heartbeat stopped (pod/liveness.c), fences hosts it finds dead and
+ * recovers their services, and, when it finds its own host fenced, kills
+ * its old services first (recovery/takeover.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,17 +34,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/catalog.h"
 #include "../common/error.h"
 #include "../common/pool_format.h"
 #include "../common/pool.h"
 #include "../common/util.h"
 #include "../control/fence.h"
+#include "../control/outcome.h"
 #include "../pod/liveness.h"
+#include "../tier/tier.h"
 #include "api.h"
 #include "../recovery/recovery.h"
 #include "cli.h"
 #include "config.h"
 #include "dlog.h"
+#include "fork.h"
 #include "container.h"
 #include "rpc.h"
 #include "rpc_tcp.h"
@@ -89,6 +95,21 @@ static int enter_pod_network(void)
 	return 0;
 }
 
+/* A request's verb, its outcome recorded in the pool for `cxlcr status`
+ * (control/outcome.h): whoever asked may be gone by its end. */
+static char served_verb[32] = "?"; /* the request's verb, for the log */
+static int dispatch_recorded(int argc, char **argv)
+{
+	if (argc > 0)
+		snprintf(served_verb, sizeof(served_verb), "%s", argv[0]);
+	int rc = cli_dispatch(argc, argv);
+	fflush(NULL);
+	const struct verb_args *a = verb_args_last();
+	if (a && a->name && !a->lease && !a->recovery_point)
+		verb_outcome_after_request(argv[0], a->name, rc, fail_last(), cli_host);
+	return rc;
+}
+
 static void serve(int conn, bool over_tcp)
 {
 	signal(SIGCHLD, SIG_DFL);
@@ -101,12 +122,43 @@ static void serve(int conn, bool over_tcp)
 		dlog(LOG_ERR, "%s", cxlcr_last_error());
 		_exit(EXIT_FAIL);
 	}
-	status = over_tcp ? rpc_serve_tcp(conn, cli_dispatch) : rpc_serve(conn, cli_dispatch);
+	status = over_tcp ? rpc_serve_tcp(conn, dispatch_recorded) : rpc_serve(conn, dispatch_recorded);
 	if (status < 0)
 		dlog(LOG_WARNING, "request refused: %s", cxlcr_last_error());
 	else
-		log_line("request done: exit %d in %.1f ms", status, (double)(cxlcr_mono_ns() - t0) / 1e6);
+		log_line("request done: %s, exit %d in %.1f ms", served_verb, status,
+			 (double)(cxlcr_mono_ns() - t0) / 1e6);
 	_exit(status < 0 ? EXIT_FAIL : status);
+}
+
+/* A verb the daemon runs on its own (recovery/takeover.c: the recovery
+ * of a host it fenced), as a worker: forked, not exec'd (the command's
+ * start-up would add its libraries' constructors to a recovery), in the
+ * pod's network like a request's worker, its output in the daemon's log.
+ * The worker's pid, or -1. */
+static pid_t run_verb(int argc, char **argv)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		signal(SIGCHLD, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		uint64_t t0 = cxlcr_mono_ns();
+		if (enter_pod_network() < 0) {
+			dlog(LOG_ERR, "%s", cxlcr_last_error());
+			_exit(EXIT_FAIL);
+		}
+		optind = 1;
+		int status = cli_dispatch(argc, argv);
+		fflush(NULL);
+		log_line("%s %s done: exit %d in %.1f ms", argv[0], argc > 1 ? argv[1] : "", status,
+			 (double)(cxlcr_mono_ns() - t0) / 1e6);
+		_exit(status);
+	}
+	if (pid < 0)
+		return cxlcr_error("cannot fork a worker: %s", strerror(errno));
+	workers_add(pid, -1, 0, cxlcr_mono_ns());
+	return pid;
 }
 
 /* A worker for one fork API request: it logs one line. */
@@ -153,7 +205,7 @@ static int listen_api(const char *address, int port, int *unix_fd, int *tcp_fd, 
  * restored copy owns the arena and runs): without it they would stay
  * frozen, off the bridge, until the next verb on them.
  */
-static void worker_died(pid_t pid)
+static void worker_died(pid_t pid, int sig, bool overdue)
 {
 	pid_t r = fork();
 	if (r != 0) {
@@ -171,13 +223,33 @@ static void worker_died(pid_t pid)
 		dlog(LOG_ERR, "worker %d was killed; its services wait for their next verb: %s", (int)pid,
 		     cxlcr_last_error());
 	else if (cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
-		n = verb_recover_dead(&pool, pid);
+		char why[96];
+		if (overdue)
+			snprintf(why, sizeof(why), "stalled past its deadline ($%s) and was killed", WORKER_DEADLINE_ENV);
+		else
+			snprintf(why, sizeof(why), "was killed by signal %d", sig);
+		n = verb_recover_dead(&pool, pid, why);
+		/* A fork-restore worker's children that CRIU restored before it
+		 * could make them services: they end with their maker. */
+		int half = fork_drop_half_made(&pool, NULL);
+		if (half > 0) {
+			cxlcr_catalog_reap(&pool, NULL); /* their borrows */
+			dlog(LOG_WARNING, "worker %d was killed while making fork children: %d half-made child%s "
+			     "ended and freed", (int)pid, half, half == 1 ? "" : "ren");
+		}
 		cxlcr_pool_close(&pool);
 	}
 	if (n > 0)
 		dlog(LOG_WARNING, "worker %d was killed in a verb: %d service%s taken over and resumed", (int)pid,
 		     n, n == 1 ? "" : "s");
 	_exit(0);
+}
+
+/* A worker past its deadline (workers_kill_overdue) was killed. */
+static void worker_overdue(pid_t pid, uint64_t ran_ns)
+{
+	dlog(LOG_WARNING, "worker %d served one request for %llu ms, past its deadline ($%s): killed", (int)pid,
+	     (unsigned long long)(ran_ns / 1000000ull), WORKER_DEADLINE_ENV);
 }
 
 /* A connection over the limits gets one line and is closed: a JSON
@@ -219,7 +291,7 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 	if (pid < 0)
 		dlog(LOG_ERR, "cannot fork a worker: %s", strerror(errno));
 	else
-		workers_add(pid, kind, peer);
+		workers_add(pid, kind, peer, cxlcr_mono_ns());
 	close(conn);
 }
 
@@ -239,16 +311,20 @@ static void register_identity(int tcp, int port)
 static void usage(void)
 {
 	printf("usage: cxlcrd [--config FILE] [--host NAME] [--pool PATH] [--address ADDR] [--port PORT]\n"
-	       "              [--ready-fd FD]\n\n"
+	       "              [--lease MS] [--ready-fd FD]\n\n"
 	       "The daemon of one pod host: on a machine, run by systemd (cxlcrd.service) with\n"
 	       "--config %s; in the emulated pod, `cxlcr pod up` starts one per host.\n"
-	       "Flags override the file's keys (host, pool, address, port).\n"
+	       "Flags override the file's keys (host, pool, address, port, lease); the file's\n"
+	       "recovery_interval (ms, default 1000; 0: none) is how often the services this\n"
+	       "daemon starts take a recovery point unless cxlcr run --recovery-interval says.\n"
 	       "  --host     this host's name in the pod (default: the machine's name)\n"
 	       "  --pool     the pool device or file ($CXLCR_POOL, else %s)\n"
 	       "  --address  the IPv4 address to listen on over TCP (default: the emulated host's,\n"
 	       "             else any)\n"
-	       "  --port     the TCP port (the control protocol and the fork API; $%s, default %d; 0: no TCP)\n",
-	       DAEMON_CONFIG_DEFAULT, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT);
+	       "  --port     the TCP port (the control protocol and the fork API; $%s, default %d; 0: no TCP)\n"
+	       "  --lease    ms: a host whose heartbeat stood still that long is dead and its services\n"
+	       "             are recovered elsewhere ($CXLCR_LEASE_MS, default %d)\n",
+	       DAEMON_CONFIG_DEFAULT, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
 }
 
 /* The flags, then the file they override: what the daemon runs with. */
@@ -261,6 +337,7 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 					      { "port", required_argument, 0, 'p' },
 					      { "api-port", required_argument, 0, 'p' },
 					      { "ready-fd", required_argument, 0, 'r' },
+					      { "lease", required_argument, 0, 'l' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	struct daemon_config flags;
@@ -268,7 +345,7 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 	int c;
 	daemon_config_init(&flags);
 	daemon_config_init(cfg);
-	while ((c = getopt_long(argc, argv, "c:H:P:a:p:r:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:H:P:a:p:r:l:h", opts, NULL)) != -1) {
 		const char *bad = NULL;
 		switch (c) {
 		case 'c': file = optarg; break;
@@ -284,6 +361,10 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 				bad = "the port must be a number from 0 to 65535";
 			break;
 		case 'r': *ready_fd = atoi(optarg); break;
+		case 'l':
+			if ((flags.lease_ms = daemon_config_lease(optarg)) < 0)
+				bad = "--lease: a number of milliseconds from 1 to 3600000";
+			break;
 		case 'h': usage(); exit(0);
 		default: return EXIT_USAGE;
 		}
@@ -308,6 +389,22 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 		memcpy(cfg->address, flags.address, sizeof(cfg->address));
 	if (flags.port >= 0)
 		cfg->port = flags.port;
+	if (flags.lease_ms > 0)
+		cfg->lease_ms = flags.lease_ms;
+	/* The lease is the process's (common/hosts.c reads it): the heartbeat
+	 * beats every quarter of it, and hosts silent for it are dead. */
+	char lease[24];
+	if (cfg->lease_ms > 0 || !getenv("CXLCR_LEASE_MS")) {
+		snprintf(lease, sizeof(lease), "%ld", cfg->lease_ms > 0 ? cfg->lease_ms : DAEMON_LEASE_DEFAULT_MS);
+		setenv("CXLCR_LEASE_MS", lease, 1);
+	}
+	/* So is the recovery interval of the services it starts (cmd_run.c). */
+	char interval[24];
+	if (cfg->recovery_interval_ms >= 0 || !getenv(RECOVERY_INTERVAL_ENV)) {
+		snprintf(interval, sizeof(interval), "%ld",
+			 cfg->recovery_interval_ms >= 0 ? cfg->recovery_interval_ms : DAEMON_RECOVERY_INTERVAL_DEFAULT_MS);
+		setenv(RECOVERY_INTERVAL_ENV, interval, 1);
+	}
 	if (cfg->port < 0 && (cfg->port = api_port_from_env()) < 0) {
 		fprintf(stderr, "cxlcrd: $%s: the port must be a number from 0 to 65535\n", API_PORT_ENV);
 		return EXIT_USAGE;
@@ -389,6 +486,8 @@ int main(int argc, char **argv)
 	log_line("host %s (%s) listening on %s, pool %s; fork API on %s%s", cli_host,
 		 emulated ? "emulated" : "machine", path, cxlcr_pool_path(), api_path, tcp);
 	register_identity(api_tcp, cfg.port);
+	liveness_on_fence(workers_kill_all);
+	recovery_set_runner(run_verb);
 	/* When this machine's kernel says it is failing, its services go to
 	 * other hosts (recovery/kmsg.c). An emulated host watches only what
 	 * $CXLCR_KMSG names (a FIFO of its own: they share the machine's
@@ -407,6 +506,29 @@ int main(int argc, char **argv)
 	if (rpc_pod_key(key, true) < 0)
 		dlog(LOG_ERR, "%s", cxlcr_last_error());
 	memset(key, 0, sizeof(key));
+	/* A host that serves children of tiered snapshots starts libfabric
+	 * now, before it joins the pod (nobody judges its heartbeat yet):
+	 * ~0.4 s once, which its workers, and the pagers their forks start,
+	 * inherit instead of paying it on each fork's path (tier_warm()).
+	 * When `tier_warm = yes` is configured, $CXLCR_TIER_WARM is 1, or a
+	 * memory server of the pool is up already; `no` never. */
+	const char *warm_env = getenv("CXLCR_TIER_WARM");
+	if (cfg.tier_warm != 0) {
+		bool always = cfg.tier_warm == 1 || (warm_env && !strcmp(warm_env, "1"));
+		struct cxlcr_pool pool;
+		bool opened = cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0;
+		uint64_t t0 = cxlcr_mono_ns();
+		if (tier_warm(opened ? &pool : NULL, always))
+			log_line("libfabric started for the cold tier in %.0f ms", (double)(cxlcr_mono_ns() - t0) / 1e6);
+		if (opened)
+			cxlcr_pool_close(&pool);
+	}
+	/* Registered in the host table before it says it is ready: a verb
+	 * finds a host there and nowhere else, and one sent the moment
+	 * `pod up` (or systemd) returned found no such host. */
+	int period = liveness_period_ms();
+	bool fenced = liveness_tick(dlog);
+	uint64_t next_tick = cxlcr_mono_ns() + (uint64_t)period * 1000000ull, next_points = 0;
 	if (ready_fd >= 0) {
 		dprintf(ready_fd, "ok %d\n", getpid());
 		close(ready_fd);
@@ -416,21 +538,25 @@ int main(int argc, char **argv)
 	struct pollfd p[3];
 	for (int i = 0; i < 3; i++)
 		p[i] = (struct pollfd){ .fd = listeners[i], .events = POLLIN };
-	int period = liveness_period_ms();
-	uint64_t next_tick = 0, next_points = 0;
+	uint64_t worker_deadline_ns = (uint64_t)workers_deadline_ms(rpc_timeout_ms()) * 1000000ull;
 	while (!stopping) {
 		workers_reap(worker_died);
 		uint64_t now = cxlcr_mono_ns();
+		uint64_t next_overdue = workers_kill_overdue(now, worker_deadline_ns, worker_overdue);
 		if (now >= next_tick) {
-			liveness_tick(dlog);
+			fenced = liveness_tick(dlog);
 			next_tick = cxlcr_mono_ns() + (uint64_t)period * 1000000ull;
 			now = cxlcr_mono_ns();
 		}
-		if (now >= next_points) {
+		/* A fenced host's services are the winner's until it is done. */
+		if (fenced)
+			next_points = next_tick;
+		else if (now >= next_points) {
 			next_points = now + (uint64_t)recovery_points_tick(cli_host, dlog) * 1000000ull;
 			now = cxlcr_mono_ns();
 		}
 		uint64_t wake = next_points < next_tick ? next_points : next_tick;
+		wake = next_overdue < wake ? next_overdue : wake;
 		if (poll(p, 3, wake > now ? (int)((wake - now) / 1000000ull) + 1 : 0) <= 0)
 			continue; /* EINTR from SIGTERM ends the loop, from SIGCHLD reaps */
 		for (int i = 0; i < 3; i++) {

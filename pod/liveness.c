@@ -6,14 +6,18 @@
  * here, on this host's monotonic clock.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <syslog.h>
 
 #include "../common/catalog.h"
 #include "../common/error.h"
 #include "../common/hosts.h"
+#include "../common/persist.h"
 #include "../common/pool.h"
 #include "../common/util.h"
+#include "../recovery/recovery.h"
+#include "../tier/tier.h"
 #include "liveness.h"
 
 static struct cxlcr_host_reg me;
@@ -23,6 +27,13 @@ static char my_address[CXLCR_HOST_ADDR_MAX];
 static uint32_t my_port;
 static uint64_t next_reap_ns;
 static char last_complaint[CXLCR_ERROR_MAX];
+static uint64_t last_look_ns;
+static void (*stop_work)(void);
+
+void liveness_on_fence(void (*fn)(void))
+{
+	stop_work = fn;
+}
 
 /* A trouble that lasts (a corrupt table) is said once, not every beat. */
 static bool news(const char *what)
@@ -45,15 +56,133 @@ int liveness_period_ms(void)
 	return ms < 1 ? 1 : ms > 60000 ? 60000 : (int)ms;
 }
 
-void liveness_tick(void (*log)(int priority, const char *fmt, ...))
+/*
+ * Looks at the other hosts, on this daemon's own clock. A daemon that was
+ * itself stalled for half a lease between two looks cannot tell silence
+ * from its own absence: it starts its watch afresh instead, and false
+ * says that this look judges nothing.
+ */
+static bool look(struct cxlcr_pool *pool, uint64_t now)
+{
+	struct cxlcr_hosts_map m;
+	if (cxlcr_hosts_open(pool, false, &m) != 0)
+		return false;
+	bool stalled = last_look_ns && now - last_look_ns > cxlcr_lease_ns() / 2;
+	last_look_ns = now;
+	cxlcr_hosts_observe(&watch, &m, now);
+	cxlcr_hosts_close(&m);
+	if (stalled)
+		cxlcr_hosts_watch_restart(&watch, now);
+	return !stalled;
+}
+
+static bool host_gone(uint32_t index);
+
+/* A host this daemon has seen silent for a whole lease (or whose
+ * tombstone it saw) is dead: it tries to fence it and recover its
+ * services (recovery/takeover.c; only one daemon wins). */
+static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int priority, const char *fmt, ...))
+{
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		if (i == me.index || cxlcr_hosts_judge(&watch, i, now, NULL) != CXLCR_VERDICT_DEAD)
+			continue;
+		char why[96] = "its heartbeat stood still for the lease";
+		if (watch.entry[i].tombstone)
+			snprintf(why, sizeof(why), "its tombstone says %s",
+				 cxlcr_tombstone_reason_name(watch.entry[i].tombstone));
+		recovery_host_dead(pool, i, watch.entry[i].incarnation, watch.entry[i].name, me.index, why, log);
+	}
+	/* A recovery whose winner died before it was done (its fence not
+	 * done) is taken over by one of the others (recovery/takeover.c). */
+	struct cxlcr_hosts_map m;
+	if (cxlcr_hosts_open(pool, false, &m) != 0)
+		return;
+	uint64_t orphaned[CXLCR_HOSTS_MAX] = { 0 };
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		const struct cxlcr_host_entry *e = &m.entries[i];
+		cxlcr_refresh(&e->fence, 24);
+		uint64_t fence = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
+		uint32_t winner = (uint32_t)(fence & 0xff) - 1;
+		if (i != me.index && fence != __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) &&
+		    fence != __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) && winner != me.index && winner != i &&
+		    winner < CXLCR_HOSTS_MAX && host_gone(winner))
+			orphaned[i] = fence;
+	}
+	cxlcr_hosts_close(&m);
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++)
+		if (orphaned[i])
+			recovery_winner_gone(pool, i, watch.entry[i].name, orphaned[i], me.index, log);
+}
+
+/* Whether the host of entry index is dead or left, as this daemon sees it
+ * (the winner of our own fence, which we wait for). */
+static bool host_gone(uint32_t index)
+{
+	enum cxlcr_host_verdict v = cxlcr_hosts_judge(&watch, index, cxlcr_mono_ns(), NULL);
+	return v == CXLCR_VERDICT_DEAD || v == CXLCR_VERDICT_LEFT;
+}
+
+/* The reason of this daemon's own tombstone (one it wrote itself: a drain
+ * of this host that ran out of time), 0 if it has none. */
+static uint32_t own_tombstone(struct cxlcr_pool *pool)
+{
+	struct cxlcr_hosts_map m;
+	if (cxlcr_hosts_open(pool, false, &m) != 0)
+		return 0;
+	const struct cxlcr_host_entry *e = &m.entries[me.index];
+	cxlcr_refresh(e, sizeof(*e));
+	int reason = e->id.incarnation == me.incarnation ? cxlcr_tombstone_check(e, me.index, NULL, 0) : 0;
+	cxlcr_hosts_close(&m);
+	return reason > 0 ? (uint32_t)reason : 0;
+}
+
+/* The memory servers of the cold tier: one whose heartbeat stood still
+ * for a lease is marked dead (tier/watch.c). */
+static void judge_memory_servers(struct cxlcr_pool *pool, uint64_t now, void (*log)(int priority, const char *fmt, ...))
+{
+	static struct tier_watch tier;
+	static uint64_t next_ns;
+	char why[CXLCR_ERROR_MAX];
+	/* A server is judged over seconds (four of its periods at least):
+	 * a look every TIER_WATCH_EVERY_NS is plenty, where the host's tick
+	 * may come every 75 ms (finding the tier table scans the region
+	 * table). */
+	if (now < next_ns)
+		return;
+	next_ns = now + TIER_WATCH_EVERY_NS;
+	if (tier_watch_tick(pool, &tier, now, cxlcr_lease_ns(), why, sizeof(why)) > 0)
+		log(LOG_WARNING, "%s", why);
+}
+
+bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 {
 	struct cxlcr_pool pool;
+	bool fenced = false;
 	if (!watching) {
 		cxlcr_hosts_watch_init(&watch, cxlcr_lease_ns());
 		watching = true;
 	}
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
-		return;
+		return false;
+	/* Looked at first: whether the winner of a fence on us is gone too
+	 * is judged on a fresh look, never on one from before a stall. */
+	uint64_t now = cxlcr_mono_ns();
+	bool judged = me.incarnation && look(&pool, now);
+	/* Declared dead while it was away (frozen, cut off, or a crash before
+	 * this start): its old services go before anything else. */
+	if (me.incarnation)
+		fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, host_gone, log) == 1;
+	/* A host that handed itself over while it lives on (its tombstone
+	 * written by a drain that ran out of time) and has acknowledged the
+	 * fence that followed starts a new incarnation at once, which the
+	 * tombstone does not stand for: else the others would judge it dead,
+	 * and fence it, again and again. */
+	uint64_t fence;
+	bool fence_done;
+	if (fenced && !cxlcr_host_fenced(&pool, me.index, &fence, &fence_done) && own_tombstone(&pool)) {
+		log(LOG_NOTICE, "fenced after handing its services over: registering as a new incarnation");
+		me.incarnation = 0;
+	}
 	if (me.incarnation && cxlcr_host_beat(&pool, &me) < 0 && news(cxlcr_last_error()))
 		log(LOG_WARNING, "heartbeat: %s; registering again", cxlcr_last_error());
 	if (!me.incarnation) {
@@ -65,10 +194,16 @@ void liveness_tick(void (*log)(int priority, const char *fmt, ...))
 			last_complaint[0] = 0;
 			log(LOG_INFO, "registered in the host table: entry %u, incarnation %llu, heartbeat every %llu ms",
 			    me.index, (unsigned long long)me.incarnation, (unsigned long long)(period / 1000000));
+			tombstone_arm(&pool, me.index, log);
+			fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, host_gone, log) == 1;
 		}
 	}
+	/* A fenced host watches but does not act. */
+	if (judged && !fenced) {
+		judge_others(&pool, now, log);
+		judge_memory_servers(&pool, now, log);
+	}
 	/* Reaping reads the whole catalog: a quarter lease apart is enough. */
-	uint64_t now = cxlcr_mono_ns();
 	if (now >= next_reap_ns) {
 		struct cxlcr_reap_report r;
 		if (cxlcr_catalog_reap_watched(&pool, &watch, now, &r) > 0 || r.snapshots_freed)
@@ -77,6 +212,7 @@ void liveness_tick(void (*log)(int priority, const char *fmt, ...))
 		next_reap_ns = now + cxlcr_lease_ns() / 4;
 	}
 	cxlcr_pool_close(&pool);
+	return fenced;
 }
 
 void liveness_leave(void)

@@ -31,11 +31,12 @@
 #define REBASE_MAX_VMAS 65000u
 
 /* mm.c: rewrites mm-<pid>.img of src_dir into dst_dir, the VMAs of the
- * arena records recs[0..n) becoming views of the snapshot, and checks that
+ * arena records recs[0..n) becoming views of the snapshot (copy: anonymous
+ * memory), and checks that
  * pagemap-<pid>.img holds no page of them. *pool_file_id receives the id
  * of the pool's file (files.img) that the arena mappings use. */
 int rebase_task_mm(int src_dir, int dst_dir, int pid, const struct cxlcr_arena_record *recs,
-		   size_t n, const struct cxlcr_snapshot *snap, uint32_t *pool_file_id,
+		   size_t n, const struct cxlcr_snapshot *snap, bool copy, uint32_t *pool_file_id,
 		   struct cxlcr_rebase_stats *stats);
 
 /* regfile.c: the file entry file_id of files.img is the pool (pool_path,

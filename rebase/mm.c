@@ -14,32 +14,33 @@
  *                        images: it reads as zero)
  *   cold pages           refused: nothing can bring them in yet
  *
+ * In copy mode (pager/pager.h) the whole arena part (header and heap) is
+ * private anonymous memory instead, with no pages in the images: the
+ * child's pager fills it before the child runs and on its faults.
+ *
  * so it shares the snapshot's pages read-only through the page cache and
  * owns only those it writes (copy-on-write). CRIU restores a private file
  * mapping by opening the file (shmid: its id in files.img) with the VMA's
  * fdflags and mapping it; its content comes from the file unless the
  * pagemap has pages for it, which it must not have here.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "../common/arena.h"
 #include "../common/error.h"
 #include "image_io.h"
 #include "internal.h"
 #include "mm.pb-c.h"
+#include "mm_image.h"
 #include "pagemap.pb-c.h"
 
-/* The child's VMAs, built in order. */
-struct vma_out {
-	VmaEntry *v;
-	size_t n, cap;
-	bool oom;
-};
 
 static VmaEntry *push(struct vma_out *o, const VmaEntry *like, uint64_t start, uint64_t end)
 {
@@ -135,9 +136,16 @@ static uint64_t emit_header_part(struct vma_out *o, const VmaEntry *orig, uint64
  * maps it, whichever extents of the pool it lies in.
  */
 static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct cxlcr_arena_record *rec,
-			   uint64_t start, uint64_t end, const struct cxlcr_snapshot *snap,
+			   uint64_t start, uint64_t end, const struct cxlcr_snapshot *snap, bool copy,
 			   struct cxlcr_rebase_stats *stats, const char *img)
 {
+	if (copy) {
+		/* Copy mode: all of it (header and heap) the child's own
+		 * anonymous memory, empty until its pager fills it. */
+		emit_zero(o, orig, start, end);
+		stats->runs_copy++;
+		return 0;
+	}
 	uint64_t dev = rec->map_pgoff + (start - rec->map_address);
 	if (rec->region_kind == CXLCR_KIND_ARENA && dev < rec->region_offset + CXLCR_ARENA_HEAP_OFFSET)
 		start = emit_header_part(o, orig, start, end, dev - rec->region_offset, snap);
@@ -189,16 +197,16 @@ static int emit_arena_part(struct vma_out *o, const VmaEntry *orig, const struct
 
 /* A record is rebased only onto a snapshot of its own arena, taken while
  * the arena had the same owner, and mapped where the snapshot says. */
-static int check_record(const struct cxlcr_arena_record *rec, const struct cxlcr_snapshot *snap,
+static int check_record(const struct cxlcr_arena_record *rec, const struct cxlcr_snapshot *snap, bool copy,
 			const char *img)
 {
 	const struct cxlcr_snapshot_header *h = &snap->header;
 	const char *name = rec->region_name;
 	if (rec->flags & CXLCR_RECORD_F_FORK)
 		return cxlcr_error("%s: arena %s: the checkpoint is of a fork child already", img, name);
-	if (rec->flags & CXLCR_RECORD_F_DEVDAX)
-		return cxlcr_error("%s: arena %s lies on a devdax pool, which cannot be mapped privately",
-				   img, name);
+	if ((rec->flags & (CXLCR_RECORD_F_DEVDAX | CXLCR_RECORD_F_DAX_RULES)) && !copy)
+		return cxlcr_error("%s: arena %s lies on a devdax pool, which cannot be mapped privately "
+				   "(fork --mode copy)", img, name);
 	if (memcmp(rec->pool_uuid, h->pool_uuid, sizeof(h->pool_uuid)))
 		return cxlcr_error("%s: arena %s is of another pool than snapshot %s", img, name, h->name);
 	if (rec->region_kind == CXLCR_KIND_EXTENT && (rec->flags & CXLCR_RECORD_F_SHARED)) {
@@ -270,7 +278,7 @@ static int by_address(const void *a, const void *b)
 
 /* The child's VMA list: every parent VMA, the arena parts replaced. */
 static int rewrite_vmas(const MmEntry *mm, const struct cxlcr_arena_record *recs, size_t n,
-			const struct cxlcr_snapshot *snap, uint32_t *file_id, struct vma_out *o,
+			const struct cxlcr_snapshot *snap, bool copy, uint32_t *file_id, struct vma_out *o,
 			struct cxlcr_rebase_stats *stats, const char *img)
 {
 	uint64_t *covered = calloc(n, sizeof(*covered));
@@ -304,7 +312,7 @@ static int rewrite_vmas(const MmEntry *mm, const struct cxlcr_arena_record *recs
 			have_id = true;
 			if (s > cur)
 				emit_unchanged(o, v, cur, s);
-			if (emit_arena_part(o, v, rec, s, e, snap, stats, img) < 0)
+			if (emit_arena_part(o, v, rec, s, e, snap, copy, stats, img) < 0)
 				goto out;
 			covered[r] += e - s;
 			cur = e;
@@ -381,7 +389,7 @@ out:
 }
 
 int rebase_task_mm(int src_dir, int dst_dir, int pid, const struct cxlcr_arena_record *in_recs,
-		   size_t n, const struct cxlcr_snapshot *snap, uint32_t *pool_file_id,
+		   size_t n, const struct cxlcr_snapshot *snap, bool copy, uint32_t *pool_file_id,
 		   struct cxlcr_rebase_stats *stats)
 {
 	char name[64];
@@ -394,61 +402,76 @@ int rebase_task_mm(int src_dir, int dst_dir, int pid, const struct cxlcr_arena_r
 
 	int rc = -1;
 	struct image_file f = { 0 };
-	ProtobufCMessage *m = NULL, *extra = NULL;
+	ProtobufCMessage *m = NULL;
 	struct vma_out out = { 0 };
-	VmaEntry **ptrs = NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (check_record(&recs[i], snap, name) < 0)
+		if (check_record(&recs[i], snap, copy, name) < 0)
 			goto out;
 		if (i && recs[i].map_address < recs[i - 1].map_address + recs[i - 1].map_length) {
 			cxlcr_error("%s: arena records overlap at %#" PRIx64, name, recs[i].map_address);
 			goto out;
 		}
 	}
-	int got = image_load(src_dir, name, CRIU_MM_MAGIC, &f);
-	if (got == 0)
-		cxlcr_error("image %s: missing, but task %d has arena records", name, pid);
-	if (got <= 0)
+	if (mm_image_read(src_dir, pid, name, sizeof(name), &f, &m) < 0)
 		goto out;
-	got = image_next(&f, &mm_entry__descriptor, &m);
-	if (got == 0)
-		cxlcr_error("image %s: truncated (no entry)", name);
-	if (got <= 0)
-		goto out;
-	got = image_next(&f, &mm_entry__descriptor, &extra);
-	if (got != 0) {
-		if (got > 0)
-			cxlcr_error("image %s: corrupt (more than one mm entry)", name);
-		goto out;
-	}
 	const MmEntry *mm = (const MmEntry *)m;
-	if (rewrite_vmas(mm, recs, n, snap, pool_file_id, &out, stats, name) < 0)
+	if (rewrite_vmas(mm, recs, n, snap, copy, pool_file_id, &out, stats, name) < 0)
 		goto out;
 	if (check_pagemap(src_dir, pid, recs, n) < 0)
 		goto out;
 
-	ptrs = malloc((out.n ? out.n : 1) * sizeof(*ptrs));
-	if (!ptrs) {
-		cxlcr_error("%s: out of memory", name);
-		goto out;
-	}
-	for (size_t i = 0; i < out.n; i++)
-		ptrs[i] = &out.v[i];
-	MmEntry child = *mm;
-	child.n_vmas = out.n;
-	child.vmas = ptrs;
-	struct image_out o;
-	image_begin(&o, name, CRIU_MM_MAGIC);
-	image_put(&o, &child.base);
-	rc = image_write(dst_dir, &o);
+	rc = mm_image_write(dst_dir, name, mm, &out, false);
 out:
 	if (m)
 		protobuf_c_message_free_unpacked(m, NULL);
-	if (extra)
-		protobuf_c_message_free_unpacked(extra, NULL);
 	image_free(&f);
-	free(ptrs);
 	free(out.v);
 	free(recs);
 	return rc;
+}
+
+int mm_image_read(int dirfd, int pid, char *name, size_t len, struct image_file *f, ProtobufCMessage **m)
+{
+	ProtobufCMessage *extra = NULL;
+	snprintf(name, len, "mm-%d.img", pid);
+	int got = image_load(dirfd, name, CRIU_MM_MAGIC, f);
+	if (got == 0)
+		cxlcr_error("image %s: missing, but task %d has arena records", name, pid);
+	if (got <= 0)
+		return -1;
+	got = image_next(f, &mm_entry__descriptor, m);
+	if (got == 0)
+		cxlcr_error("image %s: truncated (no entry)", name);
+	if (got <= 0)
+		return -1;
+	got = image_next(f, &mm_entry__descriptor, &extra);
+	if (extra)
+		protobuf_c_message_free_unpacked(extra, NULL);
+	if (got != 0) {
+		if (got > 0)
+			cxlcr_error("image %s: corrupt (more than one mm entry)", name);
+		return -1;
+	}
+	return 1;
+}
+
+int mm_image_write(int dirfd, const char *name, const MmEntry *mm, const struct vma_out *vmas, bool replace)
+{
+	VmaEntry **ptrs = malloc((vmas->n ? vmas->n : 1) * sizeof(*ptrs));
+	if (!ptrs)
+		return cxlcr_error("%s: out of memory", name);
+	for (size_t i = 0; i < vmas->n; i++)
+		ptrs[i] = &vmas->v[i];
+	MmEntry out = *mm;
+	out.n_vmas = vmas->n;
+	out.vmas = ptrs;
+	struct image_out o;
+	image_begin(&o, name, CRIU_MM_MAGIC);
+	image_put(&o, &out.base);
+	free(ptrs);
+	if (replace && unlinkat(dirfd, name, 0) < 0) {
+		image_out_free(&o);
+		return cxlcr_error("image %s: %s", name, strerror(errno));
+	}
+	return image_write(dirfd, &o);
 }

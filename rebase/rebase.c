@@ -202,7 +202,8 @@ static int rebase_task(struct job *j, const char *record_file, int pid)
 	char mm[64];
 	snprintf(mm, sizeof(mm), "mm-%d.img", pid);
 	uint32_t file_id = 0;
-	int rc = rebase_task_mm(j->src, j->dst, pid, recs, (size_t)n, j->spec->snapshot, &file_id, j->stats);
+	int rc = rebase_task_mm(j->src, j->dst, pid, recs, (size_t)n, j->spec->snapshot, j->spec->copy, &file_id,
+				 j->stats);
 	if (rc == 0 && j->have_pool_file && file_id != j->pool_file_id)
 		rc = cxlcr_error("%s: the arena is mapped through file %#x, another task's through %#x", mm,
 				 file_id, j->pool_file_id);
@@ -240,6 +241,11 @@ static int rebase_memory(struct job *j)
 	if (!tasks)
 		return cxlcr_error("%s: no arena records (cxlcr-arena-*.img): not a checkpoint of a cxlcr "
 				   "service, or dumped without the cxlcr plugin", j->src_path);
+	/* A copy-mode child's heap is paged into one process by its pager;
+	 * and it maps no file there. */
+	if (j->spec->copy)
+		return tasks == 1 ? 0 : cxlcr_error("%s: %d processes map the arena; copy mode pages one",
+						     j->src_path, tasks);
 	return check_pool_file_entry(j->src, j->pool_file_id, j->pool_path);
 }
 

@@ -93,8 +93,10 @@ static int migrate_one(const char *name, const char *to, char *why, size_t len)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, struct drain_report *r)
+int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, uint64_t bound_ns,
+	       struct drain_report *r)
 {
+	uint64_t start = cxlcr_mono_ns();
 	memset(r, 0, sizeof(*r));
 	char to[CXLCR_HOSTS_MAX][CXLCR_HOST_MAX];
 	int hosts = 0;
@@ -129,6 +131,19 @@ int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, s
 			r->skipped++;
 			continue;
 		}
+		/* Out of time: what is left goes by the hard-crash path. */
+		if (bound_ns && cxlcr_mono_ns() - start >= bound_ns) {
+			if (!r->handed_over && cxlcr_host_write_tombstone(pool, host, CXLCR_TOMBSTONE_HANDOFF) < 0) {
+				snprintf(it->why, sizeof(it->why), "the drain ran out of time, and %s could not be "
+					 "handed over: %s", host, cxlcr_last_error());
+				r->failed++;
+				continue;
+			}
+			snprintf(it->why, sizeof(it->why), "the drain ran out of time: handed over to the hard-crash "
+				 "path (recovered elsewhere from its newest recovery point)");
+			r->handed_over++;
+			continue;
+		}
 		uint64_t t0 = cxlcr_mono_ns();
 		int rc = -1;
 		for (int tries = 0; rc < 0 && tries < MIGRATE_TRIES && tries < hosts; tries++) {
@@ -151,24 +166,40 @@ int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, s
 
 int cmd_host(int argc, char **argv)
 {
-	static const char *usage = "usage: cxlcr host drain HOST [--to HOST2] [--json]\n\n"
+	if (argc >= 2 && !strcmp(argv[1], "recover"))
+		return host_recover(argc, argv);
+	static const char *usage = "usage: cxlcr host drain HOST [--to HOST2] [--bound MS] [--json]\n"
+				   "       cxlcr host recover DEAD --on HOST (run by a daemon)\n\n"
 				   "Migrates every service of HOST to the pod's other hosts (or to HOST2),\n"
-				   "one at a time; exits 1 if one could not be moved (it runs on where it was).\n";
+				   "one at a time; exits 1 if one could not be moved (it runs on where it was).\n"
+				   "--bound MS: what is not moved after MS milliseconds is handed over to the\n"
+				   "hard-crash path: HOST's tombstone says so, another host fences it and brings\n"
+				   "those services back from their newest recovery points (exit 1).\n";
 	if (argc < 2 || strcmp(argv[1], "drain")) {
 		fputs(usage, argc > 1 && !strcmp(argv[1], "--help") ? stdout : stderr);
 		return argc > 1 && !strcmp(argv[1], "--help") ? EXIT_OK : EXIT_USAGE;
 	}
 	static const struct option opts[] = { { "to", required_argument, 0, 't' },
+					      { "bound", required_argument, 0, 'b' },
 					      { "json", no_argument, 0, 'j' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	const char *to = NULL;
 	bool json = false;
+	uint64_t bound_ns = 0;
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc - 1, argv + 1, "t:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc - 1, argv + 1, "t:b:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': to = optarg; break;
+		case 'b': {
+			char *end;
+			long ms = strtol(optarg, &end, 10);
+			if (*end || ms < 1 || ms > 86400000)
+				return fail(EXIT_USAGE, "host drain: --bound %s: not a number of milliseconds", optarg);
+			bound_ns = (uint64_t)ms * 1000000ull;
+			break;
+		}
 		case 'j': json = true; break;
 		case 'h': fputs(usage, stdout); return EXIT_OK;
 		default: return EXIT_USAGE;
@@ -183,7 +214,7 @@ int cmd_host(int argc, char **argv)
 		return rc;
 	static struct drain_report r;
 	uint64_t t0 = cxlcr_mono_ns();
-	if (drain_host(&pool, host, to, &r) < 0) {
+	if (drain_host(&pool, host, to, bound_ns, &r) < 0) {
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "drain of %s: %s", host, cxlcr_last_error());
 	}
@@ -196,6 +227,7 @@ int cmd_host(int argc, char **argv)
 		json_u64(&j, "moved", r.moved);
 		json_u64(&j, "failed", r.failed);
 		json_u64(&j, "skipped", r.skipped);
+		json_u64(&j, "handed_over", r.handed_over);
 		json_double(&j, "total_ms", ms);
 		json_array(&j, "services");
 		for (uint32_t i = 0; i < r.count; i++) {
@@ -217,8 +249,8 @@ int cmd_host(int argc, char **argv)
 				printf("%s -> %s (%.1f ms)\n", r.items[i].name, r.items[i].to, r.items[i].ms);
 			else
 				printf("%s stays: %s\n", r.items[i].name, r.items[i].why);
-		printf("%s drained in %.1f ms: %u moved, %u failed, %u not moved\n", host, ms, r.moved, r.failed,
-		       r.skipped);
+		printf("%s drained in %.1f ms: %u moved, %u failed, %u not moved, %u handed over\n", host, ms, r.moved,
+		       r.failed, r.skipped, r.handed_over);
 	}
-	return r.failed ? EXIT_FAIL : EXIT_OK;
+	return r.failed || r.handed_over ? EXIT_FAIL : EXIT_OK;
 }

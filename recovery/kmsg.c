@@ -72,7 +72,12 @@ static void drain(const char *host, kmsg_log_fn log)
 	if (pid == 0) {
 		dup2(out[1], 1);
 		dup2(out[1], 2);
-		execl(bin, "cxlcr", "host", "drain", host, (char *)NULL);
+		/* A failing machine may not last: what the drain cannot move in
+		 * time goes by the hard-crash path (drain.c). */
+		const char *bound = getenv("CXLCR_DRAIN_BOUND_MS");
+		char dflt[16];
+		snprintf(dflt, sizeof(dflt), "%d", DRAIN_BOUND_DEFAULT_MS);
+		execl(bin, "cxlcr", "host", "drain", host, "--bound", bound && *bound ? bound : dflt, (char *)NULL);
 		_exit(127);
 	}
 	close(out[1]);

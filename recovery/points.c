@@ -21,13 +21,10 @@
  * given up on, and the log says so.
  */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <linux/close_range.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -86,19 +83,10 @@ static bool under_way(struct point_state *st)
 /* Runs `cxlcr ARGS...` in the background; its pidfd goes in st. */
 static int run_cxlcr(struct point_state *st, const char *what, char *const args[])
 {
-	char bin[PATH_MAX];
-	if (!path_near_exe("cxlcr", bin, sizeof(bin)))
-		return cxlcr_error("%s: cannot find the cxlcr command", what);
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0)
-		return cxlcr_error("%s: fork: %s", what, strerror(errno));
-	if (pid == 0) {
-		close_range(3, ~0u, 0); /* nothing of the daemon's: its sockets stay its own */
-		execv(bin, args);
-		_exit(127);
-	}
-	st->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int fd = recovery_spawn(what, args);
+	if (fd < 0)
+		return -1;
+	st->pidfd = fd;
 	return 0;
 }
 
@@ -118,7 +106,6 @@ static int take_point(const char *name, struct point_state *st)
 static void restore_crashed(struct cxlcr_pool *pool, const struct service *s, const char *host,
 			    struct point_state *st, void (*log)(int priority, const char *fmt, ...))
 {
-	(void)pool;
 	if (st->given_up || !s->recovery_point[0] || strcmp(s->state, "exited"))
 		return;
 	uint64_t now = cxlcr_mono_ns();
@@ -129,6 +116,14 @@ static void restore_crashed(struct cxlcr_pool *pool, const struct service *s, co
 		st->loops = st->up_ns && now - st->up_ns < CRASH_LOOP_NS ? st->loops + 1 : 0;
 	}
 	if (st->loops >= CRASH_LOOP_MAX || st->failures >= RESTORE_FAILURES_MAX) {
+		char why[160];
+		if (st->failures >= RESTORE_FAILURES_MAX)
+			snprintf(why, sizeof(why), "not restored again on %s: %u restores from its recovery points in a "
+				 "row did not bring it up", host, st->failures);
+		else
+			snprintf(why, sizeof(why), "not restored again on %s: it died within %llu s of each of its "
+				 "last %u restores", host, CRASH_LOOP_NS / 1000000000ull, st->loops);
+		recovery_mark_failed(pool, &s->region, why, true); /* status: failed, and why */
 		st->given_up = true;
 		log(3 /* LOG_ERR */, "%s %s; not restored again (cxlcr restore %s --host %s --recovery-point does it "
 				     "by hand)", s->region.name,

@@ -7,12 +7,15 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "../common/pool.h"
+#include "../rebase/rebase.h"
 
 #define DRAIN_MAX 256
 
 struct drain_report {
 	uint32_t count, moved, failed, skipped;
+	uint32_t handed_over;        /* left to the hard-crash path: the bound ran out */
 	struct drain_item {
 		char name[CXLCR_NAME_MAX];
 		char to[CXLCR_HOST_MAX];
@@ -25,8 +28,15 @@ struct drain_report {
 /* Migrates every running service of host to the pod's other registered
  * hosts in turn (or all to only_to); fork children stay. 0 with what
  * happened to each in *r (a service that could not move runs on where it
- * was), -1 if there is nowhere to go. */
-int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, struct drain_report *r);
+ * was), -1 if there is nowhere to go. With a bound (ns, 0: none), a drain
+ * still under way when it runs out hands the rest over to the hard-crash
+ * path: it writes host's tombstone (reason handoff), so that another host
+ * fences it at once and brings the services not moved back from their
+ * recovery points (recovery/takeover.c). */
+int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, uint64_t bound_ns,
+	       struct drain_report *r);
+/* The bound of a drain the kernel log triggers: $CXLCR_DRAIN_BOUND_MS, or this. */
+#define DRAIN_BOUND_DEFAULT_MS 10000
 
 /* `cxlcr host drain HOST [--to HOST2] [--json]`. */
 int cmd_host(int argc, char **argv);
@@ -41,6 +51,11 @@ const char *kmsg_trigger(const char *record);
 typedef void (*kmsg_log_fn)(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int kmsg_watch_start(const char *path, const char *host, kmsg_log_fn log);
 
+/* After each registration in the host table: tells the panic tombstone's
+ * kernel module (kernel/) where this host's entry is, on a devdax pool
+ * (nothing on a pool file), and arms it; says what it did through log. */
+void tombstone_arm(struct cxlcr_pool *pool, uint32_t entry_index, kmsg_log_fn log);
+
 /* The daemon's turn at recovery points (points.c): starts the ones that
  * are due for the services of host; returns in how many milliseconds it
  * wants its next turn. */
@@ -50,5 +65,108 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
  * recovery point whose snapshot is snapshot_generation, and marks the
  * arena so that the point's dump may be restored into it. */
 int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint64_t snapshot_generation);
+
+/* The heap (size bytes, mapped) made what it was in snapshot s: every page
+ * it stores copied, every other page zero (restore_point.c); fresh: the
+ * heap reads zero already (a new region), it is only written. */
+struct cxlcr_snapshot;
+int recovery_copy_point(const struct cxlcr_snapshot *s, uint8_t *heap, uint64_t size, bool fresh);
+/* Maps the heap of arena (whose header is h) into *heap (*now says where;
+ * the caller unmaps it with cxlcr_heap_unmap), checks that it lies where
+ * the point's heap did and is as large, and makes it what it was at
+ * point s (recovery_copy_point). */
+struct cxlcr_heap;
+struct cxlcr_arena_header;
+int recovery_heap_from_point(struct cxlcr_pool *pool, const struct cxlcr_region *arena,
+			     const struct cxlcr_arena_header *h, const struct cxlcr_snapshot *s, bool fresh,
+			     struct cxlcr_heap *now, uint8_t **heap);
+/* The arena header a heap brought back to point s gets (at: the point's
+ * copy of it): nothing of the process that ran then (its tracker, its scan
+ * history: scans go on from scan_count), and the mark the CRIU plugin
+ * looks for before it restores the point's dump into it (restored_from). */
+void recovery_header_from_point(struct cxlcr_arena_header *at, const struct cxlcr_snapshot *s,
+				uint64_t point_generation, uint64_t scan_count);
+
+/* A fresh arena made from a recovery point of a dead host's service
+ * (fresh_arena.c): the old arena and its extents quarantined, new regions
+ * of the same names holding the point's header and heap, owned by nobody
+ * on this host, at the old service's address. moves[] says which new
+ * region holds which old one's contents (for rebase/relocate.c). On
+ * failure nothing is left changed. */
+struct recovery_fresh {
+	struct cxlcr_region arena;
+	struct cxlcr_rebase_move moves[CXLCR_ARENA_EXTENTS_MAX];
+	uint32_t kinds_new[CXLCR_ARENA_EXTENTS_MAX]; /* what each new region becomes */
+	size_t n;
+	uint64_t quarantined[CXLCR_REGION_MAX]; /* the old regions, and their kinds before */
+	uint32_t kinds[CXLCR_REGION_MAX];
+	size_t nq;
+	struct cxlcr_region old;   /* the arena it replaces */
+	double ms;                 /* how long making it took */
+};
+int recovery_fresh_arena(struct cxlcr_pool *pool, const struct cxlcr_region *old, uint64_t snapshot_generation,
+			 const char *dead_host, struct recovery_fresh *f);
+/* Undoes it (the restore into it failed): the new regions freed, the old
+ * ones what they were. */
+void recovery_fresh_undo(struct cxlcr_pool *pool, struct recovery_fresh *f);
+
+/* What became of a service's recovery, in its arena header (marks.c;
+ * status says it): lost, its host died and it had no recovery point;
+ * failed, why its last recovery failed (why: NULL leaves the reason), and
+ * with give_up, that it is left down for an operator (status: failed). */
+void recovery_mark_lost(struct cxlcr_pool *pool, const struct cxlcr_region *r);
+void recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r, const char *why, bool give_up);
+/* The old arena r was replaced by the fresh arena of generation into (0:
+ * not, or not any more; on a fresh arena, that it is made). */
+void recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t into);
+/* A quarantined arena that is no old arena still to recover: replaced by
+ * a fresh one, a fresh one itself left half made, or no arena at all. */
+bool recovery_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *r);
+/* Nothing more to recover of r: lost or failed. */
+bool recovery_given_up(struct cxlcr_pool *pool, const struct cxlcr_region *r);
+
+/* Tests only: with $CXLCR_TEST_RECOVERY_STEPS=DIR in the daemons'
+ * environment, a recovery that reaches the step named in DIR/stop-at
+ * takes that file, writes its pid into DIR/stopped and stops itself
+ * (SIGSTOP), for the test to kill its host there, or to let it go on
+ * (SIGCONT). Nothing otherwise. */
+void recovery_test_step(const char *step);
+
+/* Runs `cxlcr ARGS...` (args[0] is "cxlcr") in the background, as the
+ * daemon does for its recovery work (spawn.c): its pidfd, or -1. */
+int recovery_spawn(const char *what, char *const args[]);
+
+/* Hard crash (takeover.c). The one place recovery starts from "this host
+ * is dead" (a lease that ran out on our clock, or its tombstone): the host
+ * of entry index, at this incarnation, named host, is fenced by us (entry
+ * my_index) if nobody has yet (a compare-and-set in its host table entry:
+ * exactly one host wins each death); the winner restores each of its
+ * services that has a recovery point here, in the background, and marks
+ * the others lost. Returns 1 if we won, 0 if not, -1 on error. */
+int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation, const char *host,
+		       uint32_t my_index, const char *reason, void (*log)(int priority, const char *fmt, ...));
+/* The recovery of the host of entry index (named host) under fence word
+ * fence was not finished, and its winner is gone too (dead or left, as
+ * this daemon sees it): this host (entry my_index) takes it over if no
+ * other host has (cxlcr_host_fence_take_over), and recovers what is left
+ * in the background. 1 if we took it over, 0 if not, -1 on error. */
+int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t my_index,
+			 void (*log)(int priority, const char *fmt, ...));
+/* A daemon that finds its own host fenced (entry index): kills every
+ * process of its old services (and, by stop_work if given, its own verbs
+ * under way); once the winner's recovery is done, frees its quarantined
+ * regions and acknowledges. If gone(winner) says the winner is dead too
+ * before it was done, this host takes its own recovery over
+ * (recovery_winner_gone). 1 while it is fenced (the daemon then does
+ * nothing else), 0 if not. */
+int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, void (*stop_work)(void),
+		    bool (*gone)(uint32_t index), void (*log)(int priority, const char *fmt, ...));
+/* How the daemon runs a verb in the background as one of its workers
+ * (cxlcrd.c: forked, no exec): recovery_host_dead() uses it if set, else
+ * it runs the cxlcr command (recovery_spawn), which costs the command's
+ * start-up (its libraries' constructors: 200 ms here). */
+void recovery_set_runner(pid_t (*run)(int argc, char **argv));
+/* `cxlcr host recover DEAD --on WINNER` (run by the winner's daemon). */
+int host_recover(int argc, char **argv);
 
 #endif

@@ -34,6 +34,74 @@ static bool page_zero(const uint8_t *p)
 	return true;
 }
 
+/* Makes the size bytes of heap (mapped) what they were in snapshot s: every
+ * page it stores copied back, every other page zero. Pages that already
+ * are are not written (a heap reset after a short run changes little); a
+ * heap known to read zero (fresh: a new region) is only written, never
+ * read, and its zero pages are left alone (reading them would fault every
+ * page of it in). Each page written is written back at once. */
+int recovery_copy_point(const struct cxlcr_snapshot *s, uint8_t *heap, uint64_t size, bool fresh)
+{
+	const struct cxlcr_snapshot_header *sh = &s->header;
+	uint64_t run = 0;
+	for (uint64_t i = 0; i < size / PAGE; i++) {
+		uint8_t *p = heap + i * PAGE;
+		uint64_t leaf = i < sh->page_count ? cxlcr_snapshot_leaf(s, i, &run) : 0;
+		if (CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_CXL) {
+			const uint8_t *copy = cxlcr_snapshot_copy(s, CXLCR_LEAF_OFFSET(leaf));
+			if (!copy)
+				return cxlcr_error("recovery point %s: page %llu lies outside its data", s->region.name,
+						   (unsigned long long)i);
+			cxlcr_refresh(copy, PAGE);
+			if (fresh || memcmp(p, copy, PAGE)) {
+				memcpy(p, copy, PAGE);
+				cxlcr_publish(p, PAGE);
+			}
+		} else if (CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_ZERO) {
+			if (!fresh && !page_zero(p)) {
+				memset(p, 0, PAGE);
+				cxlcr_publish(p, PAGE);
+			}
+		} else {
+			return cxlcr_error("recovery point %s: page %llu is on the cold tier", s->region.name,
+					   (unsigned long long)i);
+		}
+	}
+	/* Only the pages written were written back: a flush of the whole
+	 * heap would fault in every page of it that was never used. */
+	return 0;
+}
+
+int recovery_heap_from_point(struct cxlcr_pool *pool, const struct cxlcr_region *arena,
+			     const struct cxlcr_arena_header *h, const struct cxlcr_snapshot *s, bool fresh,
+			     struct cxlcr_heap *now, uint8_t **heap)
+{
+	const struct cxlcr_snapshot_header *sh = &s->header;
+	*heap = NULL;
+	if (cxlcr_heap_read(pool, arena, h, now) < 0 || !(*heap = cxlcr_heap_map(pool, now, NULL)))
+		return -1;
+	if (now->address != sh->heap_address || now->size < sh->heap_size)
+		return cxlcr_error("arena %s: its heap (%llu bytes at %#llx) is not the point's (%llu at %#llx)",
+				   arena->name, (unsigned long long)now->size, (unsigned long long)now->address,
+				   (unsigned long long)sh->heap_size, (unsigned long long)sh->heap_address);
+	return recovery_copy_point(s, *heap, now->size, fresh);
+}
+
+void recovery_header_from_point(struct cxlcr_arena_header *at, const struct cxlcr_snapshot *s,
+				uint64_t point_generation, uint64_t scan_count)
+{
+	at->tracker_pid = 0;
+	at->tracked = 0;
+	at->track_fd = -1;
+	at->scan_count = scan_count;
+	at->restored_from = point_generation;
+	cxlcr_copy_field(at->restored_from_name, sizeof(at->restored_from_name), s->region.name);
+	at->lost = 0;
+	at->failed = 0;
+	memset(at->failed_reason, 0, sizeof(at->failed_reason));
+	at->recovered_into = 0;
+}
+
 /* Extent regions of the arena that its header (as it was at the point)
  * does not list: the heap grew by them after the point. */
 static void free_later_extents(struct cxlcr_pool *pool, const struct cxlcr_region *arena,
@@ -71,38 +139,8 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 		goto out;
 	}
 	h = cxlcr_pool_map(pool, arena->offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
-	if (!h || cxlcr_heap_read(pool, arena, h, &now) < 0 || !(heap = cxlcr_heap_map(pool, &now, NULL)))
+	if (!h || recovery_heap_from_point(pool, arena, h, &s, false, &now, &heap) < 0)
 		goto out;
-	if (now.address != sh->heap_address || now.size < sh->heap_size) {
-		cxlcr_error("arena %s: its heap (%llu bytes at %#llx) is not the point's (%llu at %#llx)", arena->name,
-			    (unsigned long long)now.size, (unsigned long long)now.address,
-			    (unsigned long long)sh->heap_size, (unsigned long long)sh->heap_address);
-		goto out;
-	}
-	/* The heap as it was at the point. */
-	uint64_t run = 0;
-	for (uint64_t i = 0; i < now.size / PAGE; i++) {
-		uint8_t *p = heap + i * PAGE;
-		uint64_t leaf = i < sh->page_count ? cxlcr_snapshot_leaf(&s, i, &run) : 0;
-		if (CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_CXL) {
-			const uint8_t *copy = cxlcr_snapshot_copy(&s, CXLCR_LEAF_OFFSET(leaf));
-			if (!copy) {
-				cxlcr_error("recovery point %s: page %llu lies outside its data", s.region.name,
-					    (unsigned long long)i);
-				goto out;
-			}
-			cxlcr_refresh(copy, PAGE);
-			if (memcmp(p, copy, PAGE))
-				memcpy(p, copy, PAGE);
-		} else if (CXLCR_LEAF_TIER(leaf) == CXLCR_TIER_ZERO) {
-			if (!page_zero(p))
-				memset(p, 0, PAGE);
-		} else {
-			cxlcr_error("recovery point %s: page %llu is on the cold tier", s.region.name, (unsigned long long)i);
-			goto out;
-		}
-	}
-	cxlcr_publish(heap, now.size);
 	/* The header as it was at the point, but what belongs to the
 	 * present: no tracker, no scan history to build on (the next
 	 * snapshot is a full one), and the mark the plugin looks for. */
@@ -116,13 +154,8 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 		goto out;
 	}
 	free_later_extents(pool, arena, &at_point);
-	uint64_t scans = __atomic_load_n(&h->scan_count, __ATOMIC_ACQUIRE);
-	at_point.tracker_pid = 0;
-	at_point.tracked = 0;
-	at_point.track_fd = -1;
-	at_point.scan_count = scans + 1;
-	at_point.restored_from = snapshot_generation;
-	cxlcr_copy_field(at_point.restored_from_name, sizeof(at_point.restored_from_name), s.region.name);
+	recovery_header_from_point(&at_point, &s, snapshot_generation,
+				   __atomic_load_n(&h->scan_count, __ATOMIC_ACQUIRE) + 1);
 	memcpy(h, &at_point, sizeof(at_point));
 	cxlcr_publish(h, sizeof(*h));
 	rc = 0;

@@ -19,6 +19,7 @@
 
 #include "../common/checksum.h"
 #include "../common/error.h"
+#include "../common/hosts.h"
 #include "../common/pool.h"
 #include "../common/util.h"
 #include "test.h"
@@ -90,6 +91,24 @@ static void test_format_open(void)
 	CHECK_EQ(pool.sb->size, SMALL_POOL + CXLCR_POOL_ALIGN);
 	cxlcr_pool_close(&pool);
 	CHECK_ERROR(cxlcr_pool_format(path, CXLCR_POOL_MIN_SIZE - CXLCR_POOL_ALIGN, false, NULL), "too small");
+
+	SAY("a file formatted as a devdax stand-in keeps a device's rules; a plain file does not");
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
+	CHECK(!pool.dax_rules);
+	CHECK_EQ(cxlcr_pool_may_map_private(&pool), 0);
+	cxlcr_pool_close(&pool);
+	CHECK(cxlcr_pool_format_as(path, SMALL_POOL, false, true, &pool) == 0, "%s", cxlcr_last_error());
+	CHECK(pool.dax_rules && !pool.devdax);
+	cxlcr_pool_close(&pool);
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
+	CHECK(pool.dax_rules && !pool.devdax, "the devdax rules did not survive a reopen");
+	CHECK_EQ(pool.sb->flags, CXLCR_POOL_F_AS_DEVDAX);
+	CHECK_ERROR(cxlcr_pool_may_map_private(&pool), "cannot be mapped privately");
+	cxlcr_pool_close(&pool);
+	/* A re-format without them is a plain file pool again. */
+	CHECK(cxlcr_pool_format(path, SMALL_POOL, false, &pool) == 0, "%s", cxlcr_last_error());
+	CHECK(!pool.dax_rules, "a re-format without the rules kept them");
+	cxlcr_pool_close(&pool);
 }
 
 static void test_refused(void)
@@ -753,6 +772,132 @@ static void test_claim_all_or_none(void)
 	cxlcr_pool_close(&pool);
 }
 
+/* A region's owner is its pid and that pid's start time: a pid that now
+ * runs another process (one started at another time) is not the owner,
+ * and an owner on another host is never judged from here. */
+static void test_owner_start(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_region a, now;
+	const char *here = cxlcr_host_name();
+	SAY("a region's owner: its pid and that pid's start time");
+	fresh_pool(POOL_SIZE, &pool);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_IMAGES, "owned.1", 1 * MiB, &a) == 0, "%s", cxlcr_last_error());
+	pid_t child = fork();
+	CHECK(child >= 0, "fork: %s", strerror(errno));
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	CHECK(cxlcr_region_claim_epoch(&pool, a.generation, a.owner_epoch, child, here, &now) == 0, "%s",
+	      cxlcr_last_error());
+	uint64_t start;
+	CHECK(cxlcr_process_start(child, &start) && now.owner_start == ((uint32_t)start ? (uint32_t)start : 1),
+	      "owner_start %u, the child started at %llu", now.owner_start, (unsigned long long)start);
+	CHECK(!cxlcr_region_owner_gone(&now, here), "a running owner was taken for gone");
+	struct cxlcr_region reused = now;
+	reused.owner_start++;
+	CHECK(cxlcr_region_owner_gone(&reused, here), "pid %d, started at another time, was taken for the owner",
+	      (int)child);
+	CHECK(!cxlcr_region_owner_gone(&reused, "elsewhere"), "another host's owner was judged from here");
+	kill(child, SIGKILL);
+	CHECK(waitpid(child, NULL, 0) == child);
+	CHECK(cxlcr_region_owner_gone(&now, here), "a dead owner was taken for running");
+	/* Another host's pid cannot be looked at here: its start is not known. */
+	CHECK(cxlcr_region_claim_epoch(&pool, a.generation, now.owner_epoch, getpid(), "elsewhere", &now) == 0,
+	      "%s", cxlcr_last_error());
+	CHECK(now.owner_start == 0, "another host's owner got start %u", now.owner_start);
+	CHECK(cxlcr_region_free(&pool, a.generation) == 0);
+	cxlcr_pool_close(&pool);
+}
+
+/* A recovery whose winner died is taken over (recovery/takeover.c): the
+ * old winner's process, guarded by its fence word, changes nothing in the
+ * region table once the word moved on; a quarantined region is never
+ * claimed, and no change of kind makes two live arenas of one name. */
+static void test_fence_guard(void)
+{
+	struct cxlcr_pool pool, old;
+	struct cxlcr_host_reg dead, w, s;
+	struct cxlcr_hosts_map m;
+	struct cxlcr_region q, q2, a, now;
+	uint64_t f, f2;
+	SAY("a recovery taken over: the old winner's guarded changes stop");
+	fresh_pool(POOL_SIZE, &pool);
+	CHECK(cxlcr_host_join(&pool, "dead", "", 0, 75000000, &dead) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "winner", "", 0, 75000000, &w) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "survivor", "", 0, 75000000, &s) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence(&pool, dead.index, dead.incarnation, w.index, &f) == 1, "the fence was not won");
+	CHECK(cxlcr_pool_open(&old, path) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence_guard(&old, dead.index, f, &m) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc(&old, CXLCR_KIND_QUARANTINE, "svc", 4 * MiB, &q) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc(&old, CXLCR_KIND_QUARANTINE, "svc", 4 * MiB, &q2) == 0,
+	      "two quarantined regions may share a name: %s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, s.index, &f2) == 1, "the take-over was not won");
+	CHECK(f2 != f && (f2 & 0xff) == s.index + 1, "fence %llu after the take-over", (unsigned long long)f2);
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, w.index, &f) == 0, "a second take-over of one fence won");
+	CHECK_ERROR(cxlcr_region_set_kind(&old, q.generation, CXLCR_KIND_QUARANTINE, CXLCR_KIND_ARENA), "fenced");
+	CHECK_ERROR(cxlcr_region_alloc(&old, CXLCR_KIND_ARENA, "svc2", 4 * MiB, &a), "fenced");
+	CHECK_ERROR(cxlcr_region_free(&old, q.generation), "fenced");
+	CHECK(cxlcr_region_get(&pool, q.generation, &now) == 0 && now.kind == CXLCR_KIND_QUARANTINE,
+	      "the old winner's region changed after the take-over");
+	cxlcr_host_fence_unguard(&old, &m);
+	cxlcr_pool_close(&old);
+	/* The new winner commits one; the other stays quarantined. */
+	CHECK(cxlcr_region_set_kind(&pool, q2.generation, CXLCR_KIND_QUARANTINE, CXLCR_KIND_ARENA) == 0, "%s",
+	      cxlcr_last_error());
+	CHECK_ERROR(cxlcr_region_set_kind(&pool, q.generation, CXLCR_KIND_QUARANTINE, CXLCR_KIND_ARENA),
+		    "already exists");
+	int32_t pid = 4321;
+	CHECK_ERROR(cxlcr_region_claim_epochs(&pool, 1, &q.generation, &q.owner_epoch, &pid, "h9", &now), "quarantined");
+	/* Done: nothing more to take over. */
+	cxlcr_host_fence_done(&pool, dead.index, f2);
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f2, w.index, &f) == 0, "a finished recovery was taken over");
+	CHECK(cxlcr_region_free(&pool, q.generation) == 0 && cxlcr_region_free(&pool, q2.generation) == 0, "%s",
+	      cxlcr_last_error());
+	cxlcr_pool_close(&pool);
+}
+
+/* A done recovery reopened (a retry, an operator's restore of a service it
+ * left down): the fenced host, come back, neither frees its quarantined
+ * regions nor acknowledges until the recovery is done again. */
+static void test_fence_reopen(void)
+{
+	struct cxlcr_pool pool, back;
+	struct cxlcr_host_reg dead, w;
+	struct cxlcr_hosts_map m;
+	struct cxlcr_region q, now;
+	uint64_t f, word;
+	bool done;
+	SAY("a recovery reopened: the fenced host waits for it again");
+	fresh_pool(POOL_SIZE, &pool);
+	CHECK(cxlcr_host_join(&pool, "dead", "", 0, 75000000, &dead) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "winner", "", 0, 75000000, &w) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence(&pool, dead.index, dead.incarnation, w.index, &f) == 1, "the fence was not won");
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_QUARANTINE, "svc", 4 * MiB, &q) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 0, "a recovery not done yet was reopened");
+	CHECK(cxlcr_host_fence_ack(&pool, dead.index, f) == 0, "acknowledged before the recovery was done");
+	cxlcr_host_fence_done(&pool, dead.index, f);
+	/* The host back: its frees run under the done guard. */
+	CHECK(cxlcr_pool_open(&back, path) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_done_guard(&back, dead.index, f, &m) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 1, "a done recovery was not reopened");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 0, "reopened twice");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && !done, "reopened, yet done");
+	CHECK_ERROR(cxlcr_region_free(&back, q.generation), "fenced");
+	CHECK(cxlcr_region_get(&pool, q.generation, &now) == 0 && now.kind == CXLCR_KIND_QUARANTINE,
+	      "a quarantined region was freed while its recovery was reopened");
+	CHECK(cxlcr_host_fence_ack(&back, dead.index, f) == 0, "acknowledged while the recovery was reopened");
+	cxlcr_host_fence_done(&pool, dead.index, f);
+	CHECK(cxlcr_region_free(&back, q.generation) == 0, "%s", cxlcr_last_error());
+	cxlcr_host_fence_unguard(&back, &m);
+	CHECK(cxlcr_host_fence_ack(&back, dead.index, f) == 1, "not acknowledged once done again");
+	CHECK(!cxlcr_host_fenced(&pool, dead.index, NULL, NULL), "still fenced after the acknowledgement");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 0, "an acknowledged fence was reopened");
+	cxlcr_pool_close(&back);
+	cxlcr_pool_close(&pool);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--format"))
@@ -774,6 +919,9 @@ int main(int argc, char **argv)
 	test_refused();
 	test_regions();
 	test_claim_all_or_none();
+	test_owner_start();
+	test_fence_guard();
+	test_fence_reopen();
 	test_dead_holder();
 	test_stalled_holder();
 	test_concurrent();

@@ -91,8 +91,9 @@ for _ in $(seq 300); do # the drain takes a few migrates: bounded wait for its o
 done
 on_host h0 || die "the kernel's BUG record did not drain h1 to h0"
 stop_loads b "kernel-log drain"
-log=$(ls /var/log/cxlcr/cxlcrd-cxlcr*-h1.log 2>/dev/null | xargs grep -l "$KMSG/h1.kmsg" 2>/dev/null | head -n1)
-[ -n "$log" ] || die "no daemon log of h1 names its kernel log"
+log=$POOL_DIR/h1.daemon.log
+"$CXLCR" pod logs h1 >"$log" || die "cxlcr pod logs h1 failed"
+grep -q "$KMSG/h1.kmsg" "$log" || die "the daemon log of h1 does not name its kernel log"
 grep -q 'kernel NULL pointer dereference.*draining h1' "$log" || die "h1's log does not name the kernel record: $(tail -n 5 "$log")"
 if grep -q 'written by a user' "$log"; then die "the user's record triggered something: $(grep 'written by a user' "$log")"; fi
 ok "b: the user's record moved nothing; the kernel's drained h1 to h0 with no acknowledged write lost"

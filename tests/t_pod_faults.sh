@@ -11,6 +11,10 @@ set -euo pipefail
 need redis-server redis-cli
 
 PORT=6379
+# The daemons' lease is long here: this test is about what a freeze and a
+# crash do to a host's processes; a host declared dead is fenced and its
+# services recovered or lost (tests/t_hard_crash.sh, t_fence_thaw.sh).
+export CXLCR_LEASE_MS=10000
 COUNT=5000
 new_pool 4G
 pod_up 2
@@ -21,7 +25,7 @@ group() { echo "$root/cxlcr/$pod/$1"; }
 members() { cat "$(group "$1")/cgroup.procs"; }
 in_group() { grep -qx "$2" <(members "$1"); }
 frozen() { awk '$1 == "frozen" {print $2}' "$(group "$1")/cgroup.events"; }
-daemon_of() { cat "/run/cxlcr/$pod/$1.pid"; }
+daemon_of() { awk '{ print $1 }' "/run/cxlcr/$pod/$1.pid"; } # "PID START"
 
 for h in h0 h1; do
 	in_group "$h" "$(daemon_of $h)" || die "$h's daemon is not in $(group $h)"

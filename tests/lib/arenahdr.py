@@ -10,6 +10,10 @@ in the pool, or as a process sees it at its address.
                                      what process PID maps at ADDRESS: the
                                      kind and name of the pool region, or
                                      "anon", or "other"
+    arenahdr.py punches POOL ARENA   the arena's punch counters and log, as
+                                     JSON: begun, done, and how many of the
+                                     last min(begun, 256) punches the log
+                                     holds with their own seq ("logged")
 
 Python standard library only.
 """
@@ -28,6 +32,9 @@ MAGIC = 0x414e455241434c58
 COMMAND = 8320       # 2 cache lines, then 128 stat slots of 64 bytes
 COMMAND_MAX = 1024
 SIZE = 11432
+PUNCHES = 11440      # punches_begun, punches_done (u64 each)
+PUNCH_LOG = 11552    # 64 entries of {seq, lo, hi} (u64 each)
+PUNCH_LOG_LEN = 256
 
 
 def region_at(pool, offset):
@@ -94,6 +101,18 @@ def main(argv):
         with open("/proc/%s/mem" % argv[1], "rb") as f:
             f.seek(int(argv[2]))
             print(json.dumps(fields(f.read(SIZE))))
+        return 0
+    if len(argv) == 3 and argv[0] == "punches":
+        off = region_offset(argv[1], argv[2])
+        with open(argv[1], "rb") as f:
+            f.seek(off)
+            raw = f.read(PUNCH_LOG + 24 * PUNCH_LOG_LEN)
+        begun, done = struct.unpack_from("<QQ", raw, PUNCHES)
+        logged = 0
+        for n in range(max(0, begun - PUNCH_LOG_LEN), begun):
+            seq, lo, hi = struct.unpack_from("<QQQ", raw, PUNCH_LOG + 24 * (n % PUNCH_LOG_LEN))
+            logged += seq == n + 1 and lo < hi
+        print(json.dumps({"begun": begun, "done": done, "logged": logged}))
         return 0
     if len(argv) == 4 and argv[0] == "maps":
         print(mapping(argv[1], int(argv[2]), argv[3]))

@@ -23,6 +23,15 @@
     poolimg.py flip-pod-key POOL      flips a bit of the pod's key (in the host
                                       table's region, pool_format.h): its
                                       checksum no longer holds; twice: as it was
+    poolimg.py tombstone POOL ENTRY INCARNATION REASON [HOW]
+                                      writes into host table entry ENTRY the
+                                      tombstone the kernel module writes as
+                                      its host panics (REASON 1) or oopses
+                                      (2), with a CRC-32C of this script's
+                                      own; HOW: "ok" (default), "bad-crc"
+                                      (one bit of it flipped), "index=N" (made
+                                      for entry N); INCARNATION "current": the
+                                      entry's own
     poolimg.py put POOL FILE          writes a kept image set back into the
                                       pool, as it was: only into its own table
                                       slot if that slot is free, and only if
@@ -60,6 +69,41 @@ def entries(f):
         state, kind, gen, off, size = struct.unpack_from("<IIQQQ", raw)
         name = raw[32:96].split(b"\0", 1)[0].decode(errors="replace")
         yield i, raw, state, kind, gen, off, size, name
+
+
+def crc32c(data):
+    """The standard CRC-32C (Castagnoli), bit by bit: a reading of the
+    format independent of common/checksum.c and of the kernel's."""
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+
+
+HOSTS_HEADER = 256        # CXLCR_HOSTS_HEADER_SIZE
+HOST_ENTRY = 256          # sizeof(struct cxlcr_host_entry)
+HOST_INCARNATION = 64 + 64 + 48 + 4 + 4   # id.incarnation in an entry
+TOMBSTONE = 216           # offsetof(struct cxlcr_host_entry, tombstone)
+TOMBSTONE_MAGIC = 0x42544d4f544c4358
+
+
+def write_tombstone(f, entry, incarnation, reason, how):
+    for i, raw, state, kind, gen, off, size, name in entries(f):
+        if state == LIVE and name == "hosts":
+            at = off + HOSTS_HEADER + entry * HOST_ENTRY
+            if incarnation == "current":
+                f.seek(at + HOST_INCARNATION)
+                incarnation = struct.unpack("<Q", f.read(8))[0]
+            index = int(how[6:]) if how.startswith("index=") else entry
+            body = struct.pack("<QQQII", TOMBSTONE_MAGIC, int(incarnation), 1, reason, index)
+            crc = crc32c(body) ^ (1 if how == "bad-crc" else 0)
+            f.seek(at + TOMBSTONE)
+            f.write(body + struct.pack("<II", crc, 0))
+            return 0
+    print("no host table", file=sys.stderr)
+    return 1
 
 
 def names_service(name, service):
@@ -160,6 +204,9 @@ def main(argv):
                     return 0
         print("no host table", file=sys.stderr)
         return 1
+    if len(argv) in (5, 6) and argv[0] == "tombstone":
+        with open(argv[1], "r+b") as f:
+            return write_tombstone(f, int(argv[2]), argv[3], int(argv[4]), argv[5] if len(argv) == 6 else "ok")
     if len(argv) == 3 and argv[0] == "bump-epoch":
         with open(argv[1], "r+b") as f:
             for i, raw, state, kind, gen, off, size, name in entries(f):

@@ -1,0 +1,31 @@
+/*
+ * A task's memory map image (mm-<pid>.img) as rebase/ rewrites it: read its
+ * one entry, build a new list of VMAs, write it back (mm.c for fork
+ * children, relocate.c for a recovery into fresh regions).
+ */
+#ifndef CXLCR_REBASE_MM_IMAGE_H
+#define CXLCR_REBASE_MM_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "image_io.h"
+#include "mm.pb-c.h"
+
+/* VMAs being built, in address order. */
+struct vma_out {
+	VmaEntry *v;
+	size_t n, cap;
+	bool oom;
+};
+
+/* Loads the one MmEntry of mm-<pid>.img of dirfd into *m (its name in
+ * name): 1; -1 with one line if it is missing (a task with arena records
+ * must have one), truncated, or holds more than one entry. The caller
+ * frees *m (protobuf_c_message_free_unpacked) and f (image_free). */
+int mm_image_read(int dirfd, int pid, char *name, size_t len, struct image_file *f, ProtobufCMessage **m);
+
+/* Writes mm as name into dirfd with vmas in place of its own VMAs
+ * (replace: the file there is removed first, as image_write() creates). */
+int mm_image_write(int dirfd, const char *name, const MmEntry *mm, const struct vma_out *vmas, bool replace);
+
+#endif

@@ -1,0 +1,415 @@
+/*
+ * Hard crash: a host that is dead (its heartbeat stood still for a whole
+ * lease on a surviving daemon's own clock, or it left a tombstone) has its
+ * services brought back elsewhere, and is fenced.
+ *
+ *   recovery_host_dead   every surviving daemon that judges the host dead
+ *                        tries to fence it: a compare-and-set of the
+ *                        fence word in the dead host's entry of the host
+ *                        table. Exactly one wins; it runs `cxlcr host
+ *                        recover` on itself in the background.
+ *   host_recover         the winner restores each service of the dead host
+ *                        that has a recovery point from it, into a fresh
+ *                        arena (fresh_arena.c), at its address; one that
+ *                        has none is marked lost.
+ *   recovery_fenced      a daemon that finds its own host fenced (it was
+ *                        frozen, cut off, or starts again after a crash)
+ *                        kills every process of its old services before
+ *                        anything else, frees its quarantined regions, and
+ *                        only then acknowledges the fence.
+ *   recovery_winner_gone a winner that died before its recovery was done
+ *                        is replaced: another host (or the fenced host
+ *                        itself, back meanwhile) moves the fence one
+ *                        generation on and recovers what is left. The old
+ *                        winner's recovery changes the region table only
+ *                        under its own fence word (cxlcr_pool_guard, also
+ *                        in the CRIU plugin's take-over of the arena), so
+ *                        whatever of it still runs stops at its next step,
+ *                        and the fresh arena it left half made stays
+ *                        quarantined, of its host, until that host
+ *                        acknowledges its own fence.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/hosts.h"
+#include "../common/persist.h"
+#include "../common/util.h"
+#include "../daemon/cli.h"
+#include "recovery.h"
+
+static pid_t (*runner)(int argc, char **argv);
+
+void recovery_set_runner(pid_t (*run)(int argc, char **argv))
+{
+	runner = run;
+}
+
+/* Recoveries this daemon won that left services behind (a restore that
+ * failed) are tried again a few times, further apart each time. */
+#define RETRIES_MAX 3
+#define RETRY_NS (2ull * 1000000000ull)
+static struct retry {
+	uint64_t fence;          /* the fence these tries are for */
+	uint64_t at_ns;          /* not before (CLOCK_MONOTONIC) */
+	uint32_t tries;
+	bool given_up;           /* what the last try left is marked failed */
+} retries[CXLCR_HOSTS_MAX];
+
+/* The services of dead host still to recover, by the generation of their
+ * arena (at most CXLCR_REGION_MAX): its live arenas, and those whose
+ * recovery a winner that died had begun (quarantined already, still of
+ * dead, not replaced, with no live arena of their name); lost and failed
+ * ones (left for an operator) only if all. */
+static uint32_t to_recover(struct cxlcr_pool *pool, const char *dead, bool all, uint64_t *gens)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r, live;
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state != CXLCR_REGION_LIVE || strncmp(r.owner_host, dead, CXLCR_HOST_MAX))
+			continue;
+		if (r.kind != CXLCR_KIND_ARENA &&
+		    (r.kind != CXLCR_KIND_QUARANTINE || recovery_replaced(pool, &r) ||
+		     cxlcr_region_find(pool, CXLCR_KIND_ARENA, r.name, &live)))
+			continue;
+		if (all || !recovery_given_up(pool, &r))
+			gens[n++] = r.generation;
+	}
+	return n;
+}
+
+/* Whether host still has a service of its own to recover: one whose
+ * recovery failed (restore_recovered() undoes what it did). */
+static bool left_behind(struct cxlcr_pool *pool, const char *host)
+{
+	static uint64_t gens[CXLCR_REGION_MAX];
+	return to_recover(pool, host, false, gens) > 0;
+}
+
+/* The recovery of host is given up on: each service left behind is
+ * marked failed (status says so, with the reason its last try left). */
+static void give_up(struct cxlcr_pool *pool, const char *host, void (*log)(int priority, const char *fmt, ...))
+{
+	static uint64_t gens[CXLCR_REGION_MAX];
+	uint32_t n = to_recover(pool, host, false, gens);
+	for (uint32_t i = 0; i < n; i++) {
+		struct cxlcr_region r;
+		if (cxlcr_region_get(pool, gens[i], &r) < 0)
+			continue;
+		recovery_mark_failed(pool, &r, NULL, true);
+		log(LOG_ERR, "%.*s (of host %s) is left down: its recovery failed %u times; `cxlcr status %.*s` says why",
+		    (int)CXLCR_NAME_MAX, r.name, host, RETRIES_MAX + 1, (int)CXLCR_NAME_MAX, r.name);
+	}
+}
+
+/* A host we fenced whose recovery is over but left services behind: once
+ * its time has come, fence_done goes back to 0 (the host, if it returns,
+ * waits again) and the recovery runs again; after the last try, what is
+ * still left is given up on. */
+static bool retry_due(struct cxlcr_pool *pool, uint32_t index, const char *host, uint32_t my_index, uint64_t *fence,
+		      void (*log)(int priority, const char *fmt, ...))
+{
+	bool done;
+	struct retry *t = &retries[index];
+	if (!cxlcr_host_fenced(pool, index, fence, &done) || !done || (*fence & 0xff) != my_index + 1)
+		return false;
+	if (t->fence != *fence)
+		*t = (struct retry){ .fence = *fence, .at_ns = cxlcr_mono_ns() + RETRY_NS };
+	if (t->given_up || (t->tries < RETRIES_MAX && cxlcr_mono_ns() < t->at_ns) || !left_behind(pool, host))
+		return false;
+	if (t->tries >= RETRIES_MAX) {
+		give_up(pool, host, log);
+		t->given_up = true;
+		return false;
+	}
+	if (cxlcr_host_fence_reopen(pool, index, *fence) != 1)
+		return false; /* the host acknowledged meanwhile: its services are its own */
+	t->tries++;
+	t->at_ns = cxlcr_mono_ns() + (t->tries + 1) * RETRY_NS;
+	log(LOG_WARNING, "host %s: services of it are still not recovered: recovering them again (try %u of %u)", host,
+	    t->tries, RETRIES_MAX);
+	return true;
+}
+
+static void start_recovery(const char *host, uint64_t fence, void (*log)(int priority, const char *fmt, ...));
+
+int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation, const char *host,
+		       uint32_t my_index, const char *reason, void (*log)(int priority, const char *fmt, ...))
+{
+	uint64_t fence;
+	int won = cxlcr_host_fence(pool, index, incarnation, my_index, &fence);
+	if (won < 0 || (won == 0 && (index >= CXLCR_HOSTS_MAX || !retry_due(pool, index, host, my_index, &fence, log))))
+		return won;
+	if (won)
+		log(LOG_WARNING, "host %s (incarnation %llu) is dead (%s): fenced by this host (fence %llu); recovering "
+				 "its services", host, (unsigned long long)incarnation, reason, (unsigned long long)fence);
+	start_recovery(host, fence, log);
+	return won;
+}
+
+int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t my_index,
+			 void (*log)(int priority, const char *fmt, ...))
+{
+	uint64_t next;
+	int won = cxlcr_host_fence_take_over(pool, index, fence, my_index, &next);
+	if (won != 1)
+		return won;
+	log(LOG_WARNING, "host %s: the recovery of its services by host entry %u (fence %llu) was not finished and that "
+			 "host is gone: this host takes it over (fence %llu)", host, (unsigned)(fence & 0xff) - 1,
+	    (unsigned long long)fence, (unsigned long long)next);
+	start_recovery(host, next, log);
+	return 1;
+}
+
+/* Runs `cxlcr host recover HOST --on <us> --fence F` in the background. */
+static void start_recovery(const char *host, uint64_t fence, void (*log)(int priority, const char *fmt, ...))
+{
+	char f[24];
+	snprintf(f, sizeof(f), "%llu", (unsigned long long)fence);
+	char *args[] = { "cxlcr", "host", "recover", (char *)host, "--on", (char *)this_host(), "--fence", f, NULL };
+	if (runner) {
+		if (runner(7, args + 1) < 0)
+			log(LOG_ERR, "%s", cxlcr_last_error());
+		return;
+	}
+	int pidfd = recovery_spawn("recovery of a dead host", args);
+	if (pidfd < 0)
+		log(LOG_ERR, "%s", cxlcr_last_error());
+	else
+		close(pidfd); /* the daemon reaps its children */
+}
+
+/* ---- the winner ---- */
+
+/* Whether the fence on entry index is still fence (not taken over). */
+static bool still_ours(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
+{
+	uint64_t now = 0;
+	cxlcr_host_fenced(pool, index, &now, NULL);
+	return now == fence;
+}
+
+/* The dead host's entry (*index), fenced by us (*fence: want, if given). */
+static int check_fenced_by_us(struct cxlcr_pool *pool, const char *dead, uint64_t want, uint32_t *index,
+			      uint64_t *fence)
+{
+	uint64_t inc;
+	int me = cxlcr_host_lookup(pool, this_host(), &inc);
+	int i = cxlcr_host_lookup(pool, dead, &inc);
+	if (me < 0 || i < 0)
+		return cxlcr_error("host %s or %s is not in the host table", dead, this_host());
+	if (!cxlcr_host_fenced(pool, (uint32_t)i, fence, NULL) || (*fence & 0xff) != (uint64_t)me + 1 ||
+	    (want && *fence != want))
+		return cxlcr_error("host %s is not fenced by %s: only the host that fenced it recovers its services",
+				   dead, this_host());
+	*index = (uint32_t)i;
+	return 0;
+}
+
+int host_recover(int argc, char **argv)
+{
+	static const char *usage = "usage: cxlcr host recover DEAD --on HOST [--fence N]\n\n"
+				   "Run by the daemon of HOST once it has fenced host DEAD (declared dead):\n"
+				   "restores each of DEAD's services from its newest recovery point on HOST,\n"
+				   "into a fresh arena, at its address; marks those without one lost.\n";
+	static const struct option opts[] = { { "on", required_argument, 0, 'o' },
+					      { "fence", required_argument, 0, 'f' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *on = NULL;
+	uint64_t fence = 0;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "o:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': on = optarg; break;
+		case 'f': fence = strtoull(optarg, NULL, 10); break;
+		case 'h': fputs(usage, stdout); return EXIT_OK;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind + 2 != argc || !on)
+		return fail(EXIT_USAGE, "host recover: name the dead host and --on the host that fenced it");
+	const char *dead = argv[optind + 1];
+	if (!cli_host)
+		return forward_to_host(on, argc, argv);
+	struct cxlcr_pool pool;
+	int rc = open_pool_or_fail(&pool);
+	if (rc)
+		return rc;
+	uint32_t dead_index = 0;
+	struct cxlcr_hosts_map guard;
+	if (check_fenced_by_us(&pool, dead, fence, &dead_index, &fence) < 0 ||
+	    cxlcr_host_fence_guard(&pool, dead_index, fence, &guard) < 0) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	}
+	/* Every change to the region table from here on, ours and the CRIU
+	 * plugin's as it takes the fresh arena over, is made only while the
+	 * fence is still ours: a recovery taken over stops at its next step. */
+	char env[48];
+	snprintf(env, sizeof(env), "%u:%llu", dead_index, (unsigned long long)fence);
+	setenv("CXLCR_RECOVERY_FENCE", env, 1);
+	recovery_test_step("fenced");
+	/* The dead host's services, listed first: recovering one changes
+	 * the region table. */
+	static uint64_t gens[CXLCR_REGION_MAX];
+	uint32_t n = to_recover(&pool, dead, false, gens), failed = 0;
+	bool ours = true;
+	for (uint32_t i = 0; i < n && (ours = still_ours(&pool, dead_index, fence)); i++) {
+		char point[CXLCR_NAME_MAX];
+		pid_t pid = 0;
+		static struct recovery_fresh fresh;
+		struct cxlcr_region old;
+		if (cxlcr_region_get(&pool, gens[i], &old) < 0)
+			continue;
+		uint64_t t0 = cxlcr_mono_ns();
+		int got = restore_recovered(&pool, gens[i], dead, point, sizeof(point), &pid, &fresh);
+		double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+		if (got == 0) {
+			printf("%s recovered on %s from recovery point %s (pid %d; fresh arena %.1f ms; %.1f ms)\n", old.name,
+			       this_host(), point, (int)pid, fresh.ms, ms);
+			fflush(stdout);
+			recovery_test_step("restored");
+		} else if (!(ours = still_ours(&pool, dead_index, fence))) {
+			break;
+		} else if (got == 1) {
+			recovery_mark_lost(&pool, &old);
+			printf("%s lost: its host %s died and it has no recovery point\n", old.name, dead);
+		} else {
+			char why[CXLCR_ERROR_MAX];
+			snprintf(why, sizeof(why), "recovery on %s failed: %s", this_host(), cxlcr_last_error());
+			recovery_mark_failed(&pool, &old, why, false);
+			failed++;
+			printf("%s not recovered: %s\n", old.name, cxlcr_last_error());
+		}
+	}
+	cxlcr_host_fence_unguard(&pool, &guard);
+	/* Over: the dead host, if it comes back, may free what it left and
+	 * acknowledge (what could not be recovered is its own again). Unless
+	 * another host took the recovery over: it is its to finish. */
+	if (ours && still_ours(&pool, dead_index, fence))
+		cxlcr_host_fence_done(&pool, dead_index, fence);
+	else
+		printf("the recovery of %s was taken over by another host (fence %llu moved on): this one stopped\n",
+		       dead, (unsigned long long)fence);
+	fflush(stdout);
+	cxlcr_pool_close(&pool);
+	return failed || !ours ? EXIT_FAIL : EXIT_OK;
+}
+
+/* ---- the fenced ---- */
+
+/* Kills pid if it still maps the pool (a pid reused by anything else is
+ * left alone), and waits (bounded) until it is gone. */
+static void kill_mapper(int32_t pid, const struct stat *pool_st)
+{
+	if (pid <= 1)
+		return;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return;
+	if (cxlcr_pid_maps_file(pid, pool_st->st_dev, pool_st->st_ino, 0, 0) &&
+	    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		poll(&p, 1, 5000);
+	}
+	close(fd);
+}
+
+/* The tracker of an arena (it maps the arena's header). */
+static int32_t tracker_of(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	if (r->size < sizeof(struct cxlcr_arena_header))
+		return 0;
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, r->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return 0;
+	cxlcr_refresh(h, sizeof(*h));
+	int32_t pid = h->magic == CXLCR_ARENA_MAGIC ? h->tracker_pid : 0;
+	munmap(h, sizeof(*h));
+	return pid;
+}
+
+int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, void (*stop_work)(void),
+		    bool (*gone)(uint32_t index), void (*log)(int priority, const char *fmt, ...))
+{
+	static uint64_t said;
+	uint64_t fence;
+	bool done;
+	if (!cxlcr_host_fenced(pool, index, &fence, &done))
+		return 0;
+	uint32_t winner = (uint32_t)(fence & 0xff) - 1;
+	/* Our own recovery, which we took over (below): our old services
+	 * were killed before, and those it brings back are not old. */
+	bool ourselves = winner == index;
+	if (said != fence && !ourselves)
+		log(LOG_WARNING, "this host was declared dead and fenced by host entry %u: killing its old services "
+				 "first", winner);
+	if (stop_work && !ourselves)
+		stop_work();
+	struct stat st;
+	if (fstat(pool->fd, &st) < 0)
+		return 0;
+	uint32_t killed = 0, freed = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX && !ourselves; i++) {
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state != CXLCR_REGION_LIVE || strncmp(r.owner_host, host, CXLCR_HOST_MAX))
+			continue;
+		if (r.kind == CXLCR_KIND_ARENA || r.kind == CXLCR_KIND_CHILD || r.kind == CXLCR_KIND_QUARANTINE) {
+			if (r.kind != CXLCR_KIND_CHILD)
+				kill_mapper(tracker_of(pool, &r), &st);
+			if (r.owner_pid > 1 && cxlcr_pid_maps_file(r.owner_pid, st.st_dev, st.st_ino, 0, 0))
+				killed++;
+			kill_mapper(r.owner_pid, &st);
+		}
+	}
+	/* While the winner recovers, what it has not taken yet is not ours
+	 * either: nothing runs here until it is done. A winner gone too
+	 * before that left it half done: unless another host took it over
+	 * first, we finish it ourselves, as any survivor would. */
+	if (!done) {
+		if (!ourselves && gone && gone(winner))
+			recovery_winner_gone(pool, index, host, fence, index, log);
+		else if (said != fence)
+			log(LOG_NOTICE, "waiting for host entry %u to finish recovering this host's services", winner);
+		said = fence;
+		return 1;
+	}
+	said = fence;
+	/* Only now is nothing of ours left that could write them. Freed
+	 * only while the recovery stays done: one reopened meanwhile (a
+	 * retry, an operator's restore of a service it left down) may be
+	 * quarantining one of them for itself; we wait for it again. */
+	struct cxlcr_hosts_map guard;
+	if (cxlcr_host_done_guard(pool, index, fence, &guard) < 0)
+		return 1;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state == CXLCR_REGION_LIVE && r.kind == CXLCR_KIND_QUARANTINE &&
+		    !strncmp(r.owner_host, host, CXLCR_HOST_MAX) && cxlcr_region_free(pool, r.generation) == 0)
+			freed++;
+	}
+	cxlcr_host_fence_unguard(pool, &guard);
+	if (cxlcr_host_fence_ack(pool, index, fence) != 1) {
+		log(LOG_NOTICE, "the recovery of this host's services was taken up again: waiting for it");
+		return 1;
+	}
+	log(LOG_WARNING, "fence %llu acknowledged: %u old service process(es) killed, %u quarantined region(s) freed",
+	    (unsigned long long)fence, killed, freed);
+	return 1;
+}

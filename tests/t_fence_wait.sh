@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A fenced host that comes back while the winner is still recovering its
+# services waits for it (issue 16, point 2: fencing):
+#   h0 runs Redis with recovery points and is frozen; h1 fences it and
+#   begins the recovery, whose CRIU restore is held at pre-restore (the
+#   CRIU hook). h0 thaws meanwhile: its daemon kills its old Redis at once,
+#   then says it waits for h1 and neither acknowledges its fence, nor
+#   frees its quarantined arena, nor restores Redis itself from its point
+#   (the service is h1's to recover). Once h1's restore goes on, Redis
+#   answers on h1 with its values, and only then does h0 acknowledge and
+#   free its quarantined arena.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server
+
+PORT=6379
+new_pool 4G
+criu_hook fw
+CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
+on_exit '"$CXLCR" pod thaw h0 >/dev/null 2>&1; touch "$HOOK/go"'
+SERVICES+=("$NAME")
+"$CXLCR" run --host h0 --name "$NAME" --arena 64M --recovery-interval 200 --log "$POOL_DIR/rd.log" -- \
+	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir / >/dev/null ||
+	die "cxlcr run failed"
+addr=$(status_field "$NAME" address)
+python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
+python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 7 --quiet
+p=$(next_recovery_point "$NAME" "$(recovery_point "$NAME")") && p=$(next_recovery_point "$NAME" "$p") ||
+	die "no recovery point after the writes"
+old=$(status_field "$NAME" pid)
+quarantined() {
+	"$CXLCR" pool check --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["quarantined"])'
+}
+h0_says() { "$CXLCR" pod logs h0 | grep -q "$1"; }
+
+say "h0 frozen; h1's recovery held at CRIU's pre-restore"
+echo pre-restore >"$HOOK/pause-at"
+"$CXLCR" pod freeze h0 >/dev/null || die "pod freeze h0 failed"
+end=$((SECONDS + 30))
+while [ $SECONDS -lt $end ] && [ ! -s "$HOOK/criu.pid" ]; do python3 -c 'import time; time.sleep(0.05)'; done
+[ -s "$HOOK/criu.pid" ] || die "h1's recovery did not reach CRIU's restore"
+"$CXLCR" pod thaw h0 >/dev/null || die "pod thaw h0 failed"
+wait_exit "$old" 10
+end=$((SECONDS + 20))
+while [ $SECONDS -lt $end ] && ! h0_says "waiting for host entry 1 to finish"; do
+	python3 -c 'import time; time.sleep(0.05)'
+done
+h0_says "waiting for host entry 1 to finish" || die "h0 does not wait for h1: $("$CXLCR" pod logs h0 | tail -n 4)"
+if h0_says "acknowledged"; then die "h0 acknowledged its fence while h1 was recovering"; fi
+if h0_says "restoring it from its recovery point"; then die "h0 restored its old service itself"; fi
+[ "$(quarantined)" -ge 1 ] || die "h0 freed its quarantined arena while h1 was recovering"
+ok "h0 killed its old redis ($old) and waits; its arena stays quarantined"
+
+say "h1's restore goes on"
+touch "$HOOK/go"
+end=$((SECONDS + 30))
+while [ $SECONDS -lt $end ]; do # the restore, then h0's acknowledgement
+	h0_says "acknowledged" && break
+	python3 -c 'import time; time.sleep(0.05)'
+done
+h0_says "acknowledged" || die "h0 did not acknowledge once h1 was done: $("$CXLCR" pod logs h0 | tail -n 4)"
+[ "$(status_field "$NAME" host)" = h1 ] && [ "$(status_field "$NAME" state)" = running ] ||
+	die "the service is $(status_field "$NAME" state) on $(status_field "$NAME" host), not running on h1"
+python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "the recovered redis does not answer"
+python3 "$KV" verify --host "$addr" --port $PORT --count 2000 --size 300 --seed 7 --quiet ||
+	die "the recovered redis lacks values"
+[ "$(quarantined)" = 0 ] || die "h0's quarantined arena was not freed after its acknowledgement"
+if h0_says "restoring it from its recovery point"; then die "h0 restored its old service itself"; fi
+ok "recovered on h1 with its values; h0 acknowledged only then and freed its arena"
