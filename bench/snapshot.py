@@ -17,6 +17,7 @@ heap; then the freeze at the largest size against the smallest.
 Python standard library only; shared helpers in bench/lib/results.py.
 """
 import argparse
+import itertools
 import json
 import os
 import random
@@ -26,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from results import GIB, MIB, median, parse_size  # noqa: E402
+from results import GIB, MIB, median, parse_size, publish_rows, size_label  # noqa: E402
 
 VALUE = 1000
 PORT = 6379
@@ -73,9 +74,13 @@ class Redis:
 
 
 def set_keys(r, items, batch=2000):
-    items = list(items)
-    for i in range(0, len(items), batch):
-        chunk = items[i:i + batch]
+    # In batches as they come: a list of a GiB of values first cost the
+    # benchmark a GiB of its own memory (points.sh was killed for it).
+    items = iter(items)
+    while True:
+        chunk = list(itertools.islice(items, batch))
+        if not chunk:
+            return
         r.send([[b"SET", b"k%d" % k, v] for k, v in chunk])
         for _ in chunk:
             r.reply()
@@ -139,14 +144,20 @@ def one_size(a, size, rows):
                "freeze_ms": snap["frozen_ms"], "criu_ms": snap["freeze_ms"], "snapshot_ms": snap["snapshot_ms"],
                "total_ms": snap["total_ms"], "draft_ms": snap["draft_ms"],
                "bytes_added": snap["pages_copied"] * 4096, "heap_used": cxlcr(a, "status", name, "--json")["arena_used"],
-               "keys": keys, "bad": bad}
+               "keys": keys, "bad": bad, "punches_logged": snap.get("punches_logged"),
+               "draft_compared_because": snap.get("draft_compared_because"),
+               "compared_because": snap.get("compared_because")}
         rows.append(row)
         print("snapshot: %s round %d: %s, frozen %.1f ms (criu ran %.1f ms; snapshot part %.2f ms: %d pages written since the "
-              "draft, %d copied again), whole %.1f ms (draft %.1f ms), %.1f MiB added, %d keys checked in a "
+              "draft, %d copied again; %s), whole %.1f ms (draft %.1f ms%s), %.1f MiB added, %d keys checked in a "
               "child, %d wrong" %
               (name, rnd, "incremental" if row["incremental"] else "full (%s)" % snap.get("full_because"),
                row["freeze_ms"], row["criu_ms"], row["snapshot_ms"], snap["pages_written"], snap["pages_refreshed"],
-               row["total_ms"], row["draft_ms"], row["bytes_added"] / MIB, keys, bad),
+               "compared every page: %s" % row["compared_because"] if row["compared_because"]
+               else "%s punches from the log" % row["punches_logged"],
+               row["total_ms"], row["draft_ms"],
+               ", compared every page: %s" % row["draft_compared_because"] if row["draft_compared_because"] else "",
+               row["bytes_added"] / MIB, keys, bad),
               flush=True)
         if bad:
             raise SystemExit("snapshot: %s round %d: %d keys wrong in the child" % (name, rnd, bad))
@@ -177,7 +188,7 @@ def main():
         added = median([x["bytes_added"] for x in inc])
         freeze[size] = f
         lines.append("%-8s  %9.1f  %7.1f  %12.2f  %7.1f  %9.1f  %10.1f%%  %9.2f%%  %d of %d" %
-                     ("%dM" % (size // MIB) if size < GIB else "%dG" % (size // GIB), f,
+                     (size_label(size), f,
                       median([x["criu_ms"] for x in inc]), median([x["snapshot_ms"] for x in inc]),
                       full["total_ms"], t,
                       100.0 * t / full["total_ms"], 100.0 * added / full["heap_used"],
@@ -185,14 +196,7 @@ def main():
     lines.append("frozen (CRIU's own figure) at %s against %s: %.2fx (medians of %d rounds; every key checked in a "
                  "child after every snapshot)" % (a.sizes.split(",")[-1], a.sizes.split(",")[0],
                                       freeze[sizes[-1]] / freeze[sizes[0]], a.rounds))
-    text = "\n".join(lines)
-    print(text)
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "snapshot.txt"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(a.out, "snapshot.jsonl"), "w") as f:
-        for x in rows:
-            f.write(json.dumps(x) + "\n")
+    publish_rows(lines, a.out, "snapshot", rows)
     return 0
 
 

@@ -16,18 +16,8 @@ SIZES=${SIZES:-64M,1G,4G}
 ROUNDS=${ROUNDS:-5}
 
 die() { printf 'snapshot: error: %s\n' "$*" >&2; exit 1; }
-[ -x "$CXLCR" ] || die "build first (make)"
-WORK=$(mktemp -d /dev/shm/cxlcr-snapbench-XXXX)
-chmod 700 "$WORK"
-export CXLCR_POOL=$WORK/pool
-cleanup() {
-	set +e
-	"$CXLCR" pod down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-"$CXLCR" pool format --size 16G >/dev/null
-"$CXLCR" pod up --hosts 2 >/dev/null
+# shellcheck source=bench/lib/scratch_pod.sh
+. "$ROOT/bench/lib/scratch_pod.sh"
+scratch_pod snapbench 16G 2
 python3 "$ROOT/bench/snapshot.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
 	--sizes "$SIZES" --rounds "$ROUNDS"

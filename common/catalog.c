@@ -477,20 +477,27 @@ static void release_holds(struct catalog *c, const struct cxlcr_snapshot_base *b
  * turn. Its header says which: the same fields in a draft and a snapshot.
  * Freeing a region that is gone already is not an error.
  */
+/* Takes back the holds a snapshot region's header lists (a published
+ * snapshot's, or a draft's: the same fields). */
+static void release_region_holds(struct catalog *c, const struct cxlcr_region *r)
+{
+	struct cxlcr_snapshot_header *h = cxlcr_pool_map(c->pool, r->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return;
+	cxlcr_refresh(h, sizeof(*h));
+	struct cxlcr_snapshot_base bases[CXLCR_SNAPSHOT_BASES_MAX];
+	uint32_t n = h->base_count <= CXLCR_SNAPSHOT_BASES_MAX ? h->base_count : 0;
+	memcpy(bases, h->bases, n * sizeof(bases[0]));
+	munmap(h, sizeof(*h));
+	release_holds(c, bases, n);
+}
+
 static int free_snapshot_region(struct catalog *c, uint64_t snapshot)
 {
 	struct cxlcr_region r;
 	if (cxlcr_region_get(c->pool, snapshot, &r) < 0 || r.kind != CXLCR_KIND_SNAPSHOT)
 		return 0;
-	struct cxlcr_snapshot_header *h = cxlcr_pool_map(c->pool, r.offset, sizeof(*h), 0, 0);
-	if (h) {
-		cxlcr_refresh(h, sizeof(*h));
-		struct cxlcr_snapshot_base bases[CXLCR_SNAPSHOT_BASES_MAX];
-		uint32_t n = h->base_count <= CXLCR_SNAPSHOT_BASES_MAX ? h->base_count : 0;
-		memcpy(bases, h->bases, n * sizeof(bases[0]));
-		munmap(h, sizeof(*h));
-		release_holds(c, bases, n);
-	}
+	release_region_holds(c, &r);
 	if (cxlcr_region_free(c->pool, snapshot) < 0 && cxlcr_region_get(c->pool, snapshot, &r) == 0)
 		return -1;
 	return 0;
@@ -503,6 +510,17 @@ int cxlcr_catalog_release_holds(struct cxlcr_pool *pool, const struct cxlcr_snap
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	release_holds(&c, bases, n);
+	catalog_close(&c);
+	return 0;
+}
+
+int cxlcr_catalog_release_region_holds(struct cxlcr_pool *pool, const struct cxlcr_region *snapshot)
+{
+	struct catalog c;
+	int rc = catalog_open(pool, false, &c);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	release_region_holds(&c, snapshot);
 	catalog_close(&c);
 	return 0;
 }

@@ -128,12 +128,14 @@ int cxlcr_catalog_reap_as(struct cxlcr_pool *pool, const char *host, struct cxlc
  * cxlcr_snapshot_region_free(), which takes back the holds its header
  * lists (and may so free its bases), or until a reaper finds the region
  * gone. cxlcr_catalog_release_holds takes back holds not yet recorded in
- * a header.
+ * a header; cxlcr_catalog_release_region_holds those a snapshot region's
+ * header lists, without freeing the region (one kept in quarantine).
  */
 struct cxlcr_snapshot_base;
 int cxlcr_catalog_hold(struct cxlcr_pool *pool, uint32_t entry, uint64_t entry_generation,
 		       uint64_t holder_region, uint32_t *slot, uint64_t *token);
 int cxlcr_catalog_release_holds(struct cxlcr_pool *pool, const struct cxlcr_snapshot_base *bases, uint32_t n);
+int cxlcr_catalog_release_region_holds(struct cxlcr_pool *pool, const struct cxlcr_region *snapshot);
 int cxlcr_snapshot_region_free(struct cxlcr_pool *pool, uint64_t generation);
 
 /*

@@ -399,13 +399,21 @@ int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 		const struct cxlcr_arena_header *a = (const void *)src->base;
 		h->track_scans = __atomic_load_n(&a->scan_count, __ATOMIC_ACQUIRE);
 		h->track_fork_count = __atomic_load_n(&a->fork_count, __ATOMIC_ACQUIRE);
+		/* A thread stopped between its punch's two counts punches
+		 * after the freeze: the next draft must not trust the log or
+		 * the count from here. */
+		uint64_t done = __atomic_load_n(&a->punches_done, __ATOMIC_ACQUIRE);
 		h->track_punches = __atomic_load_n(&a->punches_begun, __ATOMIC_ACQUIRE);
+		if (h->track_punches != done)
+			h->track_punches |= CXLCR_PUNCHES_UNSETTLED;
 	}
 	h->created_ns = cxlcr_now_ns();
 	cxlcr_copy_field(h->source_host, sizeof(h->source_host), cxlcr_host_name());
 	h->table_crc = cxlcr_crc32c(0, table, l->table_size);
 	h->run_crc = cxlcr_crc32c(0, runs, run_count * RUN_SIZE);
 	h->checksum = header_checksum(h);
+	if (x->cold)
+		h->cold = *x->cold;
 	cxlcr_publish(h, sizeof(*h));
 	h->complete = CXLCR_SNAPSHOT_COMPLETE;
 	cxlcr_publish(&h->complete, sizeof(h->complete));
@@ -421,6 +429,27 @@ uint64_t snap_draft_spare(uint64_t copies)
 /* The arena's punch counters (pool_format.h) as a draft starts: done is
  * read first, so a punch under way then shows as begun != done. */
 
+int snap_punch_ranges(const struct source *src, uint64_t from, uint64_t to,
+		      struct punch_range out[CXLCR_PUNCH_LOG])
+{
+	const struct cxlcr_arena_header *h = (const void *)src->base;
+	if (to < from || to - from > CXLCR_PUNCH_LOG || (from & CXLCR_PUNCHES_UNSETTLED))
+		return -1;
+	int count = 0;
+	for (uint64_t n = from; n < to; n++) {
+		const struct cxlcr_punch_entry *e = &h->punch_log[n % CXLCR_PUNCH_LOG];
+		uint64_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+		uint64_t lo = __atomic_load_n(&e->lo, __ATOMIC_RELAXED);
+		uint64_t hi = __atomic_load_n(&e->hi, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq != n + 1 || __atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq || lo >= hi ||
+		    hi > src->heap_size)
+			return -1;
+		out[count++] = (struct punch_range){ lo, hi };
+	}
+	return count;
+}
+
 void snap_note_punches(const struct source *src, struct punch_note *n)
 {
 	const struct cxlcr_arena_header *h = (const void *)src->base;
@@ -435,7 +464,7 @@ void snap_note_punches(const struct source *src, struct punch_note *n)
  * With publish, the header follows (a whole snapshot); without, the region
  * is a draft for cxlcr_snapshot_finish(). */
 static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, const struct page_map *m,
-			  const char *name, bool publish, const struct punch_note *punches,
+			  const char *name, bool publish, bool tracked, const struct punch_note *punches,
 			  struct cxlcr_region *snap_region)
 {
 	/* A draft leaves room for pages its finish may have to copy: written
@@ -465,7 +494,7 @@ static int write_snapshot(struct cxlcr_pool *pool, const struct source *src, con
 	copy_pages(src, m, snap, snap_region->offset, &l, table);
 	int rc = 0;
 	if (publish) {
-		struct publish_extra x = { .own = m->nonzero };
+		struct publish_extra x = { .own = m->nonzero, .tracked = tracked };
 		rc = snap_publish_snapshot(pool, src, snap_region, snap, &l, &x, table);
 	} else {
 		memcpy(snap + l.table_offset, table, l.table_size);
@@ -506,9 +535,10 @@ void snap_describe(struct cxlcr_snapshot_info *out, const struct cxlcr_region *s
 	out->pages_zero = m->pages - m->nonzero;
 }
 
-/* A snapshot (publish), or a draft of one (see snapshot.h). */
+/* A snapshot (publish; tracked: see cxlcr_snapshot_create_tracked()), or
+ * a draft of one (see snapshot.h). */
 static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name, bool publish,
-			 struct cxlcr_snapshot_info *out)
+			 bool tracked, struct cxlcr_snapshot_info *out)
 {
 	uint64_t start = cxlcr_mono_ns();
 	struct source src;
@@ -525,7 +555,7 @@ static int snapshot_copy(struct cxlcr_pool *pool, uint64_t arena_generation, con
 	if (find_nonzero_pages(pool, &src, &m) < 0)
 		goto out;
 	uint64_t scanned = cxlcr_mono_ns();
-	if (write_snapshot(pool, &src, &m, name, publish, &punches, &snap_region) < 0)
+	if (write_snapshot(pool, &src, &m, name, publish, tracked, &punches, &snap_region) < 0)
 		goto out;
 	uint64_t done = cxlcr_mono_ns();
 	if (out) {
@@ -770,6 +800,17 @@ void cxlcr_snapshot_close(struct cxlcr_snapshot *s)
 	s->base_count = 0;
 }
 
+bool cxlcr_snapshot_named_for(const char *name, const char *service)
+{
+	size_t n = strnlen(service, CXLCR_SNAPSHOT_NAME_PREFIX);
+	if (strncmp(name, service, n) || name[n] != '.' || name[n + 1] != 's' || !name[n + 2])
+		return false;
+	for (const char *p = name + n + 2; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
 int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generation)
 {
 	struct cxlcr_snapshot s;
@@ -777,6 +818,50 @@ int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generatio
 		return -1;
 	int rc = snap_check_leaves(&s);
 	cxlcr_snapshot_close(&s);
+	return rc;
+}
+
+/* Punches [lo, hi) of the pool, rounded inwards to whole pages. */
+static int give_back(struct cxlcr_pool *pool, uint64_t lo, uint64_t hi, uint64_t *freed)
+{
+	lo = round_up(lo, PAGE);
+	hi = hi / PAGE * PAGE;
+	if (hi <= lo)
+		return 0;
+	if (cxlcr_pool_zero(pool, lo, hi - lo) < 0)
+		return -1;
+	*freed += hi - lo;
+	return 0;
+}
+
+int cxlcr_snapshot_trim(struct cxlcr_pool *pool, uint64_t snapshot_generation, uint64_t *freed)
+{
+	uint64_t n = 0;
+	if (freed)
+		*freed = 0;
+	if (pool->devdax)
+		return 0; /* a device's memory is reserved whatever we do */
+	struct cxlcr_snapshot s;
+	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
+		return -1;
+	const struct cxlcr_snapshot_header *h = &s.header;
+	uint64_t at = s.region.offset;
+	int rc = -1;
+	/* Its own copies come first in the data area, the room after them;
+	 * the run table's room lies between its runs and the data area. */
+	if (h->pages_own * PAGE > h->data_size) {
+		cxlcr_error("snapshot '%s': %llu own pages, data area of %llu bytes", s.region.name,
+			    (unsigned long long)h->pages_own, (unsigned long long)h->data_size);
+		goto out;
+	}
+	if (give_back(pool, at + h->run_offset + h->run_count * RUN_SIZE, at + h->data_offset, &n) < 0 ||
+	    give_back(pool, at + h->data_offset + h->pages_own * PAGE, at + h->data_offset + h->data_size, &n) < 0)
+		goto out;
+	rc = 0;
+out:
+	cxlcr_snapshot_close(&s);
+	if (freed)
+		*freed = n;
 	return rc;
 }
 
@@ -831,7 +916,7 @@ int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index
 		return 0;
 	}
 	if (tier != CXLCR_TIER_CXL)
-		return cxlcr_error("snapshot '%s': page %llu is on the cold tier, which cannot be read yet",
+		return cxlcr_error("snapshot '%s': page %llu is on the cold tier (read it with tier_read_page())",
 				   s->region.name, (unsigned long long)page_index);
 	const uint8_t *copy = cxlcr_snapshot_copy(s, offset);
 	if (!copy)
@@ -896,13 +981,19 @@ int cxlcr_snapshot_changed_pages(const struct cxlcr_snapshot *prev, const struct
 int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			  struct cxlcr_snapshot_info *out)
 {
-	return snapshot_copy(pool, arena_generation, name, true, out);
+	return snapshot_copy(pool, arena_generation, name, true, false, out);
+}
+
+int cxlcr_snapshot_create_tracked(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+				  struct cxlcr_snapshot_info *out)
+{
+	return snapshot_copy(pool, arena_generation, name, true, true, out);
 }
 
 int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			 struct cxlcr_snapshot_info *out)
 {
-	return snapshot_copy(pool, arena_generation, name, false, out);
+	return snapshot_copy(pool, arena_generation, name, false, false, out);
 }
 
 /* A draft's header, mapped (NULL if there is no draft of that name). */

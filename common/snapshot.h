@@ -31,6 +31,8 @@ struct cxlcr_snapshot_info {
 	uint64_t pages_refreshed;    /* cxlcr_snapshot_finish(): pages that changed after the draft */
 	uint64_t pages_written;      /* ... of which written pages it looked at (tracked finish) */
 	bool tracked;                /* the finish copied only written pages, compared none */
+	uint32_t punches_logged;     /* punches whose pages the arena's punch log gave */
+	const char *compared_because; /* why every page was compared (NULL: it was not) */
 	uint64_t scan_ns;            /* finding the non-zero pages */
 	uint64_t written_ns;         /* finish: the written pages (or every page, comparing) */
 	uint64_t holes_ns;           /* finish: pages punched out since the draft */
@@ -55,6 +57,13 @@ struct cxlcr_snapshot_info {
  */
 int cxlcr_snapshot_create(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			  struct cxlcr_snapshot_info *out);
+/* The same, in a freeze whose scan of the written pages has just re-armed
+ * the whole heap (tracking/track.h): the snapshot notes the arena's scan
+ * count, so that the next one can be incremental on it. Without that note
+ * a fresh snapshot made in the freeze (no draft, or a draft that could not
+ * be finished) would turn the next one full. */
+int cxlcr_snapshot_create_tracked(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+				  struct cxlcr_snapshot_info *out);
 
 /*
  * A snapshot in two steps, so that the service is frozen only for the
@@ -142,10 +151,32 @@ int cxlcr_snapshot_open(struct cxlcr_pool *pool, uint64_t snapshot_generation,
 			struct cxlcr_snapshot *s);
 void cxlcr_snapshot_close(struct cxlcr_snapshot *s);
 
+/* Whether name is one the snapshot verb gives service's snapshots
+ * ("SERVICE.sDIGITS", of at most the first CXLCR_SNAPSHOT_NAME_PREFIX
+ * characters of SERVICE): its recovery points, forks' and operators'. */
+#define CXLCR_SNAPSHOT_NAME_PREFIX 40
+/* Set (to 1) in CRIU's environment for a recovery point's dump: if the
+ * draft cannot be brought up to date in the freeze, the plugin fails the
+ * dump instead of copying the whole heap while the service is frozen. */
+#define CXLCR_SNAPSHOT_DRAFT_ONLY_ENV "CXLCR_SNAPSHOT_DRAFT_ONLY"
+bool cxlcr_snapshot_named_for(const char *name, const char *service);
+
 /* Opens, checks the leaf table too (its checksum, every leaf against its
  * run) and closes again: 0 if the snapshot is whole and ours. A snapshot
  * is validated when it is published in the catalog. */
 int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generation);
+
+/*
+ * Gives back the memory of what a published snapshot reserved and did not
+ * use: the room its draft left for the pages its finish might copy, and
+ * for the runs it might add (a draft reserves as many pages again as it
+ * copied, and prefaults all of it, so that the finish never faults in the
+ * freeze; a finish uses a small part). On a pool file the unused ranges
+ * become holes; a devdax device keeps them reserved (nothing is done). The
+ * snapshot is immutable once published: nothing reads or writes there.
+ * *freed (if given): the bytes given back.
+ */
+int cxlcr_snapshot_trim(struct cxlcr_pool *pool, uint64_t snapshot_generation, uint64_t *freed);
 
 /* Where page page_index of the heap lives: its tier (enum cxlcr_page_tier)
  * and device-relative offset (0 for a zero page), from the runs. */
@@ -165,8 +196,35 @@ uint64_t cxlcr_snapshot_table_runs(const uint64_t *leaves, uint64_t pages, struc
 
 /* Copies page page_index of the snapshotted heap into buf
  * (CXLCR_SNAPSHOT_PAGE_SIZE bytes): the stored copy, or zeros. Cold pages
- * cannot be read yet. */
+ * are refused: tier_read_page() (tier/tier.h) reads those. */
 int cxlcr_snapshot_read_page(const struct cxlcr_snapshot *s, uint64_t page_index, void *buf);
+
+/*
+ * Splitting a snapshot between CXL and a cold tier (tier/ is the sink):
+ * cxlcr_snapshot_split() makes a snapshot called name of the complete
+ * snapshot source (which it leaves as it is): the non-zero pages whose bit
+ * is set in hot (one bit per heap page, hot_pages of them: pages past them
+ * count as cold) are copied into its region, every
+ * other non-zero page is handed to the sink, zero pages go nowhere. Its
+ * cold leaves point into the extent begin() chose, in heap order; its
+ * header's `cold` says where, with the CRC-32C of every cold page in a
+ * table of the region. On failure nothing is left (the region is freed,
+ * and with it the extent: see tier/format.h).
+ */
+struct cxlcr_cold_sink {
+	void *ctx;
+	/* The new region exists: find room for `pages` cold pages owned by
+	 * it; fill in server, server_incarnation, extent_offset, extent_size. */
+	int (*begin)(void *ctx, uint64_t region_generation, uint64_t pages, struct cxlcr_snapshot_cold *cold);
+	/* Cold page k (heap order): store it at extent_offset + k * 4 KiB. */
+	int (*page)(void *ctx, uint64_t k, const void *page);
+	/* Every page was given: 0 once they are all stored. */
+	int (*end)(void *ctx);
+};
+int cxlcr_snapshot_split(struct cxlcr_pool *pool, uint64_t source, const uint64_t *hot, uint64_t hot_pages,
+			 const char *name, const struct cxlcr_cold_sink *sink, struct cxlcr_snapshot_info *out);
+/* The checksum a snapshot header's `cold` carries. */
+uint32_t cxlcr_snapshot_cold_checksum(const struct cxlcr_snapshot_cold *c);
 
 /* The heap pages of cur whose contents differ from prev's (two snapshots
  * of one arena): a malloc'd, ascending list of page indexes. */

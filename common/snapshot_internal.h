@@ -2,7 +2,8 @@
  * What the parts of common/snapshot*.c share, and nothing else includes:
  * snapshot.c takes snapshots (the arena as a source, the two passes, the
  * layout, publishing) and reads them; snapshot_draft.c makes incremental
- * drafts and finishes drafts in the freeze.
+ * drafts and finishes drafts in the freeze; snapshot_split.c makes a
+ * tiered snapshot of a snapshot.
  */
 #ifndef CXLCR_SNAPSHOT_INTERNAL_H
 #define CXLCR_SNAPSHOT_INTERNAL_H
@@ -71,6 +72,7 @@ struct publish_extra {
 	const struct cxlcr_snapshot_base *bases;
 	uint32_t base_count;
 	bool tracked;
+	const struct cxlcr_snapshot_cold *cold; /* a tiered snapshot's (tier/): NULL otherwise */
 };
 
 int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src, const struct cxlcr_region *snap_region,
@@ -86,6 +88,17 @@ struct punch_note {
 };
 
 void snap_note_punches(const struct source *src, struct punch_note *n);
+/* The heap ranges [lo, hi) (offsets in the heap, within it) of punches
+ * from..to-1, from the arena's punch log (pool_format.h): their count, or
+ * -1 if the log does not hold them all (more than CXLCR_PUNCH_LOG, an
+ * entry rewritten since, a preload that logs nothing), and the caller
+ * compares every page instead. from and to are punch counts seen with no
+ * punch under way. */
+struct punch_range {
+	uint64_t lo, hi;
+};
+int snap_punch_ranges(const struct source *src, uint64_t from, uint64_t to,
+		      struct punch_range out[CXLCR_PUNCH_LOG]);
 
 /* Reading: the full check of a snapshot's leaf table. */
 int snap_check_leaves(const struct cxlcr_snapshot *s);

@@ -14,8 +14,9 @@
  * the memory stays the arena's, so that the next touch cannot find it
  * taken). A devdax device cannot punch holes: there the
  * range is zeroed, so that snapshots still store nothing for it. A fork
- * child's heap is private views of a snapshot (MADV_REMOVE says EACCES):
- * its own memory, given back as the call asked.
+ * child's heap is private views of a snapshot (MADV_REMOVE says EACCES),
+ * or anonymous memory in copy mode (EINVAL): its own memory, given back as
+ * the call asked.
  *
  * Every other madvise of the process passes through unchanged, and the
  * preload's own (shed.c) calls the system call directly.
@@ -73,20 +74,35 @@ static void reserve_again(uintptr_t lo, uintptr_t hi)
 	}
 }
 
+/* Entry n % CXLCR_PUNCH_LOG of the punch log, as a seqlock: its seq is 0
+ * while the range is rewritten, n + 1 once it is whole. */
+static void log_punch(uint64_t n, uintptr_t lo, uintptr_t hi)
+{
+	struct cxlcr_punch_entry *e = &cx.header->punch_log[n % CXLCR_PUNCH_LOG];
+	__atomic_store_n(&e->seq, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&e->lo, lo - cx.heap_lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->hi, hi - cx.heap_lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->seq, n + 1, __ATOMIC_RELEASE);
+}
+
 EXPORT int madvise(void *addr, size_t len, int advice)
 {
 	uintptr_t lo, hi;
 	if ((advice != MADV_DONTNEED && advice != MADV_FREE) || !heap_part(addr, len, &lo, &hi))
 		return preload_madvise(addr, len, advice);
 	/* mimalloc's decommits are whole OS pages inside the heap. Counted
-	 * around the punch, which tracking does not see (pool_format.h). */
-	__atomic_fetch_add(&cx.header->punches_begun, 1, __ATOMIC_SEQ_CST);
+	 * around the punch, which tracking does not see, and logged before it
+	 * (pool_format.h, punch_log), so that a snapshot knows its pages. */
+	uint64_t n = __atomic_fetch_add(&cx.header->punches_begun, 1, __ATOMIC_SEQ_CST);
+	log_punch(n, lo, hi);
 	int punched = preload_madvise((void *)lo, hi - lo, MADV_REMOVE);
 	__atomic_fetch_add(&cx.header->punches_done, 1, __ATOMIC_SEQ_CST);
 	if (punched == 0)
 		reserve_again(lo, hi);
 	if (punched < 0) {
-		if (errno == EACCES) /* a private mapping: a fork child's own memory */
+		/* A fork child's own memory: a private view of a snapshot
+		 * (EACCES), or anonymous memory in copy mode (EINVAL). */
+		if (errno == EACCES || errno == EINVAL)
 			return preload_madvise(addr, len, advice);
 		/* devdax (ENODEV, EOPNOTSUPP): no holes, so zeros */
 		memset((void *)lo, 0, hi - lo);

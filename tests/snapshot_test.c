@@ -485,10 +485,30 @@ static void test_draft_and_finish(struct cxlcr_pool *pool)
 	drop_arena(pool, &a);
 }
 
+/* What preload/release.c does around a punch of heap page i: counted, and
+ * (if log) logged in the arena's punch log first, as the preload does;
+ * without, as a preload that logs nothing. */
+static void punch_page(struct arena_map *a, uint64_t i, bool log)
+{
+	struct cxlcr_arena_header *h = (void *)a->base;
+	uint64_t n = __atomic_fetch_add(&h->punches_begun, 1, __ATOMIC_SEQ_CST);
+	if (log) {
+		struct cxlcr_punch_entry *e = &h->punch_log[n % CXLCR_PUNCH_LOG];
+		__atomic_store_n(&e->seq, 0, __ATOMIC_SEQ_CST);
+		e->lo = i * PAGE;
+		e->hi = (i + 1) * PAGE;
+		__atomic_store_n(&e->seq, n + 1, __ATOMIC_RELEASE);
+	}
+	CHECK(madvise(a->heap + i * PAGE, PAGE, MADV_REMOVE) == 0, "MADV_REMOVE: %s", strerror(errno));
+	__atomic_fetch_add(&h->punches_done, 1, __ATOMIC_SEQ_CST);
+}
+
 /* The tracked finish (written ranges given) with pages punched out of the
  * pool after the draft, as the preload does with freed memory: no write
- * reports them, yet the snapshot must read zero there. */
-static void test_tracked_finish_punches(struct cxlcr_pool *pool)
+ * reports them, yet the snapshot must read zero there. Logged (at most
+ * CXLCR_PUNCH_LOG of them), the finish looks at their pages only; not
+ * logged (or too many), it compares every page. */
+static void tracked_finish_punches(struct cxlcr_pool *pool, bool log, uint64_t most)
 {
 	struct arena_map a;
 	struct cxlcr_snapshot_info info;
@@ -496,26 +516,33 @@ static void test_tracked_finish_punches(struct cxlcr_pool *pool)
 	uint64_t seed = 0x9a7c4, nonzero, holes, punched = 0;
 	static uint8_t got[PAGE];
 
-	SAY("tracked finish: pages punched out after the draft read zero in the snapshot");
+	SAY("tracked finish: pages punched out after the draft (%s, at most %llu) read zero in the snapshot",
+	    log ? "logged" : "not logged", (unsigned long long)most);
 	make_arena(pool, "psrc", TEST_HEAP, true, &a);
 	fill_heap(&a, seed, &nonzero, &holes);
 	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "psnap", &info) == 0, "%s", cxlcr_last_error());
 	struct cxlcr_region draft;
 	CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "psnap", &draft), "the draft has no region");
 	uint64_t draft_generation = draft.generation;
-	struct cxlcr_arena_header *h = (void *)a.base;
-	for (uint64_t i = 0; i < a.pages; i++) {
+	for (uint64_t i = 0; i < a.pages && punched < most; i++) {
 		if (kind_of(seed, i) != PATTERN || i % 5)
 			continue;
-		/* What preload/release.c does around a punch. */
-		__atomic_fetch_add(&h->punches_begun, 1, __ATOMIC_SEQ_CST);
-		CHECK(madvise(a.heap + i * PAGE, PAGE, MADV_REMOVE) == 0, "MADV_REMOVE: %s", strerror(errno));
-		__atomic_fetch_add(&h->punches_done, 1, __ATOMIC_SEQ_CST);
+		punch_page(&a, i, log);
 		punched++;
 	}
 	CHECK(punched > 0);
 	struct cxlcr_written none = { 0 };
 	CHECK(cxlcr_snapshot_finish(pool, a.region.generation, "psnap", &none, &info) == 0, "%s", cxlcr_last_error());
+	if (log && punched <= CXLCR_PUNCH_LOG)
+		CHECK(info.tracked && !info.compared_because && info.punches_logged == punched &&
+			      info.pages_written == punched,
+		      "%llu logged punches: tracked %d, compared because %s, %u logged, %llu pages looked at",
+		      (unsigned long long)punched, info.tracked, info.compared_because ? info.compared_because : "-",
+		      info.punches_logged, (unsigned long long)info.pages_written);
+	else
+		CHECK(!info.tracked && info.compared_because && strstr(info.compared_because, "punch log"),
+		      "%llu punches, %s: the finish did not compare every page (%s)", (unsigned long long)punched,
+		      log ? "logged" : "not logged", info.compared_because ? info.compared_because : "-");
 	CHECK(cxlcr_snapshot_open(pool, draft_generation, &s) == 0, "%s", cxlcr_last_error());
 	for (uint64_t i = 0; i < a.pages; i++) {
 		CHECK(cxlcr_snapshot_read_page(&s, i, got) == 0, "%s", cxlcr_last_error());
@@ -527,6 +554,13 @@ static void test_tracked_finish_punches(struct cxlcr_pool *pool)
 	SAY("%llu punched pages read zero in the snapshot", (unsigned long long)punched);
 	CHECK(cxlcr_region_free(pool, draft_generation) == 0, "%s", cxlcr_last_error());
 	drop_arena(pool, &a);
+}
+
+static void test_tracked_finish_punches(struct cxlcr_pool *pool)
+{
+	tracked_finish_punches(pool, true, 40);
+	tracked_finish_punches(pool, false, 40);
+	tracked_finish_punches(pool, true, UINT64_MAX);
 }
 
 static void test_refusals(struct cxlcr_pool *pool)
@@ -704,7 +738,6 @@ static void written_add(struct cxlcr_written *w, uint64_t addr)
  * (freed memory given back: not reported, as the kernel does not). */
 static uint64_t churn(struct arena_map *a, uint64_t seed, uint64_t per, struct cxlcr_written *w)
 {
-	struct cxlcr_arena_header *h = (void *)a->base;
 	uint64_t changed = 0;
 	for (uint64_t i = 0; i < a->pages - TAIL_HOLE_PAGES; i++) {
 		uint64_t r = mix(seed ^ (i * 0x9e37ull));
@@ -721,9 +754,7 @@ static uint64_t churn(struct arena_map *a, uint64_t seed, uint64_t per, struct c
 			written_add(w, (uintptr_t)p);
 			break;
 		case 3:
-			__atomic_fetch_add(&h->punches_begun, 1, __ATOMIC_SEQ_CST);
-			CHECK(madvise(p, PAGE, MADV_REMOVE) == 0, "MADV_REMOVE: %s", strerror(errno));
-			__atomic_fetch_add(&h->punches_done, 1, __ATOMIC_SEQ_CST);
+			punch_page(a, i, true);
 			break;
 		}
 		changed++;
@@ -772,7 +803,9 @@ static void test_incremental(struct cxlcr_pool *pool)
 		if (round == 0) {
 			CHECK(cxlcr_snapshot_draft(pool, a.region.generation, name, &info) == 0, "%s", cxlcr_last_error());
 		} else {
+			uint64_t p0 = h->punches_begun;
 			changed = churn(&a, seed + (uint64_t)round, 100, &since);
+			uint64_t punched = h->punches_begun - p0;
 			struct cxlcr_borrow b;
 			struct cxlcr_snapshot base;
 			CHECK(cxlcr_catalog_borrow(pool, "isvc", NULL, &b) == 0, "%s", cxlcr_last_error());
@@ -781,6 +814,13 @@ static void test_incremental(struct cxlcr_pool *pool)
 						      &info) == 0, "round %d: %s", round, cxlcr_last_error());
 			cxlcr_snapshot_close(&base);
 			CHECK(cxlcr_catalog_return(pool, &b) == 0, "%s", cxlcr_last_error());
+			/* The punches since the base come from the log when it
+			 * holds them all: no page is compared. */
+			CHECK(punched > CXLCR_PUNCH_LOG ? info.compared_because != NULL
+							: !info.compared_because && info.punches_logged == punched,
+			      "round %d: %llu punches since the base, %u from the log, compared because %s", round,
+			      (unsigned long long)punched, info.punches_logged,
+			      info.compared_because ? info.compared_because : "-");
 			/* What changed, and the pages of the least used base if
 			 * there were too many bases to keep (at most 1/(MAX+1)). */
 			CHECK(info.pages_own <= changed + info.pages_cxl / (CXLCR_SNAPSHOT_BASES_MAX + 1),
@@ -789,10 +829,15 @@ static void test_incremental(struct cxlcr_pool *pool)
 		}
 		/* While the draft is made: more writes, some on pages it shares
 		 * with its bases, some on pages that were zero. */
+		uint64_t p1 = h->punches_begun;
 		changed += churn(&a, seed * 7 + (uint64_t)round, 400, &during);
+		uint64_t punched_during = h->punches_begun - p1;
 		h->scan_count++; /* the finish's scan */
 		CHECK(cxlcr_snapshot_finish(pool, a.region.generation, name, &during, &info) == 0, "round %d: %s", round,
 		      cxlcr_last_error());
+		CHECK(punched_during > CXLCR_PUNCH_LOG || (info.tracked && info.punches_logged == punched_during),
+		      "round %d: %llu punches during the draft, %u from the log, tracked %d", round,
+		      (unsigned long long)punched_during, info.punches_logged, info.tracked);
 		gens[round] = info.region_generation;
 		if (round > 0) {
 			bool freed;
@@ -810,9 +855,9 @@ static void test_incremental(struct cxlcr_pool *pool)
 		}
 		CHECK(cxlcr_catalog_publish(pool, "isvc", gens[round], NULL) == 0, "%s", cxlcr_last_error());
 		check_is_heap(pool, gens[round], &a, name);
-		SAY("round %d: %llu pages changed, %llu copied, %llu stored in all, %u bases", round,
-		    (unsigned long long)changed, (unsigned long long)info.pages_own, (unsigned long long)info.pages_cxl,
-		    info.base_count);
+		SAY("round %d: %llu pages changed, %llu copied, %llu stored in all, %u bases, %u punches from the log",
+		    round, (unsigned long long)changed, (unsigned long long)info.pages_own,
+		    (unsigned long long)info.pages_cxl, info.base_count, info.punches_logged);
 		cxlcr_written_free(&since);
 		cxlcr_written_free(&during);
 	}

@@ -12,6 +12,13 @@
  *                                     use, borrow slots claimed in them, regions
  *                                     of those kinds) - tests/t_fault_*.sh
  *                                     compare it before and after a fault
+ *   snapshot_tool points SERVICE      where the pool space of SERVICE's snapshots
+ *                                     (its recovery points) goes: one line per
+ *                                     snapshot region ("REGION size S own O live
+ *                                     L": its region's bytes, the pages copied
+ *                                     into it, the pages of the newest point that
+ *                                     are there), then "total regions N size S
+ *                                     own O live L" (bench/points.py)
  *
  * The pool is $CXLCR_POOL. The caller freezes the service around create.
  */
@@ -49,12 +56,62 @@ static int print_census(struct cxlcr_pool *pool)
 	return 0;
 }
 
+/* The snapshot regions of service, and how many pages of its newest
+ * point (the catalog's entry of its name, borrowed) lie in each. */
+static int print_points(struct cxlcr_pool *pool, const char *service)
+{
+	static struct cxlcr_region regions[CXLCR_REGION_MAX];
+	static uint64_t live[CXLCR_REGION_MAX];
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state == CXLCR_REGION_LIVE && r.kind == CXLCR_KIND_SNAPSHOT && cxlcr_snapshot_named_for(r.name, service))
+			regions[n++] = r;
+	}
+	struct cxlcr_borrow b;
+	if (cxlcr_catalog_borrow(pool, service, NULL, &b) == 0) {
+		struct cxlcr_snapshot s;
+		if (cxlcr_snapshot_open(pool, b.snapshot_generation, &s) == 0) {
+			uint64_t cursor = 0;
+			for (uint64_t i = 0; i < s.header.page_count; i++) {
+				uint64_t leaf = cxlcr_snapshot_leaf(&s, i, &cursor), at = CXLCR_LEAF_OFFSET(leaf);
+				if (CXLCR_LEAF_TIER(leaf) != CXLCR_TIER_CXL)
+					continue;
+				for (uint32_t k = 0; k < n; k++)
+					if (at >= regions[k].offset && at < regions[k].offset + regions[k].size) {
+						live[k]++;
+						break;
+					}
+			}
+			cxlcr_snapshot_close(&s);
+		}
+		cxlcr_catalog_return(pool, &b);
+	}
+	uint64_t size = 0, own = 0, pages = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		struct cxlcr_snapshot s;
+		uint64_t o = 0;
+		if (cxlcr_snapshot_open(pool, regions[k].generation, &s) == 0) { /* (a draft is no snapshot yet) */
+			o = s.header.pages_own;
+			cxlcr_snapshot_close(&s);
+		}
+		printf("%s size %" PRIu64 " own %" PRIu64 " live %" PRIu64 "\n", regions[k].name, regions[k].size, o,
+		       live[k]);
+		size += regions[k].size;
+		own += o;
+		pages += live[k];
+	}
+	printf("total regions %u size %" PRIu64 " own %" PRIu64 " live %" PRIu64 "\n", n, size, own, pages);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	bool create = argc == 4 && !strcmp(argv[1], "create"), drop = argc == 3 && !strcmp(argv[1], "drop");
-	bool census = argc == 2 && !strcmp(argv[1], "census");
-	if (!create && !drop && !census) {
-		fprintf(stderr, "usage: snapshot_tool create ARENA NAME | drop NAME | census\n");
+	bool census = argc == 2 && !strcmp(argv[1], "census"), points = argc == 3 && !strcmp(argv[1], "points");
+	if (!create && !drop && !census && !points) {
+		fprintf(stderr, "usage: snapshot_tool create ARENA NAME | drop NAME | census | points SERVICE\n");
 		return 2;
 	}
 	struct cxlcr_pool pool;
@@ -65,6 +122,8 @@ int main(int argc, char **argv)
 	int rc = -1;
 	if (census) {
 		rc = print_census(&pool);
+	} else if (points) {
+		rc = print_points(&pool, argv[2]);
 	} else if (drop) {
 		bool freed;
 		rc = cxlcr_catalog_tombstone(&pool, argv[2], &freed);

@@ -43,6 +43,15 @@ say "after FLUSHALL: arena_used $((used >> 20)) MiB, pool holds $(((after - base
 [ $((after - base)) -le $(((full - base) / 4)) ] ||
 	die "the pool still holds $(((after - base) >> 20)) of the $(((full - base) >> 20)) MiB the deleted values took"
 
+# Each punch is logged in the arena's header first (pool_format.h,
+# punch_log), so that snapshots know its pages without comparing the heap.
+punches=$(python3 "$ROOT/tests/lib/arenahdr.py" punches "$CXLCR_POOL" rel)
+python3 -c 'import json, sys
+p = json.loads(sys.argv[1])
+sys.exit(0 if p["begun"] > 0 and p["begun"] == p["done"] and p["logged"] == min(p["begun"], 256) else 1)' "$punches" ||
+	die "the punches are not all in the arena's punch log: $punches"
+ok "every punch is in the arena's punch log: $punches"
+
 out=$("$CXLCR" snapshot rel --json) || die "snapshot failed"
 stored=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot_bytes"])')
 say "snapshot stores $((stored >> 20)) MiB (arena_used $((used >> 20)) MiB)"

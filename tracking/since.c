@@ -132,3 +132,22 @@ int cxlcr_track_since_draft(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	munmap(h, sizeof(*h));
 	return rc;
 }
+
+int cxlcr_track_rearm_in_freeze(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, const char **why)
+{
+	*why = NULL;
+	struct cxlcr_arena_header *h = map_header(pool, arena_generation);
+	if (!h)
+		return -1;
+	struct cxlcr_written w = { 0 };
+	int rc = 1;
+	if (!__atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE))
+		*why = "the service is not tracked";
+	else if (has_children(pid))
+		*why = "the service has child processes (their writes are not tracked)";
+	else if ((rc = scan_heap(pid, h, &w)) == 1)
+		*why = "tracking was lost (its tracker ended)";
+	cxlcr_written_free(&w);
+	munmap(h, sizeof(*h));
+	return rc;
+}

@@ -62,6 +62,12 @@ int cxlcr_track_before_draft(struct cxlcr_pool *pool, uint64_t arena_generation,
 			     struct cxlcr_written *since_base, bool *have_since_base);
 int cxlcr_track_since_draft(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, const char *draft,
 			    struct cxlcr_written *w, const char **why);
+/* In the freeze, for a snapshot copied whole there (no draft to finish):
+ * re-arms the whole heap, so that the next snapshot knows what is written
+ * after this one (cxlcr_snapshot_create_tracked). 0; 1 with why if writes
+ * after the freeze could go unseen (not tracked, or a child process that
+ * may write through its shared mapping); -1 on error. */
+int cxlcr_track_rearm_in_freeze(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, const char **why);
 
 /* Is write tracking on (unless CXLCR_WRITE_TRACKING=0)? See tracker.c. */
 bool cxlcr_tracking_enabled(void);

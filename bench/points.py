@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""What recovery points cost a service (issue 16, point 8), run by
+bench/points.sh on an emulated pod it set up.
+
+For each size: two Redis services on h0, their heaps in the pool, each
+filled with 1000 B values (1,048,576 per GiB): one takes a recovery point
+every second (`cxlcr run --recovery-interval 1000`), the other none. Once
+the first has its first point (a full one), redis-benchmark loads each with
+SETs of random keys of its key space (the fill wrote the benchmark's own
+key names, so that its SETs rewrite values in place rather than grow the
+heap by another GiB), the two alternating round by round (each goes first
+in half the rounds), each round long enough for many points (--requests):
+the median throughput of each, the ratio with/without (goal >= 0.95), and
+how many points the service with them took in its rounds (a point whose
+draft cannot be brought up to date in its freeze is not taken: see
+docs/recovery.md). Then the pool bytes the
+points hold beyond the heap (every snapshot region of the service: the
+newest point and the older ones it still shares pages with): what of
+their regions holds memory in the pool file, and their regions' sizes
+(what a devdax device would reserve). Then the
+freeze of one point, on the service without periodic points: 1% of its
+keys rewritten, `cxlcr snapshot --recovery-point --json`, ROUNDS times
+(CRIU's own frozen time, and the pages the point copied).
+
+    points.py --cxlcr BUILD/cxlcr --out DIR --sizes 1G,4G --rounds 5
+
+Python standard library only; the Redis client comes from snapshot.py.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+sys.path.insert(0, HERE)
+from results import GIB, MIB, median, parse_size, publish_rows, size_label  # noqa: E402
+from snapshot import Redis, cxlcr, value, PORT  # noqa: E402
+
+POOLIMG = os.path.join(HERE, "..", "tests", "lib", "poolimg.py")
+
+
+def start(a, name, size, interval):
+    arena = size * 3 // 2 + 64 * MIB
+    cxlcr(a, "run", "--host", "h0", "--name", name, "--arena", str(arena),
+          "--recovery-interval", str(interval), "--log", os.path.join(a.work, name + ".log"), "--",
+          "redis-server", "--port", str(PORT), "--protected-mode", "no", "--save", "", "--appendonly", "no",
+          "--dir", "/")
+    host = cxlcr(a, "status", name, "--json")["address"]
+    for _ in range(400):
+        try:
+            return host, Redis(host)
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("points: %s does not answer at %s" % (name, host))
+
+
+def fill(r, keys, version=0, batch=2000):
+    """Values of 1000 B for keys (a count, or a list) under redis-benchmark's
+    own names (key:%012d)."""
+    keys = list(range(keys)) if isinstance(keys, int) else keys
+    for lo in range(0, len(keys), batch):
+        ks = keys[lo:lo + batch]
+        r.send([[b"SET", b"key:%012d" % k, value(k, version)] for k in ks])
+        for _ in ks:
+            r.reply()
+
+
+def load(a, host, keys):
+    """One round of SETs over the key space: requests per second."""
+    cmd = ["redis-benchmark", "-h", host, "-p", str(PORT), "-t", "set", "-n", str(a.requests), "-c", "8",
+           "-P", "16", "-r", str(keys), "-d", "1000", "--csv"]
+    if os.cpu_count() and os.cpu_count() >= 2:
+        cmd = ["taskset", "-c", "1"] + cmd
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        cells = [c.strip('"') for c in line.split(",")]
+        if cells and cells[0] == "SET":
+            return float(cells[1])
+    raise SystemExit("points: no SET figure from redis-benchmark: %s" % out)
+
+
+def points_logged(a, name):
+    """Recovery points of name its host's daemon has logged so far."""
+    out = subprocess.run([a.cxlcr, "pod", "logs", "h0"], capture_output=True, text=True, check=True).stdout
+    return sum(1 for line in out.splitlines() if line.startswith(name + " snapshotted on "))
+
+
+def resident(fd, lo, hi):
+    """Bytes of [lo, hi) of the pool file that hold memory (SEEK_DATA):
+    not holes (a snapshot's unused room is punched out once it is
+    published: cxlcr_snapshot_trim)."""
+    n, at = 0, lo
+    while at < hi:
+        try:
+            d = os.lseek(fd, at, os.SEEK_DATA)
+        except OSError:
+            break
+        if d >= hi:
+            break
+        h = min(os.lseek(fd, d, os.SEEK_HOLE), hi)
+        n += h - d
+        at = h
+    return n
+
+
+def census(a, name):
+    """Where the points' space goes (tests/snapshot_tool points): per
+    region its bytes, the pages copied into it, and the pages of the
+    newest point that lie in it."""
+    tool = os.path.join(os.path.dirname(a.cxlcr), "tests", "snapshot_tool")
+    out = subprocess.run([tool, "points", name], capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 7 and f[1] == "size":
+            rows.append({"region": f[0], "size": int(f[2]), "own": int(f[4]), "live": int(f[6])})
+    return rows
+
+
+def point_bytes(a, name):
+    """Bytes of the pool in the service's snapshot regions (kind 3): their
+    regions' sizes (what a devdax device reserves) and what of them holds
+    memory in the pool file."""
+    pool = os.environ["CXLCR_POOL"]
+    out = subprocess.run([sys.executable, POOLIMG, "list", pool], capture_output=True,
+                         text=True, check=True).stdout
+    reserved = held = regions = 0
+    fd = os.open(pool, os.O_RDONLY)
+    try:
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 6 and f[1] == "3" and f[5].startswith(name + "."):
+                off, size = int(f[3]), int(f[4])
+                reserved += size
+                held += resident(fd, off, off + size)
+                regions += 1
+    finally:
+        os.close(fd)
+    return reserved, held, regions
+
+
+def freezes(a, name, r, size, keys):
+    """The freeze of a point, taken by hand on a service without periodic
+    ones, after 1% of its keys were rewritten: CRIU's frozen ms, CRIU's
+    whole ms and the pages copied, a.rounds times (after a first, full)."""
+    rng = random.Random(size)
+    frozen, whole, copied = [], [], []
+    for rnd in range(a.rounds + 1):
+        if rnd:
+            picked = rng.sample(range(keys), keys // 100)
+            fill(r, picked, rnd)
+        snap = cxlcr(a, "snapshot", name, "--recovery-point", "--json")
+        if rnd:
+            frozen.append(snap["frozen_ms"])
+            whole.append(snap["freeze_ms"])
+            copied.append(snap["pages_copied"])
+    return frozen, whole, copied
+
+
+def freeze_only(a, size, keys, rows):
+    """--freeze-only: one service, the freeze of its points alone (half the
+    memory: for a size whose two services this machine cannot hold)."""
+    name = "pf" + size_label(size).lower()
+    _, r = start(a, name, size, 0)
+    fill(r, keys)
+    frozen, whole, copied = freezes(a, name, r, size, keys)
+    rows.append({"size": size, "heap_used": cxlcr(a, "status", name, "--json")["arena_used"],
+                 "point_frozen_ms": median(frozen), "point_criu_ms": median(whole),
+                 "point_pages_copied": median(copied), "rounds": a.rounds, "raw": {"frozen": frozen}})
+    cxlcr(a, "stop", name)
+
+
+def one_size(a, size, rows):
+    tag = size_label(size)
+    keys = size // GIB * 1048576 if size >= GIB else size // 1024
+    if a.freeze_only:
+        return freeze_only(a, size, keys, rows)
+    with_pts, without = "pt" + tag.lower(), "pn" + tag.lower()
+    hosts = {}
+    for name, interval in ((with_pts, 1000), (without, 0)):
+        host, r = start(a, name, size, interval)
+        t0 = time.monotonic()
+        fill(r, keys)
+        hosts[name] = host
+        print("points: %s: %d keys written in %.1f s" % (name, keys, time.monotonic() - t0), flush=True)
+    t0 = time.monotonic()
+    while not cxlcr(a, "status", with_pts, "--json").get("recovery_point"):
+        if time.monotonic() - t0 > 600:
+            raise SystemExit("points: %s has no recovery point after 600 s" % with_pts)
+        time.sleep(0.2)
+    print("points: %s: first recovery point after %.1f s" % (with_pts, time.monotonic() - t0), flush=True)
+    rps = {with_pts: [], without: []}
+    taken, per_s = [], []
+    for rnd in range(a.rounds):
+        order = (with_pts, without) if rnd % 2 == 0 else (without, with_pts)
+        for name in order:
+            logged = points_logged(a, with_pts)
+            t0 = time.monotonic()
+            rps[name].append(load(a, hosts[name], keys))
+            if name == with_pts:
+                taken.append(points_logged(a, with_pts) - logged)
+                per_s.append(taken[-1] / (time.monotonic() - t0))
+        print("points: %s round %d: %.0f SET/s with points (%d points, %.2f a second), %.0f without" %
+              (tag, rnd, rps[with_pts][-1], taken[-1], per_s[-1], rps[without][-1]), flush=True)
+    st = cxlcr(a, "status", with_pts, "--json")
+    reserved, held, regions = point_bytes(a, with_pts)
+    where = census(a, with_pts)
+    for x in where:
+        print("points: %s: %d MiB, %d pages copied, %d of them the newest point's" %
+              (x["region"], x["size"] // MIB, x["own"], x["live"]), flush=True)
+    frozen, whole, copied = freezes(a, without, Redis(hosts[without]), size, keys)
+    row = {"size": size, "rps_points": median(rps[with_pts]), "rps_none": median(rps[without]),
+           "heap_used": st["arena_used"], "points_bytes": held, "points_reserved": reserved,
+           "points_regions": regions, "points_census": where, "point_frozen_ms": median(frozen),
+           "point_criu_ms": median(whole), "point_pages_copied": median(copied),
+           "points_per_s": median(per_s),
+           "rounds": a.rounds, "raw": {"rps_points": rps[with_pts], "rps_none": rps[without], "frozen": frozen,
+                                       "points_taken": taken}}
+    rows.append(row)
+    # The daemon's log, for where the points' time went (each point's draft,
+    # freeze and pages; the points not taken).
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "points-%s-h0.log" % tag.lower()), "w") as f:
+        f.write(subprocess.run([a.cxlcr, "pod", "logs", "h0"], capture_output=True, text=True).stdout)
+    for name in (with_pts, without):
+        cxlcr(a, "stop", name)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--cxlcr", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--sizes", default="1G,4G")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--requests", type=int, default=3000000)  # ~15 s a round here: many points
+    p.add_argument("--freeze-only", action="store_true")
+    a = p.parse_args()
+    rows = []
+    for size in [parse_size(s, "points") for s in a.sizes.split(",")]:
+        one_size(a, size, rows)
+    lines = ["size  SET/s points  SET/s none  ratio  points/s  points' pool bytes / heap  (reserved, regions)  point frozen_ms  criu_ms  pages copied",
+             "----  ------------  ----------  -----  --------  -------------------------  -------------------  ---------------  -------  ------------"]
+    for x in rows:
+        if "rps_points" not in x:
+            lines.append("%-4s  %12s  %10s  %5s  %8s  %8s MiB / %5.0f MiB  %19s  %15.1f  %7.1f  %12d" %
+                         (size_label(x["size"]), "-", "-", "-", "-", "-", x["heap_used"] / MIB, "-",
+                          x["point_frozen_ms"], x["point_criu_ms"], x["point_pages_copied"]))
+            continue
+        lines.append("%-4s  %12.0f  %10.0f  %5.3f  %8.2f  %8.0f MiB / %5.0f MiB  %10.0f MiB, %3d  %15.1f  %7.1f  %12d" %
+                     (size_label(x["size"]),
+                      x["rps_points"], x["rps_none"], x["rps_points"] / x["rps_none"], x["points_per_s"],
+                      x["points_bytes"] / MIB, x["heap_used"] / MIB, x["points_reserved"] / MIB,
+                      x["points_regions"], x["point_frozen_ms"], x["point_criu_ms"],
+                      x["point_pages_copied"]))
+    lines.append("(medians of %d rounds; points every 1000 ms; ratio goal >= 0.95)" % a.rounds)
+    publish_rows(lines, a.out, "points", rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

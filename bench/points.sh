@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# What recovery points cost a service (issue 16, point 8): Redis SET
+# throughput with a recovery point every second against none, the pool
+# bytes the points hold, and one point's freeze; see bench/points.py.
+#
+#   bench/points.sh                         (SIZES=1G,4G ROUNDS=5)
+#   SIZES=256M ROUNDS=3 bench/points.sh
+#   FREEZE_ONLY=1 SIZES=4G bench/points.sh  one service, the freeze of its
+#                                           points alone (half the memory)
+# Output: a table on stdout and bench/out/points.txt, points.jsonl.
+# Needs root, CRIU, redis-server, redis-benchmark; run it on a quiet machine.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CXLCR=${CXLCR_BUILD:-$ROOT/build}/cxlcr
+SIZES=${SIZES:-1G,4G}
+ROUNDS=${ROUNDS:-5}
+
+die() { printf 'points: error: %s\n' "$*" >&2; exit 1; }
+command -v redis-benchmark >/dev/null || die "redis-benchmark is not installed (make deps)"
+# shellcheck source=bench/lib/scratch_pod.sh
+. "$ROOT/bench/lib/scratch_pod.sh"
+scratch_pod pointbench 20G 2
+python3 "$ROOT/bench/points.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
+	--sizes "$SIZES" --rounds "$ROUNDS" ${FREEZE_ONLY:+--freeze-only}
