@@ -152,6 +152,14 @@ def figures(rounds, sizes, mid, children):
     add("d", mid, "per_child_first_answer_ms",
         [c["first_answer_ms"] for r in rs for c in r["fork"]["children"]], "ms")
     add("d", mid, "per_child_restore_ms", [c["restore_ms"] for r in rs for c in r["fork"]["children"]], "ms")
+    for copy, mode in ((0, "share"), (1, "copy"), (2, "eager")):
+        rs = [r for r in of("e", mid) if r["copy"] == copy]
+        add("e", mid, mode + "_first_answer_ms", [r["fork"]["children"][0]["first_answer_ms"] for r in rs], "ms")
+        add("e", mid, mode + "_restore_ms", [r["fork"]["children"][0]["restore_ms"] for r in rs], "ms")
+        add("e", mid, mode + "_rss_anon", [r["after"]["rss_anon_kb"] * 1024 for r in rs], "bytes")
+        add("e", mid, mode + "_rss_anon_settled", [r["settled"]["rss_anon_kb"] * 1024 for r in rs], "bytes")
+        add("e", mid, mode + "_settled_ms", [r["settled"]["ms"] for r in rs], "ms")
+        add("e", mid, mode + "_parent_arena_used", [r["arena_used"] for r in rs], "bytes")
     return rows
 
 
@@ -292,6 +300,24 @@ def cmd_report(a):
             median(per), min(per), max(per), table[("d", mid, "per_child_restore_ms")],
             "%.1f ms" % fork1 if fork1 else "-"))
         summary["d_last_ms"] = last
+        say("")
+    copy, share = table.get(("e", mid, "copy_first_answer_ms")), table.get(("e", mid, "share_first_answer_ms"))
+    if copy and share:
+        say("e. At %s: copy mode (copy: hot pages first, the rest in the background; eager: every page before" % human(mid))
+        say("   it runs) against share mode, rounds in rotating order: request -> first answer, the child's")
+        say("   private memory (RssAnon) right after it, and once it stops growing, that many ms after the request")
+        for mode in ("share", "copy", "eager"):
+            if ("e", mid, mode + "_first_answer_ms") not in table:
+                continue
+            g = lambda m: table[("e", mid, mode + "_" + m)]  # noqa: E731
+            then = "" if g("settled_ms") < 0 else ", then %7.1f MiB at %7.0f ms" % (
+                g("rss_anon_settled") / MIB, g("settled_ms"))
+            say("   %-5s first answer %8.1f ms (child restored in %7.1f ms), RssAnon %7.1f MiB%s" % (
+                mode, g("first_answer_ms"), g("restore_ms"), g("rss_anon") / MIB, then))
+        extra = table[("e", mid, "copy_rss_anon_settled")] - table[("e", mid, "share_rss_anon")]
+        say("   copy / share: first answer %.2fx; a copy-mode child owns %.1f MiB more (the parent's heap: %.0f MiB)"
+            % (copy / share, extra / MIB, table[("e", mid, "copy_parent_arena_used")] / MIB))
+        summary["e_copy_over_share"] = copy / share
         say("")
     problem = plot(a.out, table, sizes, mid, a.children, rounds)
     say("Wrote %s/fork.csv%s" % (a.out, "" if problem else " and fork.png"))

@@ -19,6 +19,13 @@
 #   d. at BENCH_FORK_MID: BENCH_FORK_CHILDREN (8) children from one
 #      snapshot at once: request to the last child's first answer, and
 #      each child's own figures
+#   e. at BENCH_FORK_MID: copy mode (fork --mode copy: the child's own heap,
+#      its pager installs the hot pages before it runs and the rest while
+#      it runs; and --fetch eager: every page before it runs) against share
+#      mode (copy-on-write views), the order rotating from round to round:
+#      request to first answer, the child's RssAnon right after it and, for
+#      a copy, once it stops growing (polled every 100 ms: the background
+#      fetch is done), how long that took from the request
 #
 # Each measurement is repeated BENCH_REPEAT times (default 5: single forks
 # vary by up to +-2 ms on 2 CPUs); medians are
@@ -95,7 +102,7 @@ copy_build "$BUILD" "$IMAGES/bin"
 CXLCR=$IMAGES/bin/cxlcr
 PROBE=$IMAGES/bin/fork-probe
 gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$ROOT/include" -I"$ROOT/demos/lib" -o "$PROBE" \
-	"$ROOT/bench/fork.c" "$ROOT/demos/lib/first_answer.c" "$BUILD/libcxlcr.a" -lpthread ||
+	"$ROOT/bench/fork.c" "$ROOT/demos/lib/first_answer.c" "$BUILD/libcxlcr.a" -ljansson -lsodium -lpthread ||
 	die "cannot build bench/fork.c"
 unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 SERVICES=()  # cxlcr services (parents and children) not yet stopped
@@ -127,11 +134,37 @@ kv() { # VERB HOST COUNT [kvclient options]
 	timeout 3600 python3 "$KV" "$verb" --host "$host" --port $PORT --count "$count" --size $VALUE \
 		--seed $SEED --jobs 2 "$@"
 }
-# probe_fork NAME N OUTFILE: N children of NAME on h1 through the fork
-# API, each polled to its first answer; registers them for clean-up.
+# settle PID MS: {"rss_anon_kb", "ms"}: the child's RssAnon once it has
+# not grown for 300 ms (polled every 100 ms, at most 60 s), and when that
+# was, from the fork request (MS: from the request to the API's reply, when
+# polling starts). A figure, not a synchronisation.
+settle() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys, time
+pid, t_reply = sys.argv[1], float(sys.argv[2])
+def rss():
+    with open("/proc/%s/status" % pid) as f:
+        return int([l for l in f if l.startswith("RssAnon:")][0].split()[1])
+t0, last, same, at = time.monotonic(), rss(), 0, 0.0
+while same < 3 and time.monotonic() - t0 < 60:
+    time.sleep(0.1)
+    now = rss()
+    if now == last:
+        same += 1
+    else:
+        same, last, at = 0, now, time.monotonic() - t0
+print(json.dumps({"rss_anon_kb": last, "ms": t_reply + at * 1000}))
+PY
+}
+# probe_fork NAME N OUTFILE [MODE [FETCH]]: N children of NAME on h1
+# through the fork API (mode MODE, share or copy, default: the pool's; in
+# copy mode FETCH), each polled to its first answer; registers them for
+# clean-up.
 probe_fork() {
-	local json=$3
-	timeout $VERB_TIMEOUT "$PROBE" api --api "$API" --service "$1" --to h1 --count "$2" --port $PORT \
+	local json=$3 mode=()
+	[ -n "${4:-}" ] && mode=(--mode "$4")
+	[ -n "${5:-}" ] && mode+=(--fetch "$5")
+	timeout $VERB_TIMEOUT "$PROBE" api --api "$API" --token-file "$TOKEN_FILE" --service "$1" --to h1 --count "$2" "${mode[@]}" --port $PORT \
 		--key "$KEY" --timeout $PROBE_TIMEOUT >"$json" 2>"$WORK/probe.err" || {
 		cat "$WORK/probe.err" >&2
 		# Children made before the failure are services of the pool.
@@ -152,7 +185,12 @@ pod_up "$POOL_GB"
 POD_DIR=
 for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CXLCR_POOL")" ] && POD_DIR=$d; done
 [ -n "$POD_DIR" ] || die "no pod directory for $CXLCR_POOL under /run/cxlcr"
-API=$POD_DIR/h0.api # the fork API of the parents' host (root: no token)
+# The fork API of the parents' host, over TCP at its address in the pod's
+# host table, with the pod's token (this machine's copy: `pod up`).
+API=tcp:$("$CXLCR" hosts --json | python3 -c 'import json, sys
+h = [h for h in json.load(sys.stdin)["hosts"] if h["host"] == "h0"][0]
+print("%s:%d" % (h["address"], h["port"]))') || die "h0 is not in the pod's host table"
+TOKEN_FILE=$POD_DIR/api-token
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "parents: ${SIZE_ARGS[*]} (a), $MID_ARG (a-d); $REPEAT rounds; pool ${POOL_GB}G at $CXLCR_POOL"
 say "load average at start: $LOAD0; $(awk '/^MemAvailable:/ {printf "%d MiB", $2 / 1024}' /proc/meminfo) available"
@@ -232,6 +270,41 @@ bench_parent() { # BYTES INDEX
 		say "   [d $r/$REPEAT] $CHILDREN children: the last answered $(python3 -c 'import json, sys
 print(max(c["first_answer_ms"] for c in json.load(open(sys.argv[1]))["children"]))' "$WORK/fork.json") ms after the request"
 		stop "${KIDS[@]}"
+	done
+
+	# e. Copy mode (background and eager fetch) against share mode, one
+	# child at a time, the order rotating from round to round.
+	local mode modes kind fetch
+	for r in $(seq "$REPEAT"); do
+		case $((r % 3)) in
+		1) modes="share copy eager" ;;
+		2) modes="copy eager share" ;;
+		0) modes="eager share copy" ;;
+		esac
+		for kind in $modes; do
+			mode=$kind fetch=
+			[ "$kind" = eager ] && mode=copy fetch=eager
+			probe_fork "$name" 1 "$WORK/fork.json" "$mode" "$fetch"
+			kid=${KIDS[0]}
+			"$CXLCR" status "$kid" --json >"$WORK/after.json"
+			# A share-mode child's memory grows with its prefetch, paced
+			# to give way to requests: only a copy's is waited for.
+			if [ "$kind" = share ]; then
+				echo '{"rss_anon_kb": -1, "ms": -1}' >"$WORK/settled.json"
+			else
+				settle "$(field "$WORK/fork.json" children 0 pid)" "$(field "$WORK/fork.json" request_ms)" \
+					>"$WORK/settled.json"
+			fi
+			raw e "$size" "$r" copy=$(case $kind in share) echo 0 ;; copy) echo 1 ;; *) echo 2 ;; esac) arena_used="$used" \
+				fork=@"$WORK/fork.json" after=@"$WORK/after.json" settled=@"$WORK/settled.json"
+			say "   [e $r/$REPEAT] $kind: first answer $(field "$WORK/fork.json" children 0 first_answer_ms) ms," \
+				"RssAnon $(($(field "$WORK/after.json" rss_anon_kb) >> 10)) MiB"
+			if [ "$r" = 1 ] && [ "$kind" != share ]; then
+				kv verify "$(field "$WORK/fork.json" children 0 address)" 2000 --start $((count / 3)) --quiet ||
+					die "copy-mode $kid does not hold its parent's values"
+			fi
+			stop "$kid"
+		done
 	done
 	stop "$name"
 }

@@ -31,6 +31,7 @@ static struct {
 	__typeof__(daxctl_dev_get_major) *dev_major;
 	__typeof__(daxctl_dev_get_minor) *dev_minor;
 	__typeof__(daxctl_dev_get_size) *dev_size;
+	__typeof__(daxctl_dev_get_resource) *dev_resource;
 } dax;
 
 static int load_libdaxctl(const char *path)
@@ -50,8 +51,9 @@ static int load_libdaxctl(const char *path)
 	dax.dev_major = dlsym(lib, "daxctl_dev_get_major");
 	dax.dev_minor = dlsym(lib, "daxctl_dev_get_minor");
 	dax.dev_size = dlsym(lib, "daxctl_dev_get_size");
+	dax.dev_resource = dlsym(lib, "daxctl_dev_get_resource");
 	if (!dax.new_ctx || !dax.unref || !dax.region_first || !dax.region_next || !dax.dev_first ||
-	    !dax.dev_next || !dax.dev_major || !dax.dev_minor || !dax.dev_size) {
+	    !dax.dev_next || !dax.dev_major || !dax.dev_minor || !dax.dev_size || !dax.dev_resource) {
 		dlclose(lib);
 		return cxlcr_error("pool %s: %s lacks a function cxlcr needs", path, LIBDAXCTL);
 	}
@@ -59,7 +61,9 @@ static int load_libdaxctl(const char *path)
 	return 0;
 }
 
-int cxlcr_devdax_size(dev_t rdev, const char *path, uint64_t *size)
+/* What libdaxctl says of the devdax device rdev: its capacity, and the
+ * physical address of its first byte. */
+static int describe(dev_t rdev, const char *path, uint64_t *size, uint64_t *phys)
 {
 	if (load_libdaxctl(path) < 0)
 		return -1;
@@ -74,10 +78,25 @@ int cxlcr_devdax_size(dev_t rdev, const char *path, uint64_t *size)
 			if ((unsigned)dax.dev_major(dev) == major(rdev) &&
 			    (unsigned)dax.dev_minor(dev) == minor(rdev)) {
 				*size = dax.dev_size(dev);
+				*phys = dax.dev_resource(dev);
 				rc = 0;
 			}
 		}
 	}
 	dax.unref(ctx);
 	return rc;
+}
+
+int cxlcr_devdax_size(dev_t rdev, const char *path, uint64_t *size)
+{
+	uint64_t phys;
+	return describe(rdev, path, size, &phys);
+}
+
+int cxlcr_devdax_phys(dev_t rdev, const char *path, uint64_t *phys)
+{
+	uint64_t size;
+	if (describe(rdev, path, &size, phys) < 0)
+		return -1;
+	return *phys ? 0 : cxlcr_error("pool %s: libdaxctl knows no physical address of the device", path);
 }

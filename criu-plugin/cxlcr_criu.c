@@ -33,6 +33,7 @@
 
 #include "../common/error.h"
 #include "../common/pool.h"
+#include "../common/util.h"
 #include "log.h"
 #include "plugin.h"
 
@@ -192,8 +193,10 @@ static int cxlcr_resume_devices_late(int pid)
 		return -EACCES;
 	if (netlock_done)
 		return -ENOTSUP;
+	uint64_t t0 = cxlcr_mono_ns();
 	size_t n = restore_traced_tasks(pid, tree, sizeof(tree) / sizeof(tree[0]));
 	int rc = restore_take_over(criu_get_image_dir(), tree, n, cxlcr_pool_path());
+	uint64_t t1 = cxlcr_mono_ns();
 	if (rc > 0)
 		pr_info("pid %d and %zu other restored task(s) now own their %d arena mapping(s)\n", pid,
 			n ? n - 1 : 0, rc);
@@ -208,6 +211,7 @@ static int cxlcr_resume_devices_late(int pid)
 		if (rc > 0)
 			pr_info("network lock released (%d unresolved neighbour entries flushed)\n", flushed);
 		netlock_done = true;
+		restore_note_parts(criu_get_image_dir(), t1 - t0, cxlcr_mono_ns() - t1);
 	}
 	if (rc >= 0)
 		return -ENOTSUP;

@@ -32,7 +32,8 @@ static void fill_record(struct cxlcr_arena_record *rec, const struct cxlcr_pool 
 	rec->region_offset = r->offset;
 	rec->region_size = r->size;
 	rec->region_kind = r->kind;
-	rec->flags = (id->devdax ? CXLCR_RECORD_F_DEVDAX : 0) | (m->shared ? CXLCR_RECORD_F_SHARED : 0);
+	rec->flags = (id->devdax ? CXLCR_RECORD_F_DEVDAX : 0) | (m->shared ? CXLCR_RECORD_F_SHARED : 0) |
+		     (pool->dax_rules && !id->devdax ? CXLCR_RECORD_F_DAX_RULES : 0);
 	memcpy(rec->region_name, r->name, sizeof(rec->region_name));
 	rec->region_name[sizeof(rec->region_name) - 1] = 0;
 	rec->map_address = m->start;
@@ -44,7 +45,7 @@ static void fill_record(struct cxlcr_arena_record *rec, const struct cxlcr_pool 
 	rec->real_pid = pid;
 	rec->owner_pid = r->owner_pid;
 	uint64_t start = 0;
-	if (leaves_running && proc_start_time(pid, &start) == 0) {
+	if (leaves_running && cxlcr_process_start(pid, &start)) {
 		rec->flags |= CXLCR_RECORD_F_LIVE_SOURCE;
 		rec->source_start = (uint32_t)start;
 	}

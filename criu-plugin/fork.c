@@ -63,13 +63,14 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 	 * write tracking, only the pages written since the draft are copied
 	 * again; without, every page is compared with the draft. */
 	struct cxlcr_snapshot_info info;
-	int rc = 1;
+	int rc = 1, t = 1;
 	const char *untracked = "no draft";
 	struct cxlcr_region draft;
-	if (cxlcr_region_find(&pool, CXLCR_KIND_SNAPSHOT, name, &draft)) {
+	bool drafted = cxlcr_region_find(&pool, CXLCR_KIND_SNAPSHOT, name, &draft);
+	if (drafted) {
 		uint64_t generation = draft.generation;
 		struct cxlcr_written written = { 0 };
-		int t = cxlcr_track_since_draft(&pool, arena, pid, name, &written, &untracked);
+		t = cxlcr_track_since_draft(&pool, arena, pid, name, &written, &untracked);
 		if (t < 0)
 			untracked = "its write tracking could not be read";
 		rc = cxlcr_snapshot_finish(&pool, arena, name, t == 0 ? &written : NULL, &info);
@@ -78,11 +79,29 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 			cxlcr_snapshot_region_free(&pool, generation); /* and the draft's holds on its bases */
 			untracked = "a page the draft shares or has as zero changed, and the draft has no room for it";
 		} else if (t == 0) {
-			untracked = NULL;
+			untracked = info.compared_because; /* NULL: only written and logged pages were looked at */
 		}
 	}
-	if (rc != 0)
-		rc = cxlcr_snapshot_create(&pool, arena, name, &info);
+	/* A recovery point whose draft could not be finished copies no whole
+	 * heap while the service is frozen (seconds at 1 GiB): it fails, the
+	 * service goes on at once, and the next point is taken at its time
+	 * (recovery/points.c). (Without a draft at all, it is copied afresh.) */
+	if (rc != 0 && drafted && getenv(CXLCR_SNAPSHOT_DRAFT_ONLY_ENV)) {
+		cxlcr_pool_close(&pool);
+		return cxlcr_error("recovery point %s not taken: its draft could not be brought up to date in the freeze "
+				   "(%s), and a whole copy of the heap in it is not made for a point", name, untracked);
+	}
+	/* Afresh: the daemon's scan before its draft (if it made one) re-armed
+	 * the heap, so this snapshot must note a scan of its own, else the
+	 * next one could not be incremental on it (session 7 saw every fork
+	 * whose full snapshot had no room for a draft turn the next one full). */
+	if (rc != 0) {
+		const char *why;
+		if (t != 0)
+			t = cxlcr_track_rearm_in_freeze(&pool, arena, pid, &why);
+		rc = t == 0 ? cxlcr_snapshot_create_tracked(&pool, arena, name, &info)
+			    : cxlcr_snapshot_create(&pool, arena, name, &info);
+	}
 	cxlcr_pool_close(&pool);
 	if (rc < 0)
 		return -1;
@@ -94,10 +113,10 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 		"generation %" PRIu64 "\npages_cxl %" PRIu64 "\npages_zero %" PRIu64 "\npages_refreshed %" PRIu64
 		"\npages_written %" PRIu64 "\nscan_ns %" PRIu64 "\ncopy_ns %" PRIu64 "\ntotal_ns %" PRIu64
 		"\ntracked %d\npages_own %" PRIu64 "\nbases %u\nwritten_ns %" PRIu64 "\nholes_ns %" PRIu64
-		"\npublish_ns %" PRIu64 "\nuntracked_because %s\n",
+		"\npublish_ns %" PRIu64 "\npunches_logged %u\nuntracked_because %s\n",
 		info.region_generation, info.pages_cxl, info.pages_zero, info.pages_refreshed, info.pages_written,
 		info.scan_ns, info.copy_ns, info.total_ns, untracked == NULL, info.pages_own, info.base_count,
-		info.written_ns, info.holes_ns, info.publish_ns, untracked ? untracked : "-");
+		info.written_ns, info.holes_ns, info.publish_ns, info.punches_logged, untracked ? untracked : "-");
 	close(fd);
 	return 0;
 }

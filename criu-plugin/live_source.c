@@ -61,42 +61,13 @@ bool criu_leaves_running(void)
 	return false;
 }
 
-int proc_start_time(pid_t pid, uint64_t *start)
-{
-	char path[64], line[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, line, sizeof(line) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	line[n] = 0;
-	/* "pid (comm) state ...": comm may hold anything, so parse from its end. */
-	char *p = strrchr(line, ')');
-	if (!p || p[1] != ' ')
-		return -1;
-	p += 2;
-	if (*p == 'Z' || *p == 'X' || *p == 'x')
-		return -1;   /* it has ended */
-	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
-		p = strchr(p, ' ');
-		if (!p)
-			return -1;
-		p++;
-	}
-	*start = strtoull(p, NULL, 10);
-	return 0;
-}
-
 int live_source_check(const struct cxlcr_arena_record *rec, const struct cxlcr_region *now)
 {
 	if (!(rec->flags & CXLCR_RECORD_F_LIVE_SOURCE) || now->owner_epoch != rec->owner_epoch)
 		return 0;   /* not such a record, or the epoch check refuses it anyway */
 	uint64_t start;
 	bool here = !strncmp(now->owner_host, cxlcr_host_name(), CXLCR_HOST_MAX);
-	if (here && now->owner_pid == rec->real_pid && proc_start_time(rec->real_pid, &start) == 0 &&
+	if (here && now->owner_pid == rec->real_pid && cxlcr_process_start(rec->real_pid, &start) &&
 	    (uint32_t)start == rec->source_start)
 		return cxlcr_error("arena %s: the checkpoint was taken with the tasks left running, and "
 				   "its source still runs (pid %d): two processes would allocate in one arena",

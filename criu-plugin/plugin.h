@@ -72,11 +72,10 @@ int proc_other_pool(pid_t pid, const struct pool_id *id, char *where, size_t len
 int dump_task_arenas(int dirfd, pid_t pid, const struct pool_id *id, bool leaves_running);
 
 /* live_source.c: checkpoints whose source runs on. Whether this criu dump
- * lets the tasks run on (or cannot tell); a task's start time (-1 if it
- * has ended); and whether a record may be restored (-1: it was dumped with
- * the tasks left running and its arena is still the source's). */
+ * lets the tasks run on (or cannot tell); and whether a record may be
+ * restored (-1: it was dumped with the tasks left running and its arena is
+ * still the source's). (A task's start time: cxlcr_process_start().) */
 bool criu_leaves_running(void);
-int proc_start_time(pid_t pid, uint64_t *start);
 struct cxlcr_region;
 int live_source_check(const struct cxlcr_arena_record *rec, const struct cxlcr_region *now);
 /* Removes the records an earlier dump left in dirfd. */
@@ -106,6 +105,9 @@ size_t restore_traced_tasks(pid_t root, pid_t *pids, size_t max);
 void restore_forget_claims(void);
 /* Kills and reaps every task this process traces (CRIU: the restored tree). */
 void restore_kill_traced(void);
+/* Notes in dirfd (CXLCR_RESTORE_PARTS_FILE) how long the take-over and the
+ * network lock's release took, for the daemon's restore --json. */
+void restore_note_parts(int dirfd, uint64_t take_over_ns, uint64_t netlock_ns);
 
 /* fork.c */
 /* Snapshots the arena of frozen task pid into a new snapshot region called

@@ -8,6 +8,7 @@
  *   cmd_pool.c     cxlcr pool format | pool info
  *   cmd_pool_check.c  cxlcr pool check: the region table and catalog, for leaks and overlaps
  *   cmd_pod.c      cxlcr pod up | pod down: emulated hosts on this machine
+ *   cmd_pod_host.c cxlcr pod logs | pod exec: looking into one emulated host
  *   cmd_run.c      cxlcr run: start a service under the preload
  *   cmd_status.c   cxlcr ps | status | stop | rm
  *   cmd_migrate.c  cxlcr checkpoint | restore | migrate
@@ -23,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../common/pool.h"
 #include "json.h"
@@ -55,8 +57,13 @@ int forward_to_host(const char *host, int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int pool_check(int argc, char **argv);
 int cmd_pod(int argc, char **argv);
+int pod_logs(int argc, char **argv);  /* cmd_pod_host.c */
+int pod_exec(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
+/* `cxlcr restore`: cmd_restore, or, with --recovery-point on a host other
+ * than the service's own dead one, recovery/restore_elsewhere.c. */
+int cmd_restore_verb(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_run(int argc, char **argv);
@@ -69,6 +76,16 @@ int cmd_fork_restore(int argc, char **argv);
 int cmd_restore_prepare(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_hosts(int argc, char **argv);
+int cmd_tier(int argc, char **argv);
+/* A service of dead host dead_host, fenced by this host, restored here
+ * from its newest recovery point into a fresh arena (recovery/takeover.c;
+ * cmd_migrate.c; generation: its arena, live, or quarantined already by a
+ * recovery that was taken over; fresh: room for the fresh arena, which
+ * says how long it took): 0 (point: its name, pid: the new process), 1 if
+ * it has no recovery point, -1 with one line (nothing changed then). */
+struct recovery_fresh;
+int restore_recovered(struct cxlcr_pool *pool, uint64_t generation, const char *dead_host, char *point, size_t len,
+		      pid_t *pid, struct recovery_fresh *fresh);
 
 /* The command line most verbs share: NAME, --json, and a host option. */
 struct verb_args {
@@ -79,7 +96,13 @@ struct verb_args {
 	const char *lease; /* --lease: a step run under the lease of the verb that asked (control/lease.h) */
 	bool recovery_point; /* --recovery-point: a snapshot a daemon takes on its own (recovery/points.c) */
 	bool full;           /* --full: a snapshot that copies every page, never an incremental one */
+	bool tier;           /* --tier: cold pages go to the cold tier (docs/cold-tier.md) */
+	double hot_window_s; /* --hot-window SEC: how long the hot set is watched (0: the default) */
 };
+
+/* What parse_verb_args() last parsed whole in this process (NULL: nothing),
+ * its strings argv's: the service a request was about. */
+const struct verb_args *verb_args_last(void);
 
 /* Parses "[NAME] [--json] [--quiet] [--HOST_OPT HOST]" (host_opt NULL: no
  * host option; want_name: NAME is required, else none is allowed).
@@ -96,12 +119,20 @@ const char *path_near_exe(const char *rel, char *buf, size_t len);
 const char *installed_preload(char *buf, size_t len);     /* NULL: none */
 const char *installed_plugin_dir(void);
 const char *installed_daemon(char *buf, size_t len);
+const char *installed_memd(char *buf, size_t len);
 
 /* Prints "cxlcr: <message>" on stderr and returns code. */
 __attribute__((format(printf, 2, 3)))
 int fail(int code, const char *fmt, ...);
+/* The line of the last fail() ("" if none): a verb's reason for the record
+ * of its outcome (control/outcome.h). */
+const char *fail_last(void);
 /* Opens the pool named by $CXLCR_POOL (or the default), printing why not. */
 int open_pool_or_fail(struct cxlcr_pool *pool);
+/* The pool's path made absolute (as given if it cannot be resolved), for
+ * a process that starts elsewhere (a host's daemon, a memory server, a
+ * service): once the pool has opened (0), else the exit status printed. */
+int pool_path_abs(char *out, size_t len);
 
 /* Everything `ps` and `status` show about one service. */
 struct service {
@@ -119,6 +150,11 @@ struct service {
 	uint64_t recovery_point_ns;      /* ... CLOCK_REALTIME of its host when it was published */
 	char restored_from_point[CXLCR_NAME_MAX + 24]; /* the point its heap was last reset from, if any */
 	uint64_t restored_from;          /* ... its snapshot region's generation */
+	char recovered_from_host[CXLCR_HOST_MAX]; /* its host died; it was recovered from there ("": no) */
+	char recovered_on_host[CXLCR_HOST_MAX];   /* ... onto this host */
+	bool lost;                       /* its host died and it had no recovery point */
+	bool failed;                     /* its recovery was given up on (recovery/marks.c) */
+	char failed_reason[192];         /* why its last recovery failed ("": none did) */
 	uint64_t pool_dev, pool_ino;  /* the pool file, to tell the service's process from a reused pid */
 	uint64_t heap_address, heap_size;
 	uint64_t heap_limit;          /* what it may grow to (--arena-max) */
@@ -126,12 +162,18 @@ struct service {
 	int64_t rss_anon_kb, rss_shmem_kb, rss_file_kb; /* -1: not known */
 	char command[CXLCR_ARENA_COMMAND_MAX]; /* in full, from the arena header */
 	char verb[CXLCR_LEASE_VERB_MAX + CXLCR_HOST_MAX + 40]; /* who holds its lease ("" nobody) */
+	struct cxlcr_verb_outcome last_verb; /* the last verb's outcome (control/outcome.h) */
+	bool has_last_verb;
 };
 
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s);
 /* Opens the pool and loads the named service, or prints why not and
  * returns the exit status; on success the pool is left open. */
 int service_find(struct cxlcr_pool *pool, const char *name, struct service *s);
+/* The same for status: also a service whose host died while a recovery
+ * has it between its old arena and its fresh one (state "recovering"),
+ * which no verb may touch. */
+int service_find_for(struct cxlcr_pool *pool, const char *name, struct service *s, bool status);
 void service_print_json(struct json *j, const struct service *s);
 /* Sends sig to a local service; 0 or -1 with errno. */
 int service_signal(const struct service *s, int sig);
@@ -141,7 +183,7 @@ int service_signal(const struct service *s, int sig);
 int service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r);
 /* Asks the service to drop its page tables over its heap (preload/shed.c)
  * and waits for it, at most timeout_ms: CRIU walks them in the freeze. */
-void service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms);
+bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms);
 /* Fails, saying why, unless the service runs on this daemon's host, in a
  * pod (the verbs that dump a service run where it runs). */
 int service_require_here(const struct service *s);

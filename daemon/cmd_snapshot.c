@@ -30,6 +30,9 @@
 #include "fork.h"
 #include "image_store.h"
 
+/* How long a tiered snapshot watches the service's hot set by default. */
+#define HOT_WINDOW_MS 1000
+
 /* What the plugin wrote about the snapshot it took (CXLCR_SNAPSHOT_INFO_FILE). */
 static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 {
@@ -62,6 +65,8 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 			r->pages_refreshed = v;
 		else if (!strcmp(key, "pages_written"))
 			r->pages_written = v;
+		else if (!strcmp(key, "punches_logged"))
+			r->punches_logged = (uint32_t)v;
 		else if (!strcmp(key, "tracked"))
 			r->tracked = v != 0;
 		else if (!strcmp(key, "total_ns"))
@@ -87,12 +92,16 @@ static void note_changed_pages(struct cxlcr_pool *pool, const char *service, uin
 			       const char *dir, struct snapshot_result *r)
 {
 	struct cxlcr_borrow b;
-	if (cxlcr_catalog_borrow(pool, service, NULL, &b) < 0)
-		return;
 	struct cxlcr_snapshot prev = { 0 }, cur = { 0 };
 	uint64_t *pages = NULL, count = 0;
+	if (cxlcr_snapshot_open(pool, generation, &cur) < 0)
+		return;
+	r->runs = cur.header.run_count;
+	if (cxlcr_catalog_borrow(pool, service, NULL, &b) < 0) {
+		cxlcr_snapshot_close(&cur);
+		return;
+	}
 	if (cxlcr_snapshot_open(pool, b.snapshot_generation, &prev) < 0 ||
-	    cxlcr_snapshot_open(pool, generation, &cur) < 0 ||
 	    cxlcr_snapshot_changed_pages(&prev, &cur, &pages, &count) < 0)
 		goto out;
 	char path[PATH_MAX + 32];
@@ -142,18 +151,6 @@ static void drop_snapshot(struct cxlcr_pool *pool, const char *name)
 	image_store_reclaim(pool, name, 0);
 }
 
-/* "SERVICE.sDIGITS": a snapshot name snapshot_service() gave service. */
-static bool snapshot_of(const char *name, const char *service)
-{
-	size_t n = strnlen(service, 40);
-	if (strncmp(name, service, n) || name[n] != '.' || name[n + 1] != 's' || !name[n + 2])
-		return false;
-	for (const char *p = name + n + 2; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return true;
-}
-
 /*
  * A snapshot worker that died (killed, or its host crashed) between its
  * draft and the catalog leaves a snapshot region, and maybe its image set,
@@ -175,7 +172,7 @@ static void drop_strays(struct cxlcr_pool *pool, const char *service)
 	}
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r = pool->table[i];
-		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_SNAPSHOT || !snapshot_of(r.name, service))
+		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_SNAPSHOT || !cxlcr_snapshot_named_for(r.name, service))
 			continue;
 		bool in_catalog = false;
 		for (uint32_t k = 0; k < n && !in_catalog; k++)
@@ -226,13 +223,20 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
 				  : "writes since its newest snapshot are not all known (not tracked then, a fork "
 				    "child, or another scan)");
 	if (have_base && since_known) {
-		/* A recovery point is restored page by page, never mapped by a
-		 * fork child: no bound on its runs (a fork from one that has too
-		 * many takes a full snapshot first, fork.c). */
+		/* No bound on its runs: scattered writes over a large heap make
+		 * tens of thousands, and a snapshot that went full because of
+		 * them would copy the whole heap each time. Only a child that
+		 * maps each run needs fewer; a fork from a snapshot with too
+		 * many takes a full one for its children first (fork.c). */
+		struct cxlcr_snapshot_info info;
 		rc = cxlcr_snapshot_draft_on(pool, s->region.generation, out->name, &base, b.entry, b.generation,
-					     &since, recovery_point ? 0 : CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX, NULL);
-		if (rc == 0)
+					     &since, 0, &info);
+		if (rc == 0) {
 			cxlcr_copy_field(out->base, sizeof(out->base), base.region.name);
+			if (info.compared_because)
+				cxlcr_copy_field(out->draft_compared_because, sizeof(out->draft_compared_because),
+						 info.compared_because);
+		}
 		else
 			snprintf(why, sizeof(why), "%s",
 				 cxlcr_last_error());
@@ -241,6 +245,14 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
 		rc = cxlcr_snapshot_draft(pool, s->region.generation, out->name, NULL);
 	if (rc == 0)
 		cxlcr_snapshot_draft_note(pool, out->name, tracked, forks);
+	else {
+		/* A full pool, typically: a draft leaves room for its finish, so
+		 * it needs more than the copy the freeze makes instead. */
+		char was[sizeof(why)], err[96];
+		snprintf(was, sizeof(was), "%s", why);
+		snprintf(err, sizeof(err), "%s", cxlcr_last_error());
+		snprintf(why, sizeof(why), "%.36s; copied whole in the freeze (no draft: %.80s)", was, err);
+	}
 	if (!out->base[0])
 		cxlcr_copy_field(out->full_because, sizeof(out->full_because), why);
 	cxlcr_written_free(&since);
@@ -251,13 +263,18 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
 }
 
 int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
-		     struct snapshot_result *out)
+		     uint32_t tier_window_ms, struct snapshot_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	drop_strays(pool, s->region.name);
+	uint64_t *hot = NULL, hot_pages = 0;
+	if (tier_window_ms && snapshot_hot_set(pool, s, tier_window_ms, &hot, &hot_pages, out) < 0)
+		return -1;
+	if (tier_window_ms)
+		full = true; /* split afterwards: a tiered snapshot is no base, nor has one */
 	uint64_t t0 = cxlcr_mono_ns();
 	/* Unique among the snapshots of the service that children still hold. */
-	snprintf(out->name, sizeof(out->name), "%.40s.s%llu", s->region.name,
+	snprintf(out->name, sizeof(out->name), "%.*s.s%llu", CXLCR_SNAPSHOT_NAME_PREFIX, s->region.name,
 		 (unsigned long long)((cxlcr_now_ns() / 1000000) % 100000000000ull));
 	char dir[PATH_MAX];
 	if (image_work_dir("snapshot", s->region.name, dir, sizeof(dir)) < 0)
@@ -269,9 +286,14 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	draft(pool, s, full, recovery_point, out);
 	out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
 	uint64_t f0 = cxlcr_mono_ns();
-	if (criu_dump_for_fork(s->region.owner_pid, dir, out->name) < 0) {
+	if (recovery_point)
+		setenv(CXLCR_SNAPSHOT_DRAFT_ONLY_ENV, "1", 1);
+	int dumped = criu_dump_for_fork(s->region.owner_pid, dir, out->name);
+	unsetenv(CXLCR_SNAPSHOT_DRAFT_ONLY_ENV);
+	if (dumped < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+		free(hot);
 		/* CRIU lets the tasks go on a failed dump; make sure. */
 		container_signal_all(s->region.owner_pid, SIGCONT);
 		drop_snapshot(pool, out->name);
@@ -287,6 +309,25 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	if (read_snapshot_info(dir, out) < 0)
 		goto undo;
 	note_changed_pages(pool, s->region.name, out->generation, dir, out);
+	if (hot) {
+		char full_name[CXLCR_NAME_MAX];
+		cxlcr_copy_field(full_name, sizeof(full_name), out->name);
+		int rc = snapshot_tier(pool, hot, hot_pages, out);
+		free(hot);
+		hot = NULL;
+		if (rc < 0) {
+			cxlcr_copy_field(out->name, sizeof(out->name), full_name);
+			goto undo;
+		}
+	}
+	/* A host fenced while this ran (recovery/takeover.c: it was declared
+	 * dead) no longer has the service: its arena was quarantined, and
+	 * the catalog's points are the recovered service's now. */
+	struct cxlcr_region still;
+	if (cxlcr_region_get(pool, s->region.generation, &still) < 0 || still.kind != CXLCR_KIND_ARENA) {
+		cxlcr_error("%s: its arena was quarantined (its host was fenced): snapshot dropped", s->region.name);
+		goto undo;
+	}
 	struct cxlcr_image_set meta;
 	image_set_describe(pool, &s->region, out->name, &meta);
 	if (image_store_publish(pool, dir, &meta, &out->image_bytes) < 0)
@@ -296,6 +337,11 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	if (cxlcr_catalog_publish(pool, s->region.name, out->generation, &info) < 0)
 		goto undo;
 	out->snapshot_bytes = out->pages_own * CXLCR_SNAPSHOT_PAGE_SIZE;
+	/* The room its draft kept for the freeze, now that the freeze is
+	 * over (a point every second would otherwise hold as much again as
+	 * it copied, in itself and in every older point it shares pages
+	 * with). Only memory: the snapshot stands if this fails. */
+	cxlcr_snapshot_trim(pool, out->generation, &out->room_freed_bytes);
 	if (!out->bases)
 		out->base[0] = 0; /* the freeze had to copy everything after all */
 	out->total_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
@@ -304,6 +350,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 undo:;
 	char why[CXLCR_ERROR_MAX];
 	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+	free(hot);
 	drop_snapshot(pool, out->name);
 	image_work_dir_remove(dir);
 	return cxlcr_error("%s", why);
@@ -315,7 +362,7 @@ int cmd_snapshot(int argc, char **argv)
 	struct cxlcr_pool pool;
 	struct service s;
 	int code;
-	if (!service_verb_here(argc, argv, "cxlcr snapshot NAME [--full] [--json]", NULL, &a, &pool, &s, &code))
+	if (!service_verb_here(argc, argv, "cxlcr snapshot NAME [--full] [--tier [--hot-window SEC]] [--json]", NULL, &a, &pool, &s, &code))
 		return code;
 	struct verb_lease l;
 	if ((code = verb_begin_here(&pool, &s, a.recovery_point ? VERB_RECOVERY_POINT : "snapshot", a.lease, &l))) {
@@ -327,11 +374,24 @@ int cmd_snapshot(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "'%s' is a fork child; snapshot its parent", a.name);
 	}
+	if (a.hot_window_s > 0 && !a.tier) {
+		verb_lease_release(&l);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_USAGE, "--hot-window goes with --tier");
+	}
+	if (a.tier && (a.recovery_point || s.recovery_interval_ms)) {
+		verb_lease_release(&l);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "'%s' takes recovery points, which are restored from CXL alone: no --tier", a.name);
+	}
+	uint32_t window_ms = !a.tier ? 0 : a.hot_window_s > 0 ? (uint32_t)(a.hot_window_s * 1000 + 0.5) : HOT_WINDOW_MS;
+	if (a.tier && !window_ms)
+		window_ms = 1;
 	struct snapshot_result r;
 	int rc = verb_lease_check(&l, "the freeze");
 	if (rc == 0) {
 		verb_lease_note_frozen(&l, s.region.owner_pid, s.region.owner_epoch);
-		rc = snapshot_service(&pool, &s, a.full, a.recovery_point, &r);
+		rc = snapshot_service(&pool, &s, a.full, a.recovery_point, window_ms, &r);
 		verb_lease_note_frozen(&l, 0, 0);
 	}
 	verb_lease_release(&l);
@@ -359,6 +419,7 @@ int cmd_snapshot(int argc, char **argv)
 		json_double(&j, "total_ms", r.total_ms);
 		json_u64(&j, "image_bytes", r.image_bytes);
 		json_u64(&j, "snapshot_bytes", r.snapshot_bytes);
+		json_u64(&j, "room_freed_bytes", r.room_freed_bytes);
 		json_u64(&j, "pages_stored", r.pages_cxl);
 		json_u64(&j, "pages_copied", r.pages_own);
 		json_bool(&j, "incremental", r.bases > 0);
@@ -380,6 +441,28 @@ int cmd_snapshot(int argc, char **argv)
 			json_null(&j, "compared_because");
 		else
 			json_str(&j, "compared_because", r.untracked_because);
+		json_u64(&j, "punches_logged", r.punches_logged);
+		json_u64(&j, "runs", r.runs);
+		if (r.draft_compared_because[0])
+			json_str(&j, "draft_compared_because", r.draft_compared_because);
+		else
+			json_null(&j, "draft_compared_because");
+		json_bool(&j, "tiered", r.tiered);
+		if (r.tiered) {
+			json_object(&j, "tier");
+			json_u64(&j, "pages_hot", r.pages_hot);
+			json_u64(&j, "pages_cold", r.pages_cold);
+			json_u64(&j, "pages_zero", r.pages_zero);
+			json_u64(&j, "pages_present", r.hot_seen);
+			json_u64(&j, "cxl_bytes", r.cxl_bytes);
+			json_u64(&j, "untiered_cxl_bytes", r.untiered_bytes);
+			json_u64(&j, "cold_bytes", r.cold_bytes);
+			json_str(&j, "server", r.tier_server);
+			json_double(&j, "hot_window_ms", r.hot_window_ms);
+			json_double(&j, "tier_ms", r.tier_ms);
+			json_double(&j, "rma_write_ms", r.tier_write_ms);
+			json_object_end(&j);
+		}
 		json_end(&j);
 	} else {
 		char b[32], c[32];
@@ -389,6 +472,11 @@ int cmd_snapshot(int argc, char **argv)
 		       a.name, this_host(), r.name, r.draft_ms, r.freeze_ms, r.snapshot_ms, r.pages_refreshed,
 		       cxlcr_format_size(r.snapshot_bytes, b, sizeof(b)), r.pages_zero,
 		       cxlcr_format_size(r.image_bytes, c, sizeof(c)));
+		if (r.tiered)
+			printf("tiered: %" PRIu64 " hot pages in CXL (%s of region, %s untiered), %" PRIu64
+			       " cold pages on memory server %s, %" PRIu64 " zero pages nowhere\n",
+			       r.pages_hot, cxlcr_format_size(r.cxl_bytes, b, sizeof(b)),
+			       cxlcr_format_size(r.untiered_bytes, c, sizeof(c)), r.pages_cold, r.tier_server, r.pages_zero);
 	}
 	return EXIT_OK;
 }

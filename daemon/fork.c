@@ -17,6 +17,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +34,13 @@
 #include "../common/snapshot.h"
 #include "../common/util.h"
 #include "../rebase/rebase.h"
+#include "../pager/pager.h"
+#include "../tier/tier.h"
 #include "cli.h"
 #include "container.h"
 #include "criu.h"
 #include "fork.h"
+#include "host_files.h"
 #include "../control/fence.h"
 #include "exec.h"
 #include "image_store.h"
@@ -44,7 +48,6 @@
 #include "rpc_tcp.h"
 
 #define CHILD_NUMBER_MAX 9999
-#define PREFETCH_LOG_DIR "/var/log/cxlcr"
 #define KILL_WAIT_MS 10000
 
 /* One child being made on this host. */
@@ -57,6 +60,7 @@ struct child_job {
 	pid_t worker;                 /* the process running its criu restore */
 	pid_t pid;                    /* the restored child */
 	double restore_ms;
+	uint64_t installed_pages;     /* copy mode: installed by its pager before it ran */
 	bool ok;
 };
 
@@ -66,34 +70,61 @@ static void making_command(const char *parent, char *out, size_t len)
 	snprintf(out, len, "forking %.38s", parent);
 }
 
-static void child_command(const char *parent, char *out, size_t len)
+static void child_command(const char *parent, bool copy, char *out, size_t len)
 {
-	snprintf(out, len, "fork of %.38s", parent);
+	if (copy)
+		snprintf(out, len, "fork of %.28s, copy mode", parent);
+	else
+		snprintf(out, len, "fork of %.38s", parent);
+}
+
+int fork_mode_parse(const char *s)
+{
+	if (!s)
+		return FORK_MODE_DEFAULT;
+	if (!strcmp(s, "share"))
+		return FORK_MODE_SHARE;
+	if (!strcmp(s, "copy"))
+		return FORK_MODE_COPY;
+	return -1;
+}
+
+const char *fork_mode_name(int mode)
+{
+	return mode == FORK_MODE_COPY ? "copy" : mode == FORK_MODE_SHARE ? "share" : NULL;
 }
 
 /*
- * The children of parent a dead maker left half made: a fork-restore
- * worker killed (or its host crashed) between a child's region and its
- * running task. Its restore jobs and their CRIU died with it (the keeper
- * ended the half-restored tasks); what stays is the region, owned by the
- * dead maker, and the child's network namespace. Run under the parent's
- * lease (no other fork of it is under way), on the child's host.
+ * The children a dead maker left half made: a fork-restore worker killed
+ * (or its host crashed), or stalled and killed past its deadline, between
+ * a child's region and the child made a service (its region's owner). A
+ * child whose CRIU was still at work died with it (the keeper ends the
+ * half-restored tasks); one that CRIU had restored runs on, in its network
+ * namespace, whose name its maker gives up only once the child is made:
+ * whatever runs there is ended. Then the namespace and the region go.
+ * parent NULL: the children of every parent (the daemon, once a worker of
+ * its died); else run under the parent's lease (no other fork of it is
+ * under way). On the children's host. Returns how many were dropped.
  */
-static void drop_half_made(struct cxlcr_pool *pool, const char *parent)
+int fork_drop_half_made(struct cxlcr_pool *pool, const char *parent)
 {
 	char making[CXLCR_COMMAND_MAX];
-	making_command(parent, making, sizeof(making));
+	making_command(parent ? parent : "", making, sizeof(making));
+	int dropped = 0;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r = pool->table[i];
 		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_CHILD ||
-		    strncmp(r.command, making, sizeof(r.command)) ||
+		    strncmp(r.command, making, parent ? sizeof(r.command) : strlen(making)) ||
 		    strncmp(r.owner_host, this_host(), CXLCR_HOST_MAX) || pid_alive(r.owner_pid))
 			continue;
 		char link[16];
 		container_link_name(pool->sb->uuid, r.generation, 0, link);
+		container_netns_end_tasks(link, KILL_WAIT_MS);
 		container_netns_release(link, true);
-		cxlcr_region_free(pool, r.generation);
+		if (cxlcr_region_free(pool, r.generation) == 0)
+			dropped++;
 	}
+	return dropped;
 }
 
 /* A child region PARENT.N with the lowest free N: its name, owner host and
@@ -112,7 +143,7 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 			return -1;
 		}
 		container_link_name(pool->sb->uuid, job->region.generation, 0, job->link);
-		/* Its maker owns it until the child runs (half_made()). */
+		/* Its maker owns it until the child is made (fork_drop_half_made()). */
 		char making[CXLCR_COMMAND_MAX];
 		making_command(parent, making, sizeof(making));
 		if (cxlcr_region_set_owner(pool, job->region.generation, getpid(), this_host(), making) < 0 ||
@@ -129,20 +160,12 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 /* Logs a background prefetch's outcome where the operator looks. */
 static void log_prefetch(const struct child_job *job, pid_t pid, uint64_t pages, double ms, int rc)
 {
-	mkdir(PREFETCH_LOG_DIR, 0755);
-	FILE *f = fopen(PREFETCH_LOG_DIR "/prefetch.log", "ae");
-	if (!f)
-		return;
-	char when[32];
-	time_t now = time(NULL);
-	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime(&now));
 	if (rc < 0)
-		fprintf(f, "%s %s (pid %d on %s): prefetch stopped after %" PRIu64 " pages: %s\n", when, job->name,
-			(int)pid, this_host(), pages, cxlcr_last_error());
+		host_log_line("prefetch.log", "%s (pid %d on %s): prefetch stopped after %" PRIu64 " pages: %s",
+			      job->name, (int)pid, this_host(), pages, cxlcr_last_error());
 	else
-		fprintf(f, "%s %s (pid %d on %s): %" PRIu64 " changed pages prefetched in %.1f ms\n", when,
-			job->name, (int)pid, this_host(), pages, ms);
-	fclose(f);
+		host_log_line("prefetch.log", "%s (pid %d on %s): %" PRIu64 " changed pages prefetched in %.1f ms",
+			      job->name, (int)pid, this_host(), pages, ms);
 }
 
 /* In a restore worker, once the child runs: how long its restore took,
@@ -190,7 +213,7 @@ static void start_prefetch(const struct child_job *job, const struct prefetch_li
  * returns when all are done. A worker leaves its error line in its
  * directory. */
 static void restore_all(struct child_job *jobs, unsigned n, const struct pod *pod, const char *renamed,
-			struct cxlcr_pool *pool)
+			struct cxlcr_pool *pool, bool copy)
 {
 	uint64_t t0 = cxlcr_mono_ns();
 	pid_t self = getpid();
@@ -209,11 +232,14 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 				rc = cxlcr_error("cannot open the network namespace of %s", jobs[i].name);
 			if (rc == 0)
 				rc = criu_restore_child(jobs[i].dir, pod->bridge, jobs[i].link, renamed, pool->fd,
-							netns, &pid);
-			container_netns_release(jobs[i].link, rc < 0);
+							netns, copy, &pid);
+			/* A restored child keeps its namespace's name until it is
+			 * made (fork_here()): whoever drops it half made finds it
+			 * by that name. */
 			if (rc == 0)
 				note_restored(&jobs[i], t0);
 			if (rc < 0) {
+				container_netns_release(jobs[i].link, true);
 				char path[PATH_MAX + 8];
 				snprintf(path, sizeof(path), "%s/error", jobs[i].dir);
 				FILE *f = fopen(path, "we");
@@ -284,10 +310,113 @@ static void undo_children(struct cxlcr_pool *pool, struct child_job *jobs, unsig
 			kill(jobs[i].pid, SIGKILL);
 			pid_wait_exit(jobs[i].pid, KILL_WAIT_MS);
 		}
+		if (jobs[i].link[0])
+			container_netns_release(jobs[i].link, true);
 		if (jobs[i].region.generation)
 			cxlcr_region_free(pool, jobs[i].region.generation);
 	}
 	cxlcr_catalog_reap(pool, NULL);
+}
+
+/* How many runs a child that shares its snapshot's pages may map:
+ * CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX, or $CXLCR_FORK_SHARE_RUNS_MAX (tests
+ * lower it to reach it with a small heap). */
+static uint64_t fork_share_runs_max(void)
+{
+	const char *v = getenv("CXLCR_FORK_SHARE_RUNS_MAX");
+	char *end;
+	unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+	return n && !*end && n <= CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX ? n : CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX;
+}
+
+/* Whether the newest snapshot of service has more runs than a child that
+ * shares its pages should map (rebase/mm.c maps each run). */
+static bool too_many_runs(struct cxlcr_pool *pool, const char *service)
+{
+	struct cxlcr_catalog_info have;
+	struct cxlcr_snapshot newest;
+	bool many = false;
+	if (cxlcr_catalog_find(pool, service, &have) == 0 &&
+	    cxlcr_snapshot_open(pool, have.snapshot_generation, &newest) == 0) {
+		many = newest.header.run_count > fork_share_runs_max();
+		cxlcr_snapshot_close(&newest);
+	}
+	return many;
+}
+
+/* libfabric started in this process while the images are fetched and
+ * rebased (tier_warm): the pagers of a tiered snapshot's children, forked
+ * from it, inherit it started instead of paying ~0.4 s each before their
+ * child runs. The thread is joined before anything is forked. */
+struct warm_up {
+	pthread_t thread;
+	bool running;
+	char pool_path[PATH_MAX];
+};
+
+static void *warm_main(void *arg)
+{
+	struct warm_up *w = arg;
+	struct cxlcr_pool own; /* its own handle: the caller's is in use */
+	if (cxlcr_pool_open(&own, w->pool_path) == 0) {
+		tier_warm(&own, false);
+		cxlcr_pool_close(&own);
+	}
+	return NULL;
+}
+
+static void warm_start(struct warm_up *w, const struct cxlcr_pool *pool)
+{
+	cxlcr_copy_field(w->pool_path, sizeof(w->pool_path), pool->path);
+	w->running = pthread_create(&w->thread, NULL, warm_main, w) == 0;
+}
+
+static void warm_join(struct warm_up *w)
+{
+	if (w->running)
+		pthread_join(w->thread, NULL);
+	w->running = false;
+}
+
+/* The pagers of n copy-mode children, all started before any is waited
+ * for: each takes its child's userfaultfd, opens its cold tier's reader
+ * and installs its hot pages side by side with the others (one after the
+ * other, 8 children of a tiered snapshot took 8 times one). 0 once every
+ * child runs; -1 with the first reason (the children of pagers that
+ * failed are dead with them; the caller ends the others). */
+static int start_pagers(struct child_job *jobs, unsigned n, const struct cxlcr_snapshot *snap, int fetch,
+			const uint64_t *hot, uint64_t hot_count)
+{
+	struct pager_child *pc = calloc(n, sizeof(*pc));
+	struct pager_handle *ph = calloc(n, sizeof(*ph));
+	int rc = pc && ph ? 0 : cxlcr_error("out of memory");
+	unsigned spawned = 0;
+	for (unsigned i = 0; rc == 0 && i < n; i++) {
+		pc[i] = (struct pager_child){ .pid = jobs[i].pid, .name = jobs[i].name, .host = this_host(),
+					      .region_generation = jobs[i].region.generation, .snapshot = snap,
+					      .fetch = fetch, .hot = hot, .hot_count = hot_count };
+		if (pager_spawn(&pc[i], &ph[i]) < 0)
+			rc = -1;
+		else
+			spawned++;
+	}
+	char why[CXLCR_ERROR_MAX] = "";
+	for (unsigned i = 0; i < spawned; i++) {
+		struct pager_stats ps;
+		if (pager_wait(&pc[i], &ph[i], &ps) < 0) {
+			if (!why[0])
+				snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+			rc = -1;
+			continue;
+		}
+		jobs[i].installed_pages = ps.pages_installed;
+		jobs[i].restore_ms += ps.install_ms;
+	}
+	if (why[0])
+		cxlcr_error("%s", why);
+	free(pc);
+	free(ph);
+	return rc;
 }
 
 /*
@@ -295,14 +424,14 @@ static void undo_children(struct cxlcr_pool *pool, struct child_job *jobs, unsig
  * holds under the parent's name. Prints one "child NAME HOST ADDRESS PID
  * MS" line per child (porcelain) or a sentence each.
  */
-static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bool porcelain,
-		     const struct verb_lease *l)
+static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, int mode, int fetch,
+		     bool porcelain, const struct verb_lease *l)
 {
 	const struct pod *pod = pod_current(false);
 	if (!pod)
 		return cxlcr_error("%s is not a pod host", this_host());
 	uint64_t t0 = cxlcr_mono_ns();
-	drop_half_made(pool, parent);
+	fork_drop_half_made(pool, parent);
 	struct cxlcr_borrow borrow;
 	/* Dead children's borrows may hold every slot: reaped, and once more. */
 	if (cxlcr_catalog_borrow(pool, parent, NULL, &borrow) < 0 &&
@@ -311,6 +440,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	int rc = -1;
 	struct child_job *jobs = calloc(n, sizeof(*jobs));
 	struct cxlcr_snapshot snap = { 0 };
+	struct warm_up warm = { 0 };
 	struct prefetch_list list = { 0 };
 	char src[PATH_MAX] = "";
 	if (!jobs) {
@@ -319,16 +449,37 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	}
 	if (cxlcr_snapshot_open(pool, borrow.snapshot_generation, &snap) < 0)
 		goto out;
+	if (snap.header.pages_cold > 0)
+		warm_start(&warm, pool);
 	struct cxlcr_region images;
 	struct cxlcr_image_set meta;
 	if (image_store_find(pool, snap.header.name, &images, &meta) < 0 ||
 	    image_work_dir("fork", parent, src, sizeof(src)) < 0 || image_store_fetch(pool, &images, src) < 0)
 		goto out;
+	/* A devdax pool cannot be mapped privately: its children are copies.
+	 * So are those of a snapshot whose pages lie in more runs than a
+	 * child should have mappings (scattered writes over a large heap
+	 * since an incremental snapshot's bases): the requester takes a full
+	 * snapshot for children that share (fork_under_lease), but a newer
+	 * one may have been published since. */
+	bool cold = snap.header.pages_cold > 0; /* a cold page cannot be mapped at all */
+	bool copy = mode == FORK_MODE_COPY ||
+		    (mode == FORK_MODE_DEFAULT &&
+		     (pool->dax_rules || cold || snap.header.run_count > fork_share_runs_max()));
+	if (!copy && cxlcr_pool_may_map_private(pool) < 0) {
+		cxlcr_error("%s: its children can only be copies (--mode copy)", cxlcr_last_error());
+		goto out;
+	}
+	if (!copy && cold) {
+		cxlcr_error("snapshot %s keeps %" PRIu64 " pages on the cold tier: its children can only be "
+			    "copies (--mode copy)", snap.header.name, snap.header.pages_cold);
+		goto out;
+	}
 	char command[CXLCR_COMMAND_MAX];
-	child_command(parent, command, sizeof(command));
+	child_command(parent, copy, command, sizeof(command));
 	for (unsigned i = 0; i < n; i++) {
 		struct child_job *job = &jobs[i];
-		struct cxlcr_rebase_fork spec = { .snapshot = &snap, .ifname = SERVICE_IFNAME };
+		struct cxlcr_rebase_fork spec = { .snapshot = &snap, .ifname = SERVICE_IFNAME, .copy = copy };
 		if (child_region(pool, pod, parent, job) < 0 ||
 		    image_work_dir("child", job->name, job->dir, sizeof(job->dir)) < 0)
 			goto undo;
@@ -341,7 +492,8 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	}
 	if (verb_lease_check(l, "the children's restore") < 0)
 		goto undo;
-	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool);
+	warm_join(&warm);
+	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, copy);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
 		char one[CXLCR_ERROR_MAX];
@@ -355,15 +507,26 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 	/* The children are the parent's fork's only while it holds the lease. */
 	if (verb_lease_check(l, "the children's start") < 0)
 		goto undo;
-	for (unsigned i = 0; i < n; i++)
-		cxlcr_region_set_owner(pool, jobs[i].region.generation, jobs[i].pid, this_host(), command);
-	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	/* The pages the parent changed before its snapshot, the same list for
-	 * every child (it came with the dump). */
+	 * every child (it came with the dump): prefetched into a share-mode
+	 * child once it runs, a copy-mode child's hot pages. */
 	int have_list = prefetch_load(src, &snap, &list);
 	if (have_list < 0)
 		log_prefetch(&jobs[0], jobs[0].pid, 0, 0, -1);
-	uint64_t prefetched = have_list > 0 ? list.header.count : 0;
+	/* Copy mode: each child is stopped until its pager has installed its
+	 * pages (and dies with its pager). */
+	if (fetch < 0)
+		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
+	if (copy && start_pagers(jobs, n, &snap, fetch < 0 ? PAGER_BACKGROUND : fetch,
+				 have_list > 0 ? list.pages : NULL, have_list > 0 ? list.header.count : 0) < 0)
+		goto undo;
+	/* Made: each child owns its region, and its namespace needs no name. */
+	for (unsigned i = 0; i < n; i++) {
+		cxlcr_region_set_owner(pool, jobs[i].region.generation, jobs[i].pid, this_host(), command);
+		container_netns_release(jobs[i].link, false);
+	}
+	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	uint64_t prefetched = have_list > 0 && !copy ? list.header.count : 0;
 	for (unsigned i = 0; i < n; i++) {
 		char ip[16];
 		ip_string(jobs[i].ip, ip);
@@ -376,21 +539,23 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, bo
 			       jobs[i].name, this_host(), ip, (int)jobs[i].pid, jobs[i].restore_ms, prefetched);
 	}
 	if (porcelain)
-		printf("restore_ms %.3f\nimage_bytes %" PRIu64 "\nsnapshot %s\n", total, meta.payload_bytes,
-		       snap.header.name);
+		printf("restore_ms %.3f\nimage_bytes %" PRIu64 "\nsnapshot %s\nmode %s\n", total, meta.payload_bytes,
+		       snap.header.name, copy ? "copy" : "share");
 	/* The children run: the caller has its answer before their prefetch
 	 * starts and before the clean-up (work directories, the borrow, the
 	 * reap). */
 	rpc_reply_now(EXIT_OK);
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; !copy && i < n; i++)
 		start_prefetch(&jobs[i], &list, &snap);
 	for (unsigned i = 0; i < n; i++)
 		image_work_dir_remove(jobs[i].dir);
 	rc = 0;
 	goto out;
 undo:
+	warm_join(&warm);
 	undo_children(pool, jobs, n);
 out:
+	warm_join(&warm);
 	if (snap.base)
 		cxlcr_snapshot_close(&snap);
 	cxlcr_catalog_return(pool, &borrow);
@@ -407,9 +572,11 @@ out:
 
 int cmd_fork_restore(int argc, char **argv)
 {
-	const char *usage = "cxlcr fork-restore PARENT --count N --lease LEASE [--porcelain] (run by cxlcr fork "
-			    "on the destination host)";
+	const char *usage = "cxlcr fork-restore PARENT --count N --lease LEASE [--mode share|copy] "
+			    "[--fetch background|eager|lazy] [--porcelain] (run by cxlcr fork on the destination host)";
 	const struct option opts[] = { { "count", required_argument, 0, 'c' },
+				       { "mode", required_argument, 0, 'm' },
+				       { "fetch", required_argument, 0, 'f' },
 				       { "porcelain", no_argument, 0, 'p' },
 				       { "lease", required_argument, 0, 'L' },
 				       { "help", no_argument, 0, 'h' },
@@ -417,11 +584,19 @@ int cmd_fork_restore(int argc, char **argv)
 	unsigned count = 1;
 	bool porcelain = false;
 	const char *lease = NULL;
-	int c;
+	int c, mode = FORK_MODE_DEFAULT, fetch = -1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:pL:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:m:f:pL:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': count = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'm':
+			if ((mode = fork_mode_parse(optarg)) < 0)
+				return fail(EXIT_USAGE, "--mode %s: share or copy", optarg);
+			break;
+		case 'f':
+			if ((fetch = pager_fetch_parse(optarg)) < 0)
+				return fail(EXIT_USAGE, "--fetch %s: background, eager or lazy", optarg);
+			break;
 		case 'p': porcelain = true; break;
 		case 'L': lease = optarg; break;
 		case 'h': printf("usage: %s\n", usage); return EXIT_OK;
@@ -444,21 +619,12 @@ int cmd_fork_restore(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return rc;
 	}
-	rc = fork_here(&pool, argv[optind], count, porcelain, &l);
+	rc = fork_here(&pool, argv[optind], count, mode, fetch, porcelain, &l);
 	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (rc < 0)
 		return fail(EXIT_FAIL, "fork of %s on %s failed: %s", argv[optind], this_host(), cxlcr_last_error());
 	return EXIT_OK;
-}
-
-/* A number from a JSON object printed by one of our verbs. */
-static double json_number(const char *text, const char *key)
-{
-	char pattern[64];
-	snprintf(pattern, sizeof(pattern), "\"%s\":", key);
-	const char *at = strstr(text, pattern);
-	return at ? strtod(at + strlen(pattern), NULL) : 0;
 }
 
 /* fork_service() under the parent's lease (lease: its --lease argument). */
@@ -481,15 +647,14 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 		cxlcr_copy_field(owner, sizeof(owner), parent.owner_host);
 	struct cxlcr_catalog_info have;
 	bool need_snapshot = req->fresh || cxlcr_catalog_find(&pool, req->service, &have) < 0;
-	/* A snapshot whose pages lie in too many runs (recovery points share
-	 * their bases' pages without bound) would give children more
-	 * mappings than they should have: a full one is taken for them. */
+	/* A snapshot whose pages lie in too many runs (snapshots share their
+	 * bases' pages without bound) would give children that share its
+	 * pages more mappings than they should have: a full one is taken for
+	 * them. Copies (copy mode, the default on devdax) map none of it. */
+	bool shares = req->mode == FORK_MODE_SHARE || (req->mode == FORK_MODE_DEFAULT && !pool.dax_rules);
 	bool full = false;
-	struct cxlcr_snapshot newest;
-	if (!need_snapshot && cxlcr_snapshot_open(&pool, have.snapshot_generation, &newest) == 0) {
-		full = need_snapshot = newest.header.run_count > CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX;
-		cxlcr_snapshot_close(&newest);
-	}
+	if (!need_snapshot && shares)
+		full = need_snapshot = too_many_runs(&pool, req->service);
 	cxlcr_pool_close(&pool);
 	if (!found) {
 		snprintf(rep->error, sizeof(rep->error), "no service named '%s'", req->service);
@@ -513,15 +678,40 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 			snprintf(rep->error, sizeof(rep->error), "%s", why);
 			return -1;
 		}
-		rep->freeze_ms = json_number(out, "freeze_ms");
-		rep->snapshot_ms = json_number(out, "snapshot_ms");
-		rep->snapshot_bytes = (uint64_t)json_number(out, "snapshot_bytes");
+		rep->freeze_ms = json_find_number(out, "freeze_ms");
+		rep->snapshot_ms = json_find_number(out, "snapshot_ms");
+		rep->snapshot_bytes = (uint64_t)json_find_number(out, "snapshot_bytes");
+		/* A fresh incremental one may have too many runs for sharing. */
+		if (!full && shares && cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
+			full = too_many_runs(&pool, req->service);
+			cxlcr_pool_close(&pool);
+			argv[5] = "--full";
+			if (full && rpc_call_capture(owner, 6, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+				snprintf(rep->error, sizeof(rep->error), "%s", why);
+				return -1;
+			}
+			if (full) {
+				rep->freeze_ms += json_find_number(out, "freeze_ms");
+				rep->snapshot_ms += json_find_number(out, "snapshot_ms");
+				rep->snapshot_bytes = (uint64_t)json_find_number(out, "snapshot_bytes");
+			}
+		}
 	}
 	char count[16];
 	snprintf(count, sizeof(count), "%u", req->count);
-	char *argv[] = { "fork-restore", (char *)req->service, "--count", count, "--porcelain", "--lease",
-			 (char *)lease, NULL };
-	if (rpc_call_capture(req->host, 7, argv, out, sizeof(out), why, sizeof(why)) != 0) {
+	const char *mode = fork_mode_name(req->mode);
+	char *argv[12] = { "fork-restore", (char *)req->service, "--count", count, "--porcelain", "--lease",
+			   (char *)lease };
+	int argc = 7;
+	if (mode) {
+		argv[argc++] = "--mode";
+		argv[argc++] = (char *)mode;
+	}
+	if (req->fetch[0]) {
+		argv[argc++] = "--fetch";
+		argv[argc++] = (char *)req->fetch;
+	}
+	if (rpc_call_capture(req->host, argc, argv, out, sizeof(out), why, sizeof(why)) != 0) {
 		snprintf(rep->error, sizeof(rep->error), "%s", why);
 		return -1;
 	}
@@ -537,7 +727,8 @@ static int fork_under_lease(const struct fork_request *req, struct fork_reply *r
 			rep->count++;
 		} else if (sscanf(line, "restore_ms %lf", &rep->restore_ms) == 1 ||
 			   sscanf(line, "image_bytes %" SCNu64, &rep->image_bytes) == 1 ||
-			   sscanf(line, "snapshot %63s", rep->snapshot) == 1) {
+			   sscanf(line, "snapshot %63s", rep->snapshot) == 1 ||
+			   sscanf(line, "mode %7s", rep->mode) == 1) {
 			continue;
 		}
 	}

@@ -23,8 +23,19 @@
 
 #define FORK_MAX_CHILDREN 64 /* a snapshot has at most 64 borrowers at once */
 
+/* How a child gets its heap (docs/remote-fork.md): copy-on-write views of
+ * the snapshot (share; file pools only), or its own anonymous memory that
+ * a pager fills by copy (copy; pager/pager.h). The default is share on a
+ * file pool and copy on a devdax pool. */
+enum fork_mode { FORK_MODE_DEFAULT = 0, FORK_MODE_SHARE, FORK_MODE_COPY };
+/* "share", "copy" (or NULL for the default) and back: -1 if neither. */
+int fork_mode_parse(const char *s);
+const char *fork_mode_name(int mode);
+
 struct fork_request {
 	char service[CXLCR_NAME_MAX]; /* the parent */
+	int mode;                     /* enum fork_mode */
+	char fetch[16];               /* copy mode: "background", "eager", "lazy"; "": the default */
 	char host[CXLCR_HOST_MAX];    /* where the children run */
 	unsigned count;               /* 1..FORK_MAX_CHILDREN */
 	bool fresh;                   /* snapshot first, even if the catalog has one */
@@ -49,6 +60,7 @@ struct fork_reply {
 	uint64_t image_bytes;         /* CRIU's images of the parent */
 	uint64_t snapshot_bytes;      /* heap pages stored in the snapshot */
 	char snapshot[CXLCR_NAME_MAX];/* the snapshot the children come from */
+	char mode[8];                 /* "share" or "copy": what the children got */
 	char error[512];              /* one line when fork_service() fails */
 };
 
@@ -62,6 +74,11 @@ struct fork_reply {
  * destination's (`cxlcr snapshot`, `cxlcr fork-restore`).
  */
 int fork_service(const struct fork_request *req, struct fork_reply *rep);
+
+/* Ends and frees the fork children of parent (NULL: of any parent) that
+ * a dead maker on this host left half made; how many (fork.c). */
+struct cxlcr_pool;
+int fork_drop_half_made(struct cxlcr_pool *pool, const char *parent);
 
 /* prefetch.c: the pages a child's parent changed between its last two
  * snapshots (CXLCR_CHANGED_PAGES_FILE of the image set in dir): load
@@ -89,6 +106,7 @@ struct snapshot_result {
 	double total_ms;
 	uint64_t image_bytes;
 	uint64_t snapshot_bytes;
+	uint64_t room_freed_bytes;    /* what its draft reserved and its finish did not use, given back */
 	uint64_t pages_cxl, pages_zero;
 	uint64_t pages_own;           /* stored in this snapshot (the rest of pages_cxl is its bases') */
 	uint32_t bases;               /* earlier snapshots whose pages it shares: incremental if > 0 */
@@ -99,12 +117,31 @@ struct snapshot_result {
 	uint64_t pages_written;       /* ... of the pages write tracking said were written */
 	bool tracked;                 /* the freeze copied only written pages (tracking/) */
 	char untracked_because[160];  /* else why it compared every page */
+	uint32_t punches_logged;      /* punches since the draft whose pages the punch log gave */
+	uint64_t runs;                /* of its leaf table (a child that shares its pages maps each) */
+	char draft_compared_because[160]; /* why the incremental draft compared every page ("": it did not) */
+	/* A tiered snapshot (--tier, daemon/snapshot_tier.c) */
+	bool tiered;
+	uint64_t pages_hot, pages_cold;  /* pages_zero above; they add up to the heap's pages */
+	uint64_t hot_seen;            /* heap pages present after the hot window */
+	uint64_t cxl_bytes;           /* its region in the pool */
+	uint64_t untiered_bytes;      /* the region of the full snapshot it was made from */
+	uint64_t cold_bytes;          /* on the memory server */
+	double hot_window_ms, tier_ms, tier_write_ms;
+	char tier_server[32];
 };
 struct service;
 /* Snapshots service s, which runs on this host, and publishes the snapshot
  * in the catalog under the service's name. */
 int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
-		     struct snapshot_result *out);
+		     uint32_t tier_window_ms, struct snapshot_result *out);
+/* Tiered snapshots (daemon/snapshot_tier.c): the service's hot set, found
+ * before the snapshot (its page tables dropped, then window_ms of running,
+ * then the pages present: a malloc'd bitmap of *pages bits); then the full
+ * snapshot out names split into a tiered one, which replaces it in out. */
+int snapshot_hot_set(struct cxlcr_pool *pool, const struct service *s, uint32_t window_ms, uint64_t **hot,
+		     uint64_t *pages, struct snapshot_result *out);
+int snapshot_tier(struct cxlcr_pool *pool, const uint64_t *hot, uint64_t pages, struct snapshot_result *out);
 /* A service's snapshots go with it (stop, rm): its catalog entry is
  * tombstoned (its region freed when the last child returns it), its
  * snapshots' image sets and any stray snapshot freed now. */

@@ -159,10 +159,10 @@ print(c["address"], c["pid"], c["name"])')
 python3 "$KV" fill --host "$addr4" --port $PORT --count 2000 --size $SIZE --types $TYPES --seed 8 >/dev/null ||
 	die "writes to $name4 failed"
 for _ in $(seq 600); do
-	grep -q "(pid $pid4 on h1)" /var/log/cxlcr/prefetch.log 2>/dev/null && break
+	"$CXLCR" pod exec h1 -- grep -q "(pid $pid4 on h1)" /var/log/cxlcr/prefetch.log 2>/dev/null && break
 	python3 -c 'import time; time.sleep(0.05)'  # polling a log line, bounded
 done
-grep "(pid $pid4 on h1)" /var/log/cxlcr/prefetch.log | grep -q "changed pages prefetched" ||
+"$CXLCR" pod exec h1 -- grep "(pid $pid4 on h1)" /var/log/cxlcr/prefetch.log | grep -q "changed pages prefetched" ||
 	die "the prefetch of $name4 did not finish"
 python3 "$KV" verify --host "$addr4" --port $PORT --count 2000 --size $SIZE --types $TYPES --seed 8 --quiet ||
 	die "$name4 lost writes it made while its prefetch ran"

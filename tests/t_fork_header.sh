@@ -46,7 +46,9 @@ ext0=$(field "$before" extent_count)
 # parent's arena (kind 1).
 maps=$(python3 "$HDR" maps "$kpid" "$at" "$CXLCR_POOL")
 [ "${maps%% *}" = 3 ] || die "$kid's header maps pool region '$maps', not its snapshot"
-maps=$(python3 "$HDR" maps "$kpid" $((at + 4 * 4096)) "$CXLCR_POOL")
+# Past the header's own pages (sizeof(struct cxlcr_arena_header), 5 pages
+# since the punch log, rounded up: the snapshot keeps those), zero pages.
+maps=$(python3 "$HDR" maps "$kpid" $((at + 32 * 4096)) "$CXLCR_POOL")
 [ "$maps" = anon ] || die "$kid's header area past the header maps '$maps', not zero pages"
 ok "$kid (pid $kpid) has its header at $at: $ext0 extent(s), $(field "$before" command)"
 

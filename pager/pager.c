@@ -1,0 +1,727 @@
+/*
+ * The pager of a copy-mode fork child (pager.h): a keeper process, and
+ * under it the pager proper, which takes the child's userfaultfd, installs
+ * its pages, lets it run and serves its faults for as long as it lives.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/arena.h"
+#include "../common/error.h"
+#include "../common/persist.h"
+#include "../common/pool.h"
+#include "../common/snapshot.h"
+#include "../common/util.h"
+#include "../daemon/host_files.h"
+#include "../tier/tier.h"
+#include "inject.h"
+#include "pager.h"
+
+#define PAGE CXLCR_SNAPSHOT_PAGE_SIZE
+#define INSTALL_CHUNK (512u * PAGE)  /* one UFFDIO_COPY before the child runs: 2 MiB */
+#define BACKGROUND_CHUNK (64u * PAGE) /* while it runs: a fault waits for at most one (~50 us) */
+#define BACKGROUND_COLD TIER_READ_RUN /* cold pages per step: one RMA read, which a fault waits for at most */
+#define COLD_TRIES 3u                 /* reads of a cold page, each bounded by CXLCR_TIER_TIMEOUT_MS */
+#define READY_TIMEOUT_MS 60000
+#define MSGS_PER_READ 64
+#define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
+#define FORKED_CHECK_MS 1000  /* how often those of children that ended are closed */
+
+struct pager {
+	pid_t pid;
+	int uffd;
+	/* The userfaultfds of the processes the child forked (Redis's BGSAVE):
+	 * their arena is registered too (UFFD_FEATURE_EVENT_FORK), and what
+	 * the child had not got yet, they fault on as well. */
+	int forked[FORKED_MAX];
+	int forked_count;
+	const struct cxlcr_snapshot *s;
+	uint64_t header_lo, header_copy_hi;  /* the arena header, and its pages the snapshot copied */
+	uint64_t heap_lo, heap_hi;
+	uint64_t cursor;                     /* of cxlcr_snapshot_leaf() */
+	uint64_t faults_copied, faults_zero;
+	/* The background fetch: the next stored page to install (run, page
+	 * of it); done when run == run_count. */
+	uint64_t bg_run, bg_page, bg_pages;
+	uint64_t bg_t0, bg_ns;
+	bool background;
+	bool bg_cold_only;                   /* the CXL pages are in already (a tiered snapshot's) */
+	/* The cold tier (a tiered snapshot): its reader, and where a cold
+	 * page is read to before it is copied in. */
+	struct tier_reader *tier;
+	uint8_t bounce[PAGE] __attribute__((aligned(PAGE)));
+	uint8_t run_buf[TIER_READ_RUN * PAGE] __attribute__((aligned(PAGE))); /* the background's reads */
+	uint64_t cold_pages;
+};
+
+int pager_fetch_parse(const char *s)
+{
+	if (!s || !strcmp(s, "background"))
+		return PAGER_BACKGROUND;
+	if (!strcmp(s, "eager"))
+		return PAGER_EAGER;
+	if (!strcmp(s, "lazy"))
+		return PAGER_LAZY;
+	return -1;
+}
+
+/* Where a page comes from: a copy (from points at its source, and `more`
+ * bytes after it come from the same place, contiguously), or zeros. */
+enum page_kind { PAGE_COPY, PAGE_ZERO };
+
+/*
+ * A cold page into the bounce buffer. A read that fails (a server that
+ * does not answer in time, a broken connection, a copy that does not
+ * match its checksum) is tried again with a reader opened anew, which
+ * checks the cold extent again (a server that restarted lost it), up to
+ * COLD_TRIES times: the faulting thread waits meanwhile, and is killed
+ * with its child after the last.
+ */
+static int read_cold(struct pager *p, uint64_t page)
+{
+	for (unsigned tries = 1;; tries++) {
+		if (p->tier && tier_read_page(p->tier, page, p->bounce) == 0)
+			return 0;
+		if (tries == COLD_TRIES)
+			return cxlcr_error("heap page %" PRIu64 " from the cold tier, %u tries: %s", page, tries,
+					   cxlcr_last_error());
+		if (p->tier)
+			tier_reader_close(p->tier);
+		p->tier = NULL;
+		if (tier_reader_open(p->s, &p->tier) < 0)
+			p->tier = NULL;
+	}
+}
+
+/*
+ * The one place where the source of the page at addr is chosen: the
+ * snapshot's copy of the arena header, zeros for the rest of the header
+ * area, and for a heap page what its leaf says: a copy in CXL, zero, or a
+ * cold page, read from its memory server by RMA into the bounce buffer
+ * (tier_read_page() checks its CRC-32C; a page it cannot read right after
+ * COLD_TRIES tries is refused, and the child dies rather than read a
+ * wrong page).
+ */
+static int page_source(struct pager *p, uint64_t addr, const uint8_t **from, uint64_t *more)
+{
+	*more = 0;
+	if (addr >= p->header_lo && addr < p->header_copy_hi) {
+		*from = p->s->base + p->s->header.arena_header_offset + (addr - p->header_lo);
+		*more = p->header_copy_hi - addr - PAGE;
+		return PAGE_COPY;
+	}
+	if (addr >= p->header_copy_hi && addr < p->heap_lo)
+		return PAGE_ZERO;
+	if (addr < p->heap_lo || addr >= p->heap_hi)
+		return cxlcr_error("a fault at %#" PRIx64 ", outside the arena", addr);
+	uint64_t page = (addr - p->heap_lo) / PAGE;
+	uint64_t leaf = cxlcr_snapshot_leaf(p->s, page, &p->cursor);
+	switch (CXLCR_LEAF_TIER(leaf)) {
+	case CXLCR_TIER_ZERO:
+		return PAGE_ZERO;
+	case CXLCR_TIER_CXL:
+		*from = cxlcr_snapshot_copy(p->s, CXLCR_LEAF_OFFSET(leaf));
+		if (!*from)
+			return cxlcr_error("heap page %" PRIu64 " lies outside snapshot %s's data", page,
+					   p->s->region.name);
+		return PAGE_COPY;
+	case CXLCR_TIER_COLD:
+		if (!p->s->header.pages_cold)
+			return cxlcr_error("heap page %" PRIu64 " is on the cold tier, and snapshot %s has no cold part",
+					   page, p->s->region.name);
+		if (read_cold(p, page) < 0)
+			return -1;
+		p->cold_pages++;
+		*from = p->bounce;
+		return PAGE_COPY;
+	default:
+		return cxlcr_error("heap page %" PRIu64 " has an unknown tier %u", page, CXLCR_LEAF_TIER(leaf));
+	}
+}
+
+/* Copies len bytes from `from` into the process of uffd at addr. A page
+ * it has already (a racing fault served it) ends the copy there: 0. 1:
+ * the process is gone (ending). */
+static int install(int uffd, uint64_t addr, const uint8_t *from, uint64_t len)
+{
+	cxlcr_refresh(from, len);
+	while (len) {
+		struct uffdio_copy c = { .dst = addr, .src = (uint64_t)(uintptr_t)from, .len = len };
+		if (ioctl(uffd, UFFDIO_COPY, &c) == 0)
+			return 0;
+		if (c.copy > 0) {
+			addr += (uint64_t)c.copy;
+			from += c.copy;
+			len -= (uint64_t)c.copy;
+			continue;
+		}
+		if (errno == EEXIST) {
+			/* That page is there already (a fault served it, or the
+			 * process wrote it): the rest still goes in. */
+			addr += PAGE;
+			from += PAGE;
+			len -= PAGE < len ? PAGE : len;
+			continue;
+		}
+		if (errno == EAGAIN)
+			continue;
+		if (errno == ESRCH)
+			return 1;
+		return cxlcr_error("UFFDIO_COPY of %" PRIu64 " bytes at %#" PRIx64 ": %s", len, addr,
+				   strerror(errno));
+	}
+	return 0;
+}
+
+static int install_zero(int uffd, uint64_t addr)
+{
+	for (;;) {
+		struct uffdio_zeropage z = { .range = { .start = addr, .len = PAGE } };
+		if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) == 0 || errno == EEXIST)
+			return 0;
+		if (errno == ESRCH)
+			return 1;
+		if (errno != EAGAIN)
+			return cxlcr_error("UFFDIO_ZEROPAGE at %#" PRIx64 ": %s", addr, strerror(errno));
+	}
+}
+
+/* Registers every mapping of the arena's range MISSING: anonymous memory
+ * only (rebase made it so), or the child is not a copy-mode child. */
+static int register_arena(struct pager *p)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return cxlcr_error("%s: %s", path, strerror(errno));
+	int rc = 0, n = 0;
+	while (rc == 0 && fgets(line, sizeof(line), f)) {
+		uint64_t lo, hi, inode;
+		int name_at = 0;
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %" SCNu64 " %n", &lo, &hi, &inode, &name_at) < 3)
+			continue;
+		if (hi <= p->header_lo || lo >= p->heap_hi)
+			continue;
+		if (inode != 0 || (name_at && line[name_at] && line[name_at] != '\n'))
+			rc = cxlcr_error("pid %d maps a file in its arena at %#" PRIx64 ": not a copy-mode child",
+					 (int)p->pid, lo);
+		uint64_t a = lo > p->header_lo ? lo : p->header_lo, b = hi < p->heap_hi ? hi : p->heap_hi;
+		struct uffdio_register r = { .range = { .start = a, .len = b - a }, .mode = UFFDIO_REGISTER_MODE_MISSING };
+		if (rc == 0 && ioctl(p->uffd, UFFDIO_REGISTER, &r) < 0)
+			rc = cxlcr_error("UFFDIO_REGISTER of %#" PRIx64 "-%#" PRIx64 " in pid %d: %s", a, b,
+					 (int)p->pid, strerror(errno));
+		n++;
+	}
+	fclose(f);
+	if (rc == 0 && n == 0)
+		rc = cxlcr_error("pid %d maps nothing at its arena's address %#" PRIx64, (int)p->pid, p->heap_lo);
+	return rc;
+}
+
+/* The hot pages (heap page indexes, ascending) one by one, those the
+ * snapshot stores (a zero page comes on its fault). */
+static int install_hot(struct pager *p, const uint64_t *hot, uint64_t count, uint64_t *pages)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		if (hot[i] >= p->s->header.page_count)
+			continue;
+		uint64_t addr = p->heap_lo + hot[i] * PAGE, more;
+		const uint8_t *from;
+		int kind = page_source(p, addr, &from, &more);
+		if (kind < 0)
+			return -1;
+		if (kind != PAGE_COPY)
+			continue;
+		if (install(p->uffd, addr, from, PAGE) != 0)
+			return -1;
+		(*pages)++;
+	}
+	return 0;
+}
+
+/* Pages [first, first + n) of a cold run: TIER_READ_RUN of them per RMA
+ * read, or, where such a read fails, one read each with retries
+ * (read_cold()), as a fault's. */
+static int install_cold(struct pager *p, uint64_t first, uint64_t n)
+{
+	for (uint64_t done = 0; done < n;) {
+		uint64_t k = n - done < TIER_READ_RUN ? n - done : TIER_READ_RUN, at = first + done;
+		if (p->tier && tier_read_run(p->tier, at, k, p->run_buf) == 0) {
+			if (install(p->uffd, p->heap_lo + at * PAGE, p->run_buf, k * PAGE) < 0)
+				return -1;
+			done += k;
+			continue;
+		}
+		for (uint64_t i = 0; i < k; i++) {
+			uint64_t addr = p->heap_lo + (at + i) * PAGE, more;
+			const uint8_t *from;
+			if (page_source(p, addr, &from, &more) < 0 || install(p->uffd, addr, from, PAGE) < 0)
+				return -1;
+		}
+		done += k;
+	}
+	return 0;
+}
+
+/* One chunk of the background fetch (at most BACKGROUND_CHUNK of one run
+ * of stored pages, or BACKGROUND_COLD cold ones): pages the child has by
+ * now are skipped by install(). Cold pages come in heap order, like the
+ * rest. Sets p->background false when every run is done. */
+static int background_step(struct pager *p)
+{
+	while (p->bg_run < p->s->run_count) {
+		const struct cxlcr_snapshot_run *r = &p->s->runs[p->bg_run];
+		uint32_t tier = CXLCR_LEAF_TIER(r->leaf);
+		if (tier == CXLCR_TIER_ZERO || p->bg_page >= r->pages || (tier == CXLCR_TIER_CXL && p->bg_cold_only)) {
+			p->bg_run++;
+			p->bg_page = 0;
+			continue;
+		}
+		if (tier == CXLCR_TIER_COLD) {
+			uint64_t n = r->pages - p->bg_page < BACKGROUND_COLD ? r->pages - p->bg_page : BACKGROUND_COLD;
+			if (install_cold(p, r->first_page + p->bg_page, n) < 0)
+				return -1;
+			p->bg_page += n;
+			p->bg_pages += n;
+			return 0;
+		}
+		uint64_t n = r->pages - p->bg_page < BACKGROUND_CHUNK / PAGE ? r->pages - p->bg_page
+									       : BACKGROUND_CHUNK / PAGE;
+		const uint8_t *from = cxlcr_snapshot_copy(p->s, CXLCR_LEAF_OFFSET(r->leaf) + p->bg_page * PAGE);
+		if (!from)
+			return cxlcr_error("run %" PRIu64 " lies outside snapshot %s's data", p->bg_run,
+					   p->s->region.name);
+		int rc = install(p->uffd, p->heap_lo + (r->first_page + p->bg_page) * PAGE, from, n * PAGE);
+		if (rc < 0)
+			return -1;
+		p->bg_page += n;
+		p->bg_pages += n;
+		return 0;
+	}
+	p->background = false;
+	p->bg_ns = cxlcr_mono_ns() - p->bg_t0;
+	return 0;
+}
+
+/* Step 3, before the child runs: the header's copy, then (eager) every
+ * stored page of the heap, a run at a time, or (background) the hot
+ * pages, the rest to come once it runs. */
+static int install_all(struct pager *p, const struct pager_child *c, uint64_t *pages)
+{
+	*pages = 0;
+	uint64_t len = p->header_copy_hi - p->header_lo;
+	if (install(p->uffd, p->header_lo, p->s->base + p->s->header.arena_header_offset, len) != 0)
+		return cxlcr_error("pid %d: cannot install its arena header: %s", (int)p->pid, cxlcr_last_error());
+	*pages += len / PAGE;
+	if (c->fetch == PAGER_LAZY)
+		return 0;
+	/* A tiered snapshot's CXL pages are its hot set (the pages the
+	 * service touched in its hot window): all of them first, and only
+	 * its cold pages in the background. Else the hot set is the pages
+	 * the parent changed between its last two snapshots. */
+	bool tiered = p->s->header.pages_cold > 0;
+	if (c->fetch == PAGER_BACKGROUND) {
+		p->background = true;
+		p->bg_cold_only = tiered;
+		if (!tiered)
+			return install_hot(p, c->hot, c->hot_count, pages);
+	}
+	for (uint64_t i = 0; i < p->s->run_count; i++) {
+		const struct cxlcr_snapshot_run *r = &p->s->runs[i];
+		if (CXLCR_LEAF_TIER(r->leaf) == CXLCR_TIER_COLD) {
+			if (p->bg_cold_only)
+				continue;
+			if (install_cold(p, r->first_page, r->pages) < 0)
+				return -1;
+			*pages += r->pages;
+			continue;
+		}
+		if (CXLCR_LEAF_TIER(r->leaf) != CXLCR_TIER_CXL)
+			continue;
+		/* A run's copies are contiguous in one data area (checked on
+		 * open); installed in chunks. */
+		for (uint64_t at = 0; at < r->pages; at += INSTALL_CHUNK / PAGE) {
+			uint64_t n = r->pages - at < INSTALL_CHUNK / PAGE ? r->pages - at : INSTALL_CHUNK / PAGE;
+			const uint8_t *from = cxlcr_snapshot_copy(p->s, CXLCR_LEAF_OFFSET(r->leaf) + at * PAGE);
+			if (!from)
+				return cxlcr_error("run %" PRIu64 " lies outside snapshot %s's data", i,
+						   p->s->region.name);
+			if (install(p->uffd, p->heap_lo + (r->first_page + at) * PAGE, from, n * PAGE) < 0)
+				return -1;
+			*pages += n;
+		}
+	}
+	return 0;
+}
+
+/* One fault of the process of uffd: the page at addr from its source.
+ * 0, 1 (that process is gone), or -1. */
+static int serve(struct pager *p, int uffd, uint64_t addr)
+{
+	addr &= ~(uint64_t)(PAGE - 1);
+	const uint8_t *from = NULL;
+	uint64_t more;
+	int kind = page_source(p, addr, &from, &more);
+	if (kind < 0)
+		return -1;
+	if (kind == PAGE_ZERO) {
+		p->faults_zero++;
+		return install_zero(uffd, addr);
+	}
+	p->faults_copied++;
+	return install(uffd, addr, from, PAGE);
+}
+
+/* Serves what waits on uffd (the child's, or one of its children's): page
+ * faults, and the userfaultfds of new children. 0, 1 (the process of
+ * uffd is gone), or -1 (fatal). */
+static int serve_waiting(struct pager *p, int uffd)
+{
+	struct uffd_msg msgs[MSGS_PER_READ];
+	for (;;) {
+		ssize_t n = read(uffd, msgs, sizeof(msgs));
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : cxlcr_error("read of a userfaultfd: %s",
+									     strerror(errno));
+		for (size_t i = 0; i < (size_t)n / sizeof(msgs[0]); i++) {
+			const struct uffd_msg *m = &msgs[i];
+			if (m->event == UFFD_EVENT_FORK) {
+				if (p->forked_count == FORKED_MAX)
+					return cxlcr_error("pid %d and its children fork more than %d processes at once",
+							   (int)p->pid, FORKED_MAX);
+				p->forked[p->forked_count++] = (int)m->arg.fork.ufd;
+				continue;
+			}
+			if (m->event != UFFD_EVENT_PAGEFAULT)
+				continue;
+			int rc = serve(p, uffd, m->arg.pagefault.address);
+			if (rc != 0)
+				return rc;
+		}
+	}
+}
+
+/* Closes the userfaultfds of the child's children that have ended: an
+ * ioctl on a userfaultfd whose memory is gone says ESRCH (the page below
+ * the arena is never registered: a live one says ENOENT). */
+static void close_ended(struct pager *p)
+{
+	for (int i = 0; i < p->forked_count; i++) {
+		struct uffdio_zeropage z = { .range = { .start = p->header_lo - PAGE, .len = PAGE } };
+		if (ioctl(p->forked[i], UFFDIO_ZEROPAGE, &z) == 0 || errno != ESRCH)
+			continue;
+		close(p->forked[i]);
+		p->forked[i--] = p->forked[--p->forked_count];
+	}
+}
+
+/* A line to whoever waits on fd (the fork's answer, or the keeper). */
+static void tell(int fd, const char *line)
+{
+	if (fd >= 0 && write(fd, line, strlen(line)) < 0)
+		(void)0;
+}
+
+/* The cold tier's reader, opened in a thread of its own while the
+ * child's userfaultfd is taken and its CXL pages installed (none of that
+ * needs it): checking the cold part is quick, connecting to the server
+ * takes tens of ms. Joined before anything reads a cold page, and before
+ * the child runs: a child never runs without its reader, nor from a
+ * snapshot whose cold part does not check. */
+struct reader_start {
+	pthread_t thread;
+	bool running;
+	const struct cxlcr_snapshot *s;
+	struct tier_reader *r;
+	int rc;
+	char why[CXLCR_ERROR_MAX];
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader_start *rs = arg;
+	if ((rs->rc = tier_reader_open(rs->s, &rs->r)) < 0)
+		snprintf(rs->why, sizeof(rs->why), "%s", cxlcr_last_error());
+	return NULL;
+}
+
+/* Starts opening the reader; opens it here if no thread can. */
+static int reader_begin(struct reader_start *rs, struct pager *p)
+{
+	rs->s = p->s;
+	if (pthread_create(&rs->thread, NULL, reader_main, rs) == 0) {
+		rs->running = true;
+		return 0;
+	}
+	return tier_reader_open(p->s, &p->tier);
+}
+
+static int reader_end(struct reader_start *rs, struct pager *p)
+{
+	if (!rs->running)
+		return 0;
+	pthread_join(rs->thread, NULL);
+	rs->running = false;
+	if (rs->rc < 0)
+		return cxlcr_error("%s", rs->why);
+	p->tier = rs->r;
+	return 0;
+}
+
+/*
+ * The pager proper: steps 1 to 4, then faults until the child ends.
+ * Exits 0 when the child has ended, 1 with one line on why_fd (and on
+ * ready_fd while the fork waits) when it cannot page it: the child then
+ * dies with it (PTRACE_O_EXITKILL).
+ */
+_Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int why_fd)
+{
+	prctl(PR_SET_NAME, "cxlcr-pager");
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	const struct cxlcr_snapshot_header *h = &c->snapshot->header;
+	struct pager p = { .pid = c->pid, .s = c->snapshot, .heap_lo = h->heap_address,
+			   .heap_hi = h->heap_address + h->heap_size };
+	p.header_lo = h->heap_address - CXLCR_ARENA_HEAP_OFFSET;
+	p.header_copy_hi = p.header_lo + h->arena_header_size;
+	uint64_t pages = 0, t0 = cxlcr_mono_ns();
+	int sfd = -1;
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_EVENT_FORK };
+	/* A tiered snapshot's cold part is checked and its server reached
+	 * before the child runs (reader_start). */
+	struct reader_start rs = { 0 };
+	if (h->pages_cold && reader_begin(&rs, &p) < 0)
+		goto fail;
+	if ((p.uffd = inject_take_uffd(c->pid)) < 0)
+		goto fail;
+	if (ioctl(p.uffd, UFFDIO_API, &api) < 0) {
+		cxlcr_error("UFFDIO_API: %s", strerror(errno));
+		goto fail;
+	}
+	/* Eager: the cold pages go in before the child runs too. */
+	if (register_arena(&p) < 0 || (c->fetch == PAGER_EAGER && reader_end(&rs, &p) < 0) ||
+	    install_all(&p, c, &pages) < 0 || reader_end(&rs, &p) < 0)
+		goto fail;
+	if ((sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		cxlcr_error("signalfd: %s", strerror(errno));
+		goto fail;
+	}
+	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	if (inject_resume(c->pid) < 0)
+		goto fail;
+	char ok[96];
+	snprintf(ok, sizeof(ok), "ok %" PRIu64 " %.3f\n", pages, ms);
+	tell(ready_fd, ok);
+	close(ready_fd);
+	ready_fd = -1;
+	uint64_t checked = cxlcr_mono_ns();
+	p.bg_t0 = checked;
+	for (;;) {
+		struct pollfd fds[2 + FORKED_MAX] = { { .fd = p.uffd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+		int nfds = 2 + p.forked_count;
+		for (int i = 0; i < p.forked_count; i++)
+			fds[2 + i] = (struct pollfd){ .fd = p.forked[i], .events = POLLIN };
+		/* Faults first; the background fetch goes on when none waits. */
+		int timeout = p.background ? 0 : p.forked_count ? FORKED_CHECK_MS : -1;
+		if (poll(fds, (nfds_t)nfds, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			cxlcr_error("poll: %s", strerror(errno));
+			goto fail;
+		}
+		if ((fds[0].revents & POLLIN) && serve_waiting(&p, p.uffd) < 0)
+			goto fail;
+		for (int i = 2; i < nfds; i++)
+			if ((fds[i].revents & POLLIN) && serve_waiting(&p, fds[i].fd) < 0)
+				goto fail;
+		if (p.forked_count && cxlcr_mono_ns() - checked >= FORKED_CHECK_MS * 1000000ull) {
+			close_ended(&p);
+			checked = cxlcr_mono_ns();
+		}
+		if (p.background && background_step(&p) < 0)
+			goto fail;
+		if (fds[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				;
+			int status, alive = inject_pass_signals(c->pid, &status);
+			if (alive == 0) {
+				char end[256];
+				snprintf(end, sizeof(end), "ended (%s %d) after %" PRIu64 " faults served by copy, %"
+					 PRIu64 " by a zero page; %" PRIu64 " pages installed before it ran, %" PRIu64
+					 " in the background (%s %.1f ms); %" PRIu64 " read from the cold tier\n",
+					 WIFSIGNALED(status) ? "signal" : "exit status",
+					 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+					 p.faults_copied, p.faults_zero, pages, p.bg_pages,
+					 p.background ? "unfinished after" : "done in",
+					 (double)(p.background ? cxlcr_mono_ns() - p.bg_t0 : p.bg_ns) / 1e6, p.cold_pages);
+				tell(why_fd, end);
+				_exit(0);
+			}
+			if (alive < 0)
+				goto fail;
+		}
+	}
+fail: {
+	char line[CXLCR_ERROR_MAX + 2];
+	snprintf(line, sizeof(line), "%s\n", cxlcr_last_error());
+	tell(ready_fd, line);
+	tell(why_fd, line);
+	_exit(1);
+}
+}
+
+/* Appends a line to the pager log of this host. */
+static void log_line(const char *name, pid_t pid, const char *what)
+{
+	host_log_line("pager.log", "%s (pid %d): %s", name, (int)pid, what);
+}
+
+/*
+ * The keeper: starts the pager and outlives it. When the pager ends
+ * before its child did (killed, or it could not page the child), the
+ * child is dead already (PTRACE_O_EXITKILL) or killed here, and the
+ * child's region says why in its command (what `cxlcr status` shows),
+ * the full line in the pager log.
+ */
+_Noreturn static void keeper_main(const struct pager_child *c, int ready_fd)
+{
+	prctl(PR_SET_NAME, "cxlcr-pagerkeep");
+	setsid();
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	int pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	int why[2];
+	if (pipe2(why, O_CLOEXEC) < 0)
+		_exit(1);
+	pid_t pager = fork();
+	if (pager < 0)
+		_exit(1);
+	if (pager == 0) {
+		close(why[0]);
+		pager_main(c, ready_fd, why[1]);
+	}
+	close(ready_fd);
+	close(why[1]);
+	char line[CXLCR_ERROR_MAX + 2] = "";
+	size_t have = 0;
+	ssize_t n;
+	while (have + 1 < sizeof(line) && (n = read(why[0], line + have, sizeof(line) - 1 - have)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		have += (size_t)n;
+	}
+	line[have] = 0;
+	line[strcspn(line, "\n")] = 0;
+	int st = 0;
+	while (waitpid(pager, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		log_line(c->name, c->pid, line); /* the child ended */
+		_exit(0);
+	}
+	if (pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	char command[CXLCR_COMMAND_MAX], full[CXLCR_ERROR_MAX + 96];
+	if (WIFSIGNALED(st)) {
+		snprintf(command, sizeof(command), "killed: its pager died (signal %d)", WTERMSIG(st));
+		snprintf(full, sizeof(full), "killed: its pager (pid %d) died of signal %d", (int)pager,
+			 WTERMSIG(st));
+	} else {
+		snprintf(command, sizeof(command), "killed: pager: %s", line);
+		snprintf(full, sizeof(full), "killed: its pager (pid %d) failed: %s", (int)pager, line);
+	}
+	log_line(c->name, c->pid, full);
+	struct cxlcr_pool pool;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
+		cxlcr_region_set_owner(&pool, c->region_generation, c->pid, c->host, command);
+		cxlcr_pool_close(&pool);
+	}
+	_exit(0);
+}
+
+int pager_spawn(const struct pager_child *c, struct pager_handle *h)
+{
+	h->ready_fd = -1;
+	h->keeper = -1;
+	int ready[2];
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return cxlcr_error("pipe: %s", strerror(errno));
+	pid_t keeper = fork();
+	if (keeper < 0) {
+		close(ready[0]);
+		close(ready[1]);
+		return cxlcr_error("fork: %s", strerror(errno));
+	}
+	if (keeper == 0) {
+		close(ready[0]);
+		/* Nothing of the request's (its socket, the client's output,
+		 * the other pagers' pipes) stays open: the snapshot is mapped
+		 * already; the pool stays open (the cold tier's reader maps its
+		 * tier table). */
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int fd = 0; fd < 3; fd++)
+			dup2(null, fd);
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != ready[1] && fd != c->snapshot->pool->fd)
+				close(fd);
+		keeper_main(c, ready[1]);
+	}
+	close(ready[1]);
+	h->ready_fd = ready[0];
+	h->keeper = keeper;
+	return 0;
+}
+
+int pager_wait(const struct pager_child *c, struct pager_handle *h, struct pager_stats *stats)
+{
+	memset(stats, 0, sizeof(*stats));
+	char line[CXLCR_ERROR_MAX + 2] = "";
+	size_t have = 0;
+	uint64_t deadline = cxlcr_mono_ns() + READY_TIMEOUT_MS * 1000000ull;
+	while (h->ready_fd >= 0 && have + 1 < sizeof(line) && !memchr(line, '\n', have)) {
+		uint64_t now = cxlcr_mono_ns();
+		struct pollfd pf = { .fd = h->ready_fd, .events = POLLIN };
+		if (now >= deadline || poll(&pf, 1, (int)((deadline - now) / 1000000u) + 1) == 0)
+			break;
+		ssize_t n = read(h->ready_fd, line + have, sizeof(line) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		line[have] = 0;
+	}
+	if (h->ready_fd >= 0)
+		close(h->ready_fd);
+	h->ready_fd = -1;
+	line[strcspn(line, "\n")] = 0;
+	if (h->keeper > 0)
+		waitpid(h->keeper, NULL, WNOHANG);
+	if (sscanf(line, "ok %" SCNu64 " %lf", &stats->pages_installed, &stats->install_ms) == 2)
+		return 0;
+	if (!line[0])
+		return cxlcr_error("the pager of %s ended before the child ran", c->name);
+	return cxlcr_error("pager of %s: %s", c->name, line);
+}

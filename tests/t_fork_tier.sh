@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Copy-mode children of a tiered snapshot (issue 17 points 3 and 4): the
+# pager reads a child's cold pages from the memory server by RMA
+# (tier_read_page(), CRC checked): all of them before it runs (--fetch
+# eager), in the background once it runs (the default: its CXL pages, the
+# hot ones, before it runs), or on its faults (--fetch lazy). A fork of a
+# tiered snapshot is a copy by default, and asking for share is refused
+# with one line. With the memory server killed, a child that faults on a
+# cold page waits while its pager tries 3 times (a fresh reader each,
+# each bounded by CXLCR_TIER_TIMEOUT_MS), then dies (never reads a wrong
+# page) with one line in status, and
+# the parent and the other child go on.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server redis-cli
+export CXLCR_TIER_TIMEOUT_MS=1000
+
+COUNT=20000
+SIZE=1000
+PORT=6379
+json() { python3 -c 'import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print(v)' "$@"; }
+kids_of() { python3 -c '
+import json, sys
+for c in json.load(sys.stdin)["children"]:
+    print(c["name"], c["address"], c["pid"])'; }
+verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $SIZE --types strings --seed 5 --quiet; }
+
+new_pool 4G
+pod_up 2
+out=$("$CXLCR" tier up --size 256M --json) || die "cxlcr tier up failed"
+memd=$(echo "$out" | json pid)
+on_exit "kill -9 $memd 2>/dev/null"
+
+pod_redis redis h0 512M
+parent=$addr
+python3 "$KV" fill --host "$parent" --port $PORT --count $COUNT --size $SIZE --types strings --seed 5
+out=$("$CXLCR" snapshot redis --tier --hot-window 1 --json) || die "cxlcr snapshot --tier failed"
+cold=$(echo "$out" | json tier pages_cold)
+[ "$cold" -gt $((COUNT * SIZE / 4096 / 2)) ] || die "the tiered snapshot has only $cold cold pages"
+say "tiered snapshot: $(echo "$out" | json tier pages_hot) hot, $cold cold pages"
+
+expect_fail() { if "$@" >/dev/null 2>"$POOL_DIR/err"; then die "$* succeeded"; fi; }
+expect_fail "$CXLCR" fork redis --to h1 --mode share
+grep -q "cold tier: its children can only be copies" "$POOL_DIR/err" || die "share fork of a tiered snapshot: $(cat "$POOL_DIR/err")"
+[ "$(wc -l <"$POOL_DIR/err")" -eq 1 ] || die "more than one line: $(cat "$POOL_DIR/err")"
+ok "a share-mode fork of a tiered snapshot is refused: $(cat "$POOL_DIR/err")"
+
+# --- children of it are copies by default; every value, cold ones by RMA
+out=$("$CXLCR" fork redis --to h1 --fetch eager --json) || die "an eager fork of a tiered snapshot failed"
+[ "$(echo "$out" | json mode)" = copy ] || die "the children of a tiered snapshot are not copies"
+read -r kid1 addr1 pid1 < <(echo "$out" | kids_of)
+SERVICES+=("$kid1")
+verify "$addr1" || die "eager $kid1 does not hold its parent's values"
+ok "eager $kid1 holds every value, its cold pages read from the memory server before it ran"
+out=$("$CXLCR" fork redis --to h1 --json) || die "a fork of a tiered snapshot failed"
+read -r kid3 addr3 pid3 < <(echo "$out" | kids_of)
+SERVICES+=("$kid3")
+used=$(status_field redis arena_used)
+for _ in $(seq 100); do
+	anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid3/status")
+	[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && break
+	sleep 0.1 # polling a condition, bounded: not a synchronisation
+done
+[ $((anon * 1024)) -ge $((used * 9 / 10)) ] || die "$kid3 owns $anon kB after 10 s: its cold pages did not come in the background"
+ok "$kid3 (default: its CXL pages before it ran, its cold pages in the background) got its whole heap untouched"
+out=$("$CXLCR" fork redis --to h1 --fetch lazy --json) || die "a lazy fork of a tiered snapshot failed"
+read -r kid2 addr2 pid2 < <(echo "$out" | kids_of)
+SERVICES+=("$kid2")
+python3 "$KV" verify --host "$addr2" --port $PORT --count $((COUNT / 2)) --size $SIZE --types strings --seed 5 \
+	--quiet || die "lazy $kid2 does not hold its parent's values"
+ok "lazy $kid2 holds the values it read, its cold pages read from the memory server on its faults"
+
+# --- the memory server killed: a child faulting on a cold page dies
+kill -9 "$memd"
+redis_at() { redis-cli -h "$1" -p $PORT "${@:2}"; }
+# A key it has not read yet: its page is cold and not in.
+redis_at "$addr2" get kv:str:$((COUNT - 1)) >/dev/null 2>&1 || true
+for _ in $(seq 300); do
+	[ "$(status_field "$kid2" state)" != running ] && "$CXLCR" status "$kid2" | grep -q pager && break
+	sleep 0.1 # polling a condition, bounded: not a synchronisation
+done
+[ "$(status_field "$kid2" state)" = exited ] || die "$kid2 runs on though its cold pages are unreachable"
+line=$("$CXLCR" status "$kid2" | grep "pager") || die "status of $kid2 does not say why it died"
+# The faulting thread waited while the pager tried again (a reader opened
+# anew each time), within its bound: the whole line is in the pager log.
+log=$("$CXLCR" pod logs h1 pager) || die "cannot read h1's pager log"
+echo "$log" | grep -q "^.* $kid2 (pid $pid2): killed: .*from the cold tier, 3 tries" ||
+	die "the pager of $kid2 did not try the cold page 3 times: $(echo "$log" | grep "$kid2 (pid $pid2)")"
+! grep -qs "$kid2 (pid $pid2)" /var/log/cxlcr/pager.log || die "this machine's /var/log/cxlcr has h1's pager log"
+ok "memory server killed: $kid2 faulted on a cold page and died ($line)"
+verify "$parent" || die "the parent lost values"
+verify "$addr1" || die "eager $kid1 (all its pages in) was disturbed"
+verify "$addr3" || die "$kid3 (all its pages fetched) was disturbed"
+ok "the parent, $kid1 and $kid3 go on"

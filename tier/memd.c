@@ -1,0 +1,193 @@
+/*
+ * cxlcr-memd: a memory server of the cold tier. It registers one large
+ * buffer with libfabric for one-sided RMA reads and writes by others
+ * (it never touches the data itself), publishes how to reach it in the
+ * pool's tier table, and keeps the provider progressing (providers like
+ * ofi_rxm carry RMA over messages the target must poll).
+ *
+ * Which parts of the buffer are in use is the tier table's business
+ * (table.c): extents are handed out under the pool lock by whoever needs
+ * one, and freed when their snapshot's region goes. The server only gives
+ * the memory of freed extents back to its kernel.
+ *
+ *   cxlcr-memd --name m0 --address IP [--port P] [--size SIZE]
+ *              [--provider 'tcp;ofi_rxm'] [--ready-fd FD]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../common/error.h"
+#include "../common/hosts.h"
+#include "../common/persist.h"
+#include "../common/util.h"
+#include "internal.h"
+#include "tier.h"
+
+#define DEFAULT_SIZE (1ull << 30)
+#define DEFAULT_PORT "7470"
+/* The longest the server sleeps between two turns of the provider (see
+ * fab_progress): an RMA request waits at most this long for one. */
+#define TICK_MS 1
+
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+/* Gives the kernel back the memory between the extents in use (after
+ * snapshots that used it were freed): the server's footprint is what its
+ * live snapshots hold. Under the pool lock: an extent handed out while the
+ * list is read could otherwise be written and then thrown away. */
+static void give_back(struct cxlcr_pool *pool, struct fab *f, uint32_t index, uint64_t incarnation)
+{
+	struct cxlcr_tier_extent *used;
+	uint32_t n;
+	if (cxlcr_pool_lock(pool) < 0)
+		return;
+	if (tier_extents_of(pool, index, incarnation, &used, &n) < 0) {
+		cxlcr_pool_unlock(pool);
+		return;
+	}
+	uint64_t at = 0;
+	for (uint32_t k = 0; k <= n; k++) {
+		uint64_t end = k < n ? used[k].offset : f->buf_size;
+		if (end > at)
+			madvise((char *)f->buf + at, end - at, MADV_DONTNEED);
+		if (k < n && used[k].offset + used[k].size > at)
+			at = used[k].offset + used[k].size;
+	}
+	cxlcr_pool_unlock(pool);
+	free(used);
+}
+
+/* Is the table's entry still ours (nobody registered under our name since)? */
+static bool still_ours(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation)
+{
+	struct tier_server_info s;
+	return tier_server_get(pool, index, &s) == 0 && s.up && s.incarnation == incarnation;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: cxlcr-memd --name NAME --address IP [--port P] [--size SIZE] [--provider P] "
+			"[--ready-fd FD]\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = { { "name", required_argument, 0, 'n' },
+					      { "address", required_argument, 0, 'a' },
+					      { "port", required_argument, 0, 'p' },
+					      { "size", required_argument, 0, 's' },
+					      { "provider", required_argument, 0, 'P' },
+					      { "ready-fd", required_argument, 0, 'r' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *name = NULL, *address = NULL, *port = DEFAULT_PORT, *provider = NULL;
+	uint64_t size = DEFAULT_SIZE;
+	int ready = -1, c;
+	while ((c = getopt_long(argc, argv, "n:a:p:s:P:r:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': name = optarg; break;
+		case 'a': address = optarg; break;
+		case 'p': port = optarg; break;
+		case 's':
+			if (cxlcr_parse_size(optarg, &size) < 0 || size < 4096 || size % 4096) {
+				fprintf(stderr, "cxlcr-memd: --size %s: a size of whole 4 KiB pages\n", optarg);
+				return 2;
+			}
+			break;
+		case 'P': provider = optarg; break;
+		case 'r': ready = atoi(optarg); break;
+		case 'h': usage(); return 0;
+		default: return usage();
+		}
+	}
+	if (!name || !address || strlen(name) >= 32)
+		return usage();
+	FILE *say = ready >= 0 ? fdopen(ready, "w") : stderr;
+	struct cxlcr_pool pool;
+	struct fab f;
+	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0 || fab_open(&f, provider, address, port, size, true) < 0) {
+		fprintf(say, "error: %s\n", cxlcr_last_error());
+		return 1;
+	}
+	struct cxlcr_tier_server id = { 0 };
+	cxlcr_copy_field(id.name, sizeof(id.name), name);
+	cxlcr_copy_field(id.provider, sizeof(id.provider), f.provider);
+	id.mr_key = fi_mr_key(f.mr);
+	id.mr_virt = f.mr_virt;
+	id.mr_base = f.mr_virt ? (uint64_t)(uintptr_t)f.buf : 0;
+	id.size = size;
+	id.pid = getpid();
+	id.beat_period_ms = (uint32_t)(cxlcr_heartbeat_period_ns() / 1000000ull);
+	if (!id.beat_period_ms)
+		id.beat_period_ms = 1;
+	int index = -1;
+	if (fab_name(&f, id.addr, &id.addr_len) < 0 || (index = tier_server_register(&pool, &id)) < 0) {
+		fprintf(say, "error: %s\n", cxlcr_last_error());
+		return 1;
+	}
+	struct tier_server_info me;
+	tier_server_get(&pool, (uint32_t)index, &me);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	fprintf(say, "ok %d %s %s\n", getpid(), me.address, f.provider);
+	fflush(say);
+	if (say != stderr)
+		fclose(say);
+	char sz[32];
+	fprintf(stderr, "cxlcr-memd %s: serving %s at %s (%s), pid %d, incarnation %llu\n", name,
+		cxlcr_format_size(size, sz, sizeof(sz)), me.address, f.provider, (int)getpid(),
+		(unsigned long long)me.incarnation);
+	uint64_t releases = ~0ull, next_check = 0, next_beat = 0;
+	while (!stopping) {
+		/* Sleeps in poll() between requests, never spins: on a machine
+		 * whose CPUs are all busy a spinning server is the one descheduled
+		 * when a request comes (a p99 of ms where a sleeper's is 0.2 ms,
+		 * docs/cold-tier.md). */
+		fab_progress(&f, TICK_MS);
+		uint64_t now = cxlcr_mono_ns();
+		/* Alive: the hosts watch the counter (watch.c). */
+		if (now >= next_beat) {
+			tier_beat(&pool, (uint32_t)index);
+			next_beat = now + (uint64_t)id.beat_period_ms * 1000000ull;
+		}
+		if (now < next_check)
+			continue;
+		next_check = now + 1000000000ull;
+		if (!still_ours(&pool, (uint32_t)index, me.incarnation)) {
+			fprintf(stderr, "cxlcr-memd %s: its entry in the tier table is no longer its own; it stops\n",
+				name);
+			break;
+		}
+		/* Stale extents are cleared by the next allocation, or here. */
+		tier_extents_reap(&pool);
+		uint64_t r = 0;
+		struct tier_table t;
+		if (table_open(&pool, false, &t) == 0) {
+			cxlcr_refresh(&t.header->releases, sizeof(uint64_t));
+			r = t.header->releases;
+			table_close(&t);
+		}
+		if (r != releases) {
+			give_back(&pool, &f, (uint32_t)index, me.incarnation);
+			releases = r;
+		}
+	}
+	tier_server_unregister(&pool, (uint32_t)index, me.incarnation);
+	fprintf(stderr, "cxlcr-memd %s: stopped%s\n", name, stopping ? " (signal)" : "");
+	fab_close(&f);
+	cxlcr_pool_close(&pool);
+	return 0;
+}
