@@ -17,21 +17,27 @@ O       ?= build
 POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c \
                tracking/scan.c
 COMMON_SRC  := $(POOL_SRC) \
-               common/snapshot.c common/snapshot_draft.c common/catalog.c common/hosts.c common/rtnl.c
+               common/snapshot.c common/snapshot_draft.c common/snapshot_split.c common/catalog.c common/hosts.c common/rtnl.c common/seal.c
 PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c preload/track.c
-VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_check.c daemon/cmd_pod.c \
+VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_check.c daemon/cmd_pod.c daemon/cmd_pod_host.c daemon/host_files.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
                daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
-               daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c emulation/hostgroup.c \
-               control/lease.c control/fence.c recovery/drain.c recovery/kmsg.c recovery/points.c recovery/restore_point.c \
-               daemon/rpc_tcp.c daemon/rpc_wire.c
+               daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c emulation/hostgroup.c emulation/hostfs.c emulation/host_start.c \
+               control/lease.c control/fence.c control/outcome.c control/owner_state.c recovery/drain.c recovery/kmsg.c recovery/points.c recovery/restore_point.c recovery/tombstone.c \
+               recovery/spawn.c recovery/fresh_arena.c recovery/restore_elsewhere.c recovery/takeover.c recovery/test_step.c recovery/marks.c \
+               daemon/config.c daemon/rpc_tcp.c daemon/rpc_wire.c pager/inject.c pager/pager.c daemon/cmd_tier.c daemon/snapshot_tier.c
+# The cold tier (tier/, docs/cold-tier.md): its libfabric client, the tier
+# table, tiered snapshots and their reader; cxlcr-memd is its server.
+TIER_SRC    := tier/fabric.c tier/table.c tier/client.c tier/snapshot.c tier/reader.c tier/hotset.c tier/watch.c
+VERBS_SRC   += $(TIER_SRC)
 # The fork API (see the end of this file): both binaries serve or use it.
-API_SRC     := api/protocol.c api/json_read.c
+API_SRC     := api/protocol.c api/decode.c
 VERBS_SRC   += daemon/api.c daemon/api_token.c daemon/cmd_fork.c $(API_SRC) lib/api_client.c
 TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust alloc_grow pool_test snapshot_test track_test
 
-all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(addprefix $(O)/tests/,$(TEST_PROGS))
+all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(O)/cxlcr-memd $(addprefix $(O)/tests/,$(TEST_PROGS)) \
+     $(O)/tests/tier_tool $(O)/tests/tier_table_test $(O)/tests/claim_tool
 
 $(O)/common/%.o: common/%.c common/*.h | $(O)/common
 	$(CC) $(BASE) -c -o $@ $<
@@ -62,7 +68,9 @@ $(O)/tests/ctl_%: tests/ctl_%.c tests/*.h daemon/rpc_wire.h $(O)/daemon/rpc_wire
 	$(CC) $(BASE) -o $@ $< $(O)/daemon/rpc_wire.o $(CTL_OBJ) $(O)/libcxlcr-common.a -lprotobuf-c -lsodium -ldl -lpthread
 $(O)/tracking/%.o: tracking/%.c tracking/*.h common/*.h | $(O)/tracking
 	$(CC) $(BASE) -c -o $@ $<
-$(O)/emulation/%.o: emulation/%.c emulation/*.h daemon/pod.h common/*.h | $(O)/emulation
+$(O)/emulation/%.o: emulation/%.c emulation/*.h daemon/pod.h daemon/host_files.h common/*.h | $(O)/emulation
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/pager/%.o: pager/%.c pager/*.h daemon/host_files.h common/*.h | $(O)/pager
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/pod/%.o: pod/%.c pod/*.h common/*.h | $(O)/pod
 	$(CC) $(BASE) -c -o $@ $<
@@ -70,6 +78,17 @@ $(O)/control/%.o: control/%.c control/*.h daemon/*.h common/*.h | $(O)/control
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/recovery/%.o: recovery/%.c recovery/*.h daemon/*.h common/*.h | $(O)/recovery
 	$(CC) $(BASE) -c -o $@ $<
+$(O)/tier/%.o: tier/%.c tier/*.h common/*.h | $(O)/tier
+	$(CC) $(BASE) -c -o $@ $<
+$(O)/cxlcr-memd: $(O)/tier/memd.o $(TIER_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lpthread
+# The tier table's own test (no fabric: the table is pool memory).
+$(O)/tests/tier_table_test: tests/tier_table_test.c tests/test.h tier/*.h $(O)/tier/table.o $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(O)/tier/table.o $(O)/libcxlcr-common.a -ldl -lpthread
+# The cold tier's test tool: RMA round trips, reading, checking and
+# damaging tiered snapshots, timing cold reads (tests/t_tier.sh, bench/tier.sh).
+$(O)/tests/tier_tool: tests/tier_tool.c tier/*.h $(TIER_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(TIER_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a -ldl -lpthread
 $(O)/tests/%: tests/%.c tests/*.h common/*.h $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldl -lpthread
 
@@ -95,9 +114,9 @@ $(O)/libcxlcr-preload.so: $(PRELOAD_SRC:%.c=$(O)/%.o) $(POOL_SRC:%.c=$(O)/%.o) p
 
 # The command line and the per-host daemon share all the verb code.
 $(O)/cxlcr: $(O)/daemon/cxlcr.o $(VERBS_SRC:%.c=$(O)/%.o) $(CTL_OBJ) $(O)/librebase.a $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c -lsodium -lpthread
-$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(O)/daemon/config.o $(O)/daemon/dlog.o $(O)/pod/liveness.o $(VERBS_SRC:%.c=$(O)/%.o) $(CTL_OBJ) $(O)/librebase.a $(O)/libcxlcr-common.a
-	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c -lsodium -lpthread
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c -lsodium -ljansson -lpthread
+$(O)/cxlcrd: $(O)/daemon/cxlcrd.o $(O)/daemon/workers.o $(O)/daemon/dlog.o $(O)/pod/liveness.o $(VERBS_SRC:%.c=$(O)/%.o) $(CTL_OBJ) $(O)/librebase.a $(O)/libcxlcr-common.a
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $^ -ldl -lprotobuf-c -lsodium -ljansson -lpthread
 
 # A pipelined Memcached load client for the benchmark, and the paced
 # one-request-at-a-time client of the continuity measurements.
@@ -105,8 +124,13 @@ $(O)/bench/mcload: bench/mcload.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 $(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
+# What authenticating the control protocol's answers costs (bench/ctl_seal.c).
+$(O)/bench/ctl_seal: bench/ctl_seal.c daemon/rpc_wire.h $(O)/daemon/rpc_wire.o $(CTL_OBJ) $(O)/libcxlcr-common.a \
+		| $(O)/bench
+	$(CC) $(BASE) -o $@ $< $(O)/daemon/rpc_wire.o $(CTL_OBJ) $(O)/libcxlcr-common.a -lprotobuf-c -lsodium \
+		-ldl -lpthread
 
-$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/emulation $(O)/control $(O)/recovery $(O)/pod $(O)/tests $(O)/bench:
+$(O)/common $(O)/preload $(O)/daemon $(O)/tracking $(O)/emulation $(O)/control $(O)/recovery $(O)/pod $(O)/pager $(O)/tier $(O)/tests $(O)/bench:
 	mkdir -p $@
 
 deps:
@@ -128,6 +152,7 @@ setup: deps
 
 test: setup
 	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory module
 	@tests/run.sh
 
 demo: setup
@@ -140,7 +165,7 @@ stress: setup
 	@STRESS_SECONDS=$(STRESS_SECONDS) CXLCR_TEST_TIMEOUT=$$(($(STRESS_SECONDS) + 300)) tests/run.sh -v t_stress
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(O)/bench/mcload $(O)/bench/loadclient
+	@$(MAKE) --no-print-directory all $(O)/bench/mcload $(O)/bench/loadclient $(O)/bench/ctl_seal
 	@bench/run.sh
 
 clean:
@@ -199,7 +224,7 @@ REBASE_PROTOS    := opts stats mm vma pagemap fdinfo regfile fown sk-inet sk-opt
 REBASE_GEN       := $(REBASE_PROTOS:%=$(O)/rebase/gen/%.pb-c.c) \
                     $(O)/rebase/gen/google/protobuf/descriptor.pb-c.c
 REBASE_SRC       := rebase/image_io.c rebase/criu_stats.c rebase/mm.c rebase/regfile.c rebase/fork_record.c \
-                    rebase/netid.c rebase/rebase.c
+                    rebase/netid.c rebase/rebase.c rebase/files_under.c rebase/relocate.c
 REBASE_OBJS      := $(REBASE_SRC:%.c=$(O)/%.o) $(REBASE_GEN:.c=.o) $(O)/common/record.o
 REBASE_GEN_FLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -w $(CFLAGS) $(EXTRA_CFLAGS) -I$(O)/rebase/gen
 
@@ -239,7 +264,7 @@ sanitize-rebase:
 # library) and daemon/api*.c (the daemons' side). Only cxlcr_api_* leaves
 # the libraries: the static one is a single object whose other symbols are
 # made local, the shared one has a version script.
-LIBCXLCR_SRC := lib/api_client.c $(API_SRC) daemon/json.c common/util.c
+LIBCXLCR_SRC := lib/api_client.c $(API_SRC) daemon/json.c common/util.c common/seal.c
 LIBCXLCR_OBJ := $(LIBCXLCR_SRC:%.c=$(O)/%.o)
 PREFIX       ?= /usr/local
 
@@ -257,20 +282,20 @@ $(O)/libcxlcr.a: $(LIBCXLCR_OBJ)
 	rm -f $@ && ar rcs $@ $(O)/lib/libcxlcr.o
 $(O)/libcxlcr.so: $(LIBCXLCR_OBJ) lib/exports.map
 	$(CC) -shared $(CFLAGS) $(EXTRA_CFLAGS) -o $@ $(LIBCXLCR_OBJ) -Wl,-z,defs \
-		-Wl,--version-script=lib/exports.map
+		-Wl,--version-script=lib/exports.map -ljansson -lsodium
 # The protocol against hostile input, on the objects themselves.
 all: $(O)/tests/protocol_test
 $(O)/tests/protocol_test: tests/protocol_test.c tests/*.h api/*.h daemon/json.h $(LIBCXLCR_OBJ) | $(O)/tests
-	$(CC) $(BASE) -Iinclude -o $@ $< $(LIBCXLCR_OBJ)
+	$(CC) $(BASE) -Iinclude -o $@ $< $(LIBCXLCR_OBJ) -ljansson -lsodium
 # Every parser facing the network (the control protocol's and the fork
 # API's) against truncated, oversized, mutated and random messages.
 all: $(O)/tests/ctl_fuzz
 $(O)/tests/ctl_fuzz: tests/ctl_fuzz.c tests/*.h api/*.h daemon/rpc_wire.h $(O)/daemon/rpc_wire.o $(CTL_OBJ) \
 		$(LIBCXLCR_OBJ) $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -Iinclude -I$(O)/proto/gen -o $@ $< $(O)/daemon/rpc_wire.o $(CTL_OBJ) $(LIBCXLCR_OBJ) \
-		$(O)/libcxlcr-common.a -lprotobuf-c -lsodium -ldl -lpthread
+		$(O)/libcxlcr-common.a -lprotobuf-c -lsodium -ljansson -ldl -lpthread
 $(O)/tests/api_test: tests/api_test.c include/cxlcr/*.h $(O)/libcxlcr.a | $(O)/tests
-	$(CC) $(BASE) -Iinclude -o $@ $< $(O)/libcxlcr.a
+	$(CC) $(BASE) -Iinclude -o $@ $< $(O)/libcxlcr.a -ljansson -lsodium
 $(O)/api $(O)/lib:
 	mkdir -p $@
 
@@ -287,9 +312,10 @@ install-libcxlcr: $(O)/libcxlcr.a $(O)/libcxlcr.so
 SYSCONFDIR       ?= /etc
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 install: install-machine
-install-machine: $(O)/cxlcr $(O)/cxlcrd $(O)/libcxlcr-preload.so scripts/cxlcrd.service.in scripts/cxlcrd.conf
+install-machine: $(O)/cxlcr $(O)/cxlcrd $(O)/cxlcr-memd $(O)/libcxlcr-preload.so scripts/cxlcrd.service.in scripts/cxlcrd.conf
 	install -D -m 0755 $(O)/cxlcr $(DESTDIR)$(PREFIX)/bin/cxlcr
 	install -D -m 0755 $(O)/cxlcrd $(DESTDIR)$(PREFIX)/bin/cxlcrd
+	install -D -m 0755 $(O)/cxlcr-memd $(DESTDIR)$(PREFIX)/bin/cxlcr-memd
 	install -D -m 0755 $(O)/libcxlcr-preload.so $(DESTDIR)$(PREFIX)/lib/cxlcr/libcxlcr-preload.so
 	mkdir -p $(DESTDIR)$(SYSTEMD_UNIT_DIR)
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' scripts/cxlcrd.service.in \
@@ -305,6 +331,20 @@ all: $(O)/demos/faas-scale
 # demos/lib/first_answer.c: the first-answer timing it shares with bench/fork.c.
 $(O)/demos/faas-scale: demos/faas/faas-scale.c demos/lib/first_answer.c demos/lib/first_answer.h \
 		include/cxlcr/*.h $(O)/libcxlcr.a | $(O)/demos
-	$(CC) $(BASE) -Iinclude -Idemos/lib -o $@ $< demos/lib/first_answer.c $(O)/libcxlcr.a -lpthread
+	$(CC) $(BASE) -Iinclude -Idemos/lib -o $@ $< demos/lib/first_answer.c $(O)/libcxlcr.a -ljansson -lsodium -lpthread
 $(O)/demos:
 	mkdir -p $@
+
+# The panic tombstone's kernel module, kernel/ (docs/recovery.md), built
+# against the distribution's kernel headers (linux-headers-amd64, which
+# `make deps` installs): those of the running kernel if it has them, else
+# the newest installed. Kbuild writes its output next to the sources, so
+# they are copied into $(O)/kernel first.
+KDIR ?= $(or $(wildcard /lib/modules/$(shell uname -r)/build),$(shell ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n1))
+module: $(O)/kernel/cxlcr_tombstone.ko
+$(O)/kernel/cxlcr_tombstone.ko: kernel/cxlcr_tombstone.c kernel/Kbuild common/pool_format.h
+	@test -n "$(KDIR)" || { echo "make module: no kernel headers (apt-get install linux-headers-amd64)" >&2; exit 1; }
+	@mkdir -p $(O)/kernel
+	@cp kernel/cxlcr_tombstone.c kernel/Kbuild $(O)/kernel/
+	@$(MAKE) --no-print-directory -C $(KDIR) M=$(abspath $(O)/kernel) CXLCR_ROOT=$(CURDIR) modules >$(O)/kernel/build.log 2>&1 || { cat $(O)/kernel/build.log >&2; exit 1; }
+.PHONY: module

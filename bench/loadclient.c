@@ -18,7 +18,8 @@
  * when the client falls behind by more than 2 ms (the service stalled) it
  * does not burst to catch up, the schedule restarts from now. On any error
  * (connection reset or closed, no response within --timeout-ms, a protocol
- * error) the connection is closed and opened again, retried every 10 ms;
+ * error) the connection is reset (nothing more of it is sent) and opened
+ * again, retried every 10 ms;
  * that time is part of the gap. --rto-min-us sets the socket's minimum
  * retransmission timeout (TCP_RTO_MIN_US, Linux 6.15 and later; the
  * kernel's default is 200 ms): how soon a request the network dropped is
@@ -475,10 +476,19 @@ static void check_value(uint64_t k, const char *key, const char *val, size_t vle
 
 static int sock = -1;
 
+/* A connection given up on is reset, not closed: after close() the kernel
+ * would go on sending what the service has not acknowledged yet, and a
+ * SET written off as unanswered could reach the service seconds later,
+ * after a newer SET of the same key made on the next connection (the
+ * service restored meanwhile), and overwrite it. Reset, nothing more of it
+ * is sent. */
 static void drop_connection(void)
 {
-	if (sock >= 0)
+	if (sock >= 0) {
+		struct linger abort_on_close = { .l_onoff = 1, .l_linger = 0 };
+		setsockopt(sock, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
 		close(sock);
+	}
 	sock = -1;
 	in_len = 0;
 }

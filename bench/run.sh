@@ -13,6 +13,11 @@
 #   d. remote fork: fork latency against the parent's heap, against plain
 #      CRIU, a child's private memory, 8 children at once (bench/fork.sh,
 #      which also runs alone; BENCH_FORK=0 skips it).
+#   e. the cold tier: CXL bytes per snapshot tiered against untiered, one
+#      cold page read against a Redis round trip (bench/tier.sh), and
+#      copy-mode children of tiered snapshots against all-in-CXL and
+#      all-remote ones, and 8 at once (bench/tier_fork.sh); both also run
+#      alone; BENCH_TIER=0 skips them.
 # Prints a table and writes bench/out/ (summary.txt, summary.json, raw CSV;
 # cr.csv, cr.txt and cr.png for c; fork.csv, fork.txt and fork.png for d).
 #
@@ -241,4 +246,12 @@ fi
 if [ "${BENCH_FORK:-1}" != 0 ]; then
 	say "d. remote fork: latency, against plain CRIU, a child's memory, 8 at once (bench/fork.sh; BENCH_FORK=0 skips it)"
 	"$ROOT/bench/fork.sh"
+fi
+
+# --- e. the cold tier --------------------------------------------------------------------
+if [ "${BENCH_TIER:-1}" != 0 ]; then
+	say "e. the cold tier: CXL bytes per snapshot, a cold page read against a Redis round trip (bench/tier.sh; BENCH_TIER=0 skips it)"
+	"$ROOT/bench/tier.sh"
+	say "e. copy-mode children of tiered snapshots: first answer and first requests against all-in-CXL and all-remote children, 8 at once (bench/tier_fork.sh)"
+	"$ROOT/bench/tier_fork.sh"
 fi

@@ -1,4 +1,5 @@
 #include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,24 @@ bool cxlcr_process_start(int32_t pid, uint64_t *start)
 	}
 	*start = strtoull(p, NULL, 10);
 	return true;
+}
+
+bool cxlcr_pid_has_file_open(int32_t pid, uint64_t dev, uint64_t ino)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	bool found = false;
+	struct dirent *e;
+	while (!found && (e = readdir(d))) {
+		struct stat st;
+		found = e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_ino == ino &&
+			st.st_dev == dev;
+	}
+	closedir(d);
+	return found;
 }
 
 bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi)

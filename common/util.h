@@ -31,6 +31,8 @@ bool cxlcr_process_start(int32_t pid, uint64_t *start);
  * any part of it. /proc/PID/maps names a mapping's device and inode,
  * whatever path it was opened by. */
 bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
+/* Whether pid has the file (dev, ino) open as one of its fds. */
+bool cxlcr_pid_has_file_open(int32_t pid, uint64_t dev, uint64_t ino);
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 if unknown. */
 uint64_t cxlcr_pid_namespace(void);
 

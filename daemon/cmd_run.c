@@ -27,12 +27,13 @@
 #include "../common/persist.h"
 #include "../common/util.h"
 #include "cli.h"
+#include "config.h"
+#include "host_files.h"
 #include "container.h"
 
 #define DEFAULT_ARENA_SIZE (1ull << 30)
 #define READY_TIMEOUT_MS   60000
 #define READY_FD           3
-#define DEFAULT_LOG_DIR    "/var/log/cxlcr"
 #define SERVICE_NAME_MAX   40 /* leaves room for a checkpoint's ".EPOCH" */
 
 /*
@@ -88,9 +89,11 @@ static void usage(FILE *out)
 		"namespaces, with its own address on the pod network (cxlcr status shows it).\n"
 		"--env adds to CMD's environment (a pod host's daemon starts it with a clean one).\n"
 		"--recovery-interval MS: its host's daemon takes a recovery point (an\n"
-		"incremental snapshot and dump) every MS milliseconds (default 0: none).\n"
+		"incremental snapshot and dump) every MS milliseconds; 0: none. Default: the\n"
+		"host daemon's recovery_interval (1000) for a service of a pod host, else 0.\n"
+		"CMD runs from / (name files in ARGS by absolute paths).\n"
 		"Returns once the arena is attached, or fails with the reason.\n",
-		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, DEFAULT_LOG_DIR);
+		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, HOST_LOG_DIR);
 }
 
 /* What the service process needs to become the service. */
@@ -122,6 +125,17 @@ static void exec_service(void *arg)
 	dup2(out, 2);
 	dup2(l->ready, READY_FD);
 	close_range(READY_FD + 1, ~0u, 0);
+	/* A service runs from /, wherever it was started from: what it writes
+	 * where it stands (Redis's SAVE), and what CRIU leaves in a dumped
+	 * task's directory, must not land in a directory of whoever ran the
+	 * command. A program named by a relative path is found first. */
+	static char program[PATH_MAX];
+	if (strchr(l->cmd[0], '/') && l->cmd[0][0] != '/' && realpath(l->cmd[0], program))
+		l->cmd[0] = program;
+	if (chdir("/") < 0) {
+		dprintf(l->ready, "error: cannot change directory to /: %s\n", strerror(errno));
+		_exit(127);
+	}
 	char fd_s[16], size_s[32];
 	snprintf(fd_s, sizeof(fd_s), "%d", READY_FD);
 	snprintf(size_s, sizeof(size_s), "%llu", (unsigned long long)l->arena);
@@ -234,7 +248,7 @@ int cmd_run(int argc, char **argv)
 	int nenv = 0;
 	const char *name = NULL, *log = NULL, *host = NULL;
 	uint64_t arena = DEFAULT_ARENA_SIZE, arena_max = 0;
-	long recovery_ms = 0;
+	long recovery_ms = -1; /* not given */
 	bool json = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "+n:a:m:l:H:e:R:jh", opts, NULL)) != -1) {
@@ -289,6 +303,14 @@ int cmd_run(int argc, char **argv)
 		return forward_to_host(host, argc, argv);
 	if (host && strcmp(host, cli_host))
 		return fail(EXIT_USAGE, "run: this is host %s, not %s", cli_host, host);
+	/* A pod host's service takes recovery points unless told otherwise:
+	 * its daemon's recovery_interval (cxlcrd.c passes it on). */
+	if (recovery_ms < 0) {
+		const char *v = cli_host ? getenv(RECOVERY_INTERVAL_ENV) : NULL;
+		recovery_ms = v ? daemon_config_interval(v) : 0;
+		if (recovery_ms < 0)
+			recovery_ms = cli_host ? DAEMON_RECOVERY_INTERVAL_DEFAULT_MS : 0;
+	}
 
 	char preload_buf[PATH_MAX], log_buf[PATH_MAX], pool_abs[PATH_MAX];
 	const char *preload = installed_preload(preload_buf, sizeof(preload_buf));
@@ -299,12 +321,12 @@ int cmd_run(int argc, char **argv)
 		 * of one machine may run services of the same name. */
 		const struct pod *pod = cli_host ? pod_current(false) : NULL;
 		char dir[64];
-		mkdir(DEFAULT_LOG_DIR, 0755);
+		mkdir(HOST_LOG_DIR, 0755);
 		if (pod) {
-			snprintf(dir, sizeof(dir), "%s/pod%d", DEFAULT_LOG_DIR, pod->index);
+			snprintf(dir, sizeof(dir), "%s/pod%d", HOST_LOG_DIR, pod->index);
 			mkdir(dir, 0750);
 		} else {
-			snprintf(dir, sizeof(dir), "%s", DEFAULT_LOG_DIR);
+			snprintf(dir, sizeof(dir), "%s", HOST_LOG_DIR);
 		}
 		snprintf(log_buf, sizeof(log_buf), "%s/%s.log", dir, name);
 		log = log_buf;

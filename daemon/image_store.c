@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,11 +247,14 @@ int image_store_fetch(struct cxlcr_pool *pool, const struct cxlcr_region *region
 }
 
 /*
- * The claim is the image-store region's owner (pid, host), set with the
- * pool's compare-and-set on its owner epoch, so that of racing claimers
- * exactly one wins. A claim whose holder died on this host (a daemon worker
- * killed mid-restore) is taken over; one held on another host is not, as
- * its holder cannot be seen from here.
+ * The claim is the image-store region's owner (pid, its start time, host),
+ * set with the pool's compare-and-set on its owner epoch, so that of racing
+ * claimers exactly one wins. A claim whose holder died on this host (a
+ * daemon worker killed mid-restore) is taken over, even once its pid is
+ * another process's (the start time tells them apart: kill(pid, 0) took
+ * that process for the holder, and the checkpoint could not be restored
+ * while it ran); one held on another host is not, as its holder cannot be
+ * seen from here.
  */
 int image_store_claim(struct cxlcr_pool *pool, const struct cxlcr_region *region, const char *host,
 		      uint64_t *claim)
@@ -262,8 +264,7 @@ int image_store_claim(struct cxlcr_pool *pool, const struct cxlcr_region *region
 		return cxlcr_error("checkpoint %s was restored already", region->name);
 	for (int tries = 0; tries < 8; tries++) {
 		bool held = now.owner_pid != 0;
-		if (held && !strncmp(now.owner_host, host, CXLCR_HOST_MAX) && now.owner_pid != getpid() &&
-		    kill(now.owner_pid, 0) < 0 && errno == ESRCH)
+		if (held && now.owner_pid != getpid() && cxlcr_region_owner_gone(&now, host))
 			held = false; /* its holder died here */
 		if (held)
 			return cxlcr_error("checkpoint %s is being restored on %.*s already", region->name,

@@ -1,4 +1,6 @@
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
 #include "json.h"
 
 /* Length of the valid UTF-8 sequence at s (2 to 4 bytes, lead byte >=
@@ -135,4 +137,12 @@ void json_null(struct json *j, const char *key)
 {
 	member(j, key);
 	fputs("null", j->out);
+}
+
+double json_find_number(const char *text, const char *key)
+{
+	char pattern[64];
+	snprintf(pattern, sizeof(pattern), "\"%s\":", key);
+	const char *at = strstr(text, pattern);
+	return at ? strtod(at + strlen(pattern), NULL) : 0;
 }

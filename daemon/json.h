@@ -27,4 +27,8 @@ void json_double(struct json *j, const char *key, double v);
 void json_bool(struct json *j, const char *key, bool v);
 void json_null(struct json *j, const char *key);
 
+/* The number after the first "key": in text (the --json output of a verb
+ * run on another host, which this writer made), 0 if there is none. */
+double json_find_number(const char *text, const char *key);
+
 #endif

@@ -6,7 +6,8 @@
 # snapshot whose worker was killed (with the borrow it held on the earlier
 # snapshot it shared pages with); it leaves the running
 # service, a namespace of no service of this pool, and, with --dry-run,
-# everything.
+# everything. gc runs on h0, as on each machine of a pod: work directories
+# and named namespaces are a host's own (emulation/hostfs.h).
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -17,6 +18,7 @@ POOLIMG=$ROOT/tests/lib/poolimg.py
 new_pool 4G
 criu_hook gc
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
+on_h0() { "$CXLCR" pod exec h0 -- "$@"; }
 pod_redis "$NAME" h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count 3000 --size 300 --seed 4 --quiet
 
@@ -29,7 +31,7 @@ criu_reached "$verb" || die "CRIU never reached post-dump"
 kill -KILL "$(cat "$HOOK/criu.pid")"
 wait "$verb" && die "the checkpoint succeeded although CRIU was killed"
 rm -f "$HOOK/kill-at"
-workdir=$(find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "dump.$NAME.*" | head -n1)
+workdir=$(on_h0 find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "dump.$NAME.*" | head -n1)
 [ -n "$workdir" ] || die "no work directory was left to collect"
 
 say "a named network namespace of the service, as a restore-prepare of a dead migrate leaves it"
@@ -37,9 +39,8 @@ link=$("$CXLCR" status "$NAME" | sed -n 's/.*(link \(cx[0-9a-f]*\)\.\([0-9]*\)).
 [ -n "$link" ] || die "no link in cxlcr status"
 stale_ns=cxlcr-$link.999
 foreign_ns=cxlcr-cx00000000.1
-ip netns add "$stale_ns"
-ip netns add "$foreign_ns"
-on_exit "ip netns del $stale_ns 2>/dev/null; ip netns del $foreign_ns 2>/dev/null"
+on_h0 ip netns add "$stale_ns" # in h0's own /run/netns: they go with h0 at pod down
+on_h0 ip netns add "$foreign_ns"
 
 say "an image set of an epoch the service moved on from"
 "$CXLCR" checkpoint "$NAME" >/dev/null || die "checkpoint failed"
@@ -72,7 +73,7 @@ done
 [ "$(snapshots)" -eq 2 ] || die "no snapshot draft was left to collect ($(snapshots) snapshot regions)"
 
 say "gc --dry-run names all four and removes nothing"
-"$CXLCR" gc --dry-run --json >"$POOL_DIR/dry.json" || die "gc --dry-run failed"
+on_h0 "$CXLCR" gc --dry-run --json >"$POOL_DIR/dry.json" || die "gc --dry-run failed"
 python3 - "$POOL_DIR/dry.json" "$workdir" "$stale_ns" <<'PYEOF' || die "gc --dry-run: $(cat "$POOL_DIR/dry.json")"
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -84,15 +85,15 @@ assert any(k == "snapshot-draft" for k, _ in names), names
 assert not any("cx00000000" in n for _, n in names), names
 assert j["foreign_left"] >= 1
 PYEOF
-[ -d "$workdir" ] && [ -e "/run/netns/$stale_ns" ] || die "gc --dry-run removed something"
+on_h0 test -d "$workdir" && on_h0 test -e "/run/netns/$stale_ns" || die "gc --dry-run removed something"
 [ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 1 ] || die "gc --dry-run freed the image set"
 ok "dry run: $(python3 -c 'import json,sys; print(", ".join("%s %s" % (x["kind"], x["why"]) for x in json.load(open(sys.argv[1]))["would_remove"]))' "$POOL_DIR/dry.json")"
 
 say "gc removes them, and leaves the running service and the other pool's namespace"
-"$CXLCR" gc >"$POOL_DIR/gc.out" || die "gc failed"
-[ ! -e "$workdir" ] || die "the work directory is still there"
-[ ! -e "/run/netns/$stale_ns" ] || die "the stale namespace is still there"
-[ -e "/run/netns/$foreign_ns" ] || die "gc removed a namespace of no service of this pool without --foreign"
+on_h0 "$CXLCR" gc >"$POOL_DIR/gc.out" || die "gc failed"
+! on_h0 test -e "$workdir" || die "the work directory is still there"
+! on_h0 test -e "/run/netns/$stale_ns" || die "the stale namespace is still there"
+on_h0 test -e "/run/netns/$foreign_ns" || die "gc removed a namespace of no service of this pool without --foreign"
 [ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 0 ] || die "the stale image set is still there"
 [ "$(snapshots)" -eq 1 ] || die "the snapshot draft is still there ($(snapshots) snapshot regions)"
 # The published snapshot keeps its dump, whatever the service's epoch

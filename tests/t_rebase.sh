@@ -70,7 +70,9 @@ say "snapshot the frozen arena, dump the parent, resume it"
 read -r gen pages_cxl pages_zero < <("$SNAPTOOL" create parent parent-snap) || die "snapshot failed"
 say "snapshot $gen: $pages_cxl pages copied, $pages_zero zero"
 [ "$pages_cxl" -gt 100 ] || die "the snapshot holds only $pages_cxl pages: the heap is not in the arena"
-timeout 60 criu dump -t "$pid" -D "$WORK/parent" -o dump.log -v2 --leave-running \
+# CRIU dumps the parent from its own mount namespace (its host's: a task
+# in another one would be a nested mount namespace to CRIU).
+timeout 60 nsenter -t "$pid" -m -- criu dump -t "$pid" -D "$WORK/parent" -o dump.log -v2 --leave-running \
 	--external "veth[eth0]:$link" --tcp-established --network-lock skip --lib "$ROOT/build/criu" ||
 	{ tail -n 20 "$WORK/parent/dump.log" >&2; die "criu dump failed"; }
 kill -CONT "$pid"

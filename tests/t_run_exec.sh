@@ -2,8 +2,8 @@
 # A pod service that execs (a shell or wrapper that ends in `exec server`,
 # as pyenv shims and start scripts do) keeps its arena: the preload of the
 # new program finds the arena its process already owns. --env reaches the
-# service, whose pod daemon starts it with a clean environment. The service
-# then migrates like any other.
+# service, whose pod daemon starts it with a clean environment. It runs
+# from /. The service then migrates like any other.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -22,8 +22,11 @@ python3 "$KV" fill --host "$addr" --port 6379 --count 60000 --size 1000 --seed 4
 pid=$(status_field wrapped pid)
 [ "$(cat "/proc/$pid/comm")" = redis-server ] || die "pid $pid is $(cat "/proc/$pid/comm"), not the exec'd server"
 tr '\0' '\n' <"/proc/$pid/environ" | grep -qx CXLCR_TEST_MARK=42 || die "--env did not reach the service"
+# It runs from /, not from where `cxlcr run` ran (what it writes where it
+# stands stays out of the user's directory; a host it moves to has /).
+[ "$(readlink "/proc/$pid/cwd")" = / ] || die "the service runs from $(readlink "/proc/$pid/cwd"), not /"
 check_heap wrapped $((50 * 1000 * 1000))
-ok "the service exec'd into redis-server and kept its arena; --env reached it"
+ok "the service exec'd into redis-server and kept its arena; --env reached it; it runs from /"
 "$CXLCR" migrate wrapped --to h1 >/dev/null || die "migrate after the exec failed"
 python3 "$KV" verify --host "$addr" --port 6379 --count 60000 --size 1000 --seed 4 --quiet ||
 	die "values differ after the migrate"

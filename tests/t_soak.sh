@@ -60,10 +60,8 @@ python3 "$SERVED" --host "$addr" --port $PORT --more 500 || die "the load did no
 fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 mappers() { pool_mappers | wc -w; }
 workdirs() {
-	find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l || true
+	on_hosts find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" 2>/dev/null | wc -l || true
 }
-# shellcheck disable=SC2016 # expanded when the hook runs
-on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
 
 CSV=$POOL_DIR/soak.csv
 echo "round,host,freeze_ms,total_ms,arena_used,image_sets,fds_h0,fds_h1,rss_anon_kb,rss_file_kb,rss_shmem_kb,workdirs,mappers" >"$CSV"

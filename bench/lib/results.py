@@ -89,6 +89,20 @@ def publish(lines, path):
         f.write(text)
 
 
+def size_label(size):
+    """64M, 1G: a size as the tables print it."""
+    return "%dM" % (size // MIB) if size < GIB else "%dG" % (size // GIB)
+
+
+def publish_rows(lines, out, name, rows):
+    """The report (publish) in OUT/NAME.txt and its rows in OUT/NAME.jsonl."""
+    os.makedirs(out, exist_ok=True)
+    publish(lines, os.path.join(out, name + ".txt"))
+    with open(os.path.join(out, name + ".jsonl"), "w") as f:
+        for x in rows:
+            f.write(json.dumps(x) + "\n")
+
+
 def verbs(doc, prog, null="None"):
     """The command line of a helper: an argparse parser with the verbs
     every helper has (size SIZE; field FILE KEY...), and its subparsers for

@@ -13,6 +13,16 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CXLCR=${CXLCR_BUILD:-$ROOT/build}/cxlcr   # tests/run.sh passes CXLCR_BUILD
 KV=$ROOT/tests/lib/kvclient.py
 cd "$ROOT" || exit 1
+# The daemons' lease is 300 ms by default (docs/recovery.md): on a machine
+# busy with the whole suite a daemon starved of CPU that long would be
+# fenced and its services recovered elsewhere in the middle of a test that
+# is about something else. Tests get 3 s unless they set their own
+# (t_hard_crash keeps the default's 300 ms).
+export CXLCR_LEASE_MS=${CXLCR_LEASE_MS:-3000}
+# Pod services take a recovery point every second by default: a CRIU dump
+# each, which the tests not about recovery do without (the daemons started
+# by pod up read it from here). Tests that want points ask for them.
+export CXLCR_RECOVERY_INTERVAL_MS=${CXLCR_RECOVERY_INTERVAL_MS:-0}
 
 TEST_NAME=$(basename "$0" .sh)
 POOL_DIR=
@@ -35,6 +45,11 @@ need() {
 [ -x "$CXLCR" ] && [ -f "$(dirname "$CXLCR")/libcxlcr-preload.so" ] ||
 	die "build/cxlcr or build/libcxlcr-preload.so missing: run make first"
 need python3
+# The interpreter itself, not a version manager's shim in front of it (a
+# pyenv shim costs ~200 ms a call, and some tests call python hundreds of
+# times).
+PYTHON3=$(python3 -c 'import sys; print(sys.executable)') || die "python3 does not run"
+python3() { "$PYTHON3" "$@"; }
 
 # on_exit CMD...: cleanup runs CMD (through eval) before its own work.
 on_exit() { EXIT_HOOKS+=("$*"); }
@@ -54,8 +69,9 @@ cleanup() {
 	if [ -n "$POD" ]; then
 		if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
 			local h
-			for h in /var/log/cxlcr/cxlcrd-*.log; do
-				[ -s "$h" ] && { echo "--- last lines of $h:" >&2; tail -n 8 "$h" >&2; }
+			for h in $(pod_hosts); do
+				echo "--- last lines of $h's daemon log (cxlcr pod logs $h):" >&2
+				"$CXLCR" pod logs "$h" 2>&1 | tail -n 8 >&2
 			done
 		fi
 		"$CXLCR" pod down >/dev/null 2>&1
@@ -75,11 +91,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # Makes this test's own pool and exports CXLCR_POOL. $1: size (default 8G,
-# sparse: only what the arenas touch takes memory).
+# sparse: only what the arenas touch takes memory); more `pool format`
+# arguments may follow (--as-devdax).
 new_pool() {
 	POOL_DIR=$(mktemp -d /dev/shm/cxlcr-test-XXXX)
 	export CXLCR_POOL=$POOL_DIR/pool
-	"$CXLCR" pool format --size "${1:-8G}" >/dev/null || die "cxlcr pool format failed"
+	"$CXLCR" pool format --size "${1:-8G}" "${@:2}" >/dev/null || die "cxlcr pool format failed"
 }
 
 # pod_up N [ARGS...]: emulated hosts h0..hN-1 on this test's pool (more
@@ -92,6 +109,25 @@ pod_up() {
 	local n=$1
 	shift
 	"$CXLCR" pod up --hosts "$n" "$@" >/dev/null || die "cxlcr pod up failed"
+}
+
+# pod_hosts: the hosts of this test's pod that are up (h0, h1, ...).
+pod_hosts() {
+	local i
+	for i in $(seq 0 15); do
+		"$CXLCR" pod exec "h$i" -- true 2>/dev/null && echo "h$i"
+	done
+	return 0
+}
+
+# on_hosts CMD...: CMD run on every host of the pod, as on each machine of
+# a real pod (`cxlcr pod exec`): a host's work directories and logs are
+# its own. Their outputs, one after the other.
+on_hosts() {
+	local h
+	for h in $(pod_hosts); do
+		"$CXLCR" pod exec "$h" -- "$@"
+	done
 }
 
 # A TCP port nobody listens on now (the kernel's pick, on loopback).
@@ -170,15 +206,14 @@ PYEOF
 
 # criu_hook PREFIX: the CRIU action script of tests/lib/criu-kill-hook.sh in
 # HOOK=$POOL_DIR/hook (new_pool first), a service name NAME=PREFIX-XXXX
-# whose CRIU work directories are recognisable and removed on exit. Start
+# whose CRIU work directories are recognisable (they go with the pod's
+# hosts: emulation/hostfs.h). Start
 # the pod with CXLCR_TEST_CRIU_HOOK=$HOOK pod_up N.
 criu_hook() {
 	NAME=$1-${POOL_DIR##*-}
 	HOOK=$POOL_DIR/hook
 	mkdir "$HOOK"
 	cp "$ROOT/tests/lib/criu-kill-hook.sh" "$HOOK/action-script"
-	# shellcheck disable=SC2016 # expanded when the hook runs
-	on_exit 'find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "*.$NAME.*" -exec rm -rf {} + 2>/dev/null'
 }
 
 # criu_reached PID: waits (bounded: 30 s) until CRIU, run by the verb PID,
@@ -241,6 +276,19 @@ pool_mappers() {
 		comm=$(cat "/proc/$pid/comm" 2>/dev/null)
 		[ "$comm" = cxlcr-tracker ] || [ "$comm" = cxlcrd ] || echo "$pid"
 	done | sort -n | tr '\n' ' '
+}
+
+# stop_others NAME [WHAT]: stops every service of the pool but NAME (its
+# fork children, which map its snapshot); WHAT names the case in a failure.
+stop_others() {
+	local c
+	for c in $("$CXLCR" ps --json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["services"]:
+    if s["name"] != sys.argv[1]:
+        print(s["name"])' "$1"); do
+		"$CXLCR" stop "$c" >/dev/null || die "${2:+$2: }cannot stop fork child $c"
+	done
 }
 
 # running_alone NAME HOST WHAT: service NAME runs on HOST, not stopped, and
