@@ -392,6 +392,8 @@ static int claim_slot(const struct catalog *c, struct cxlcr_catalog_entry *e, co
  * was not ours (any more), else 1 if this call freed the snapshot, else 0;
  * *held says whether the slot held a reference.
  */
+static void let_go_of_bases(struct catalog *c, uint32_t index);
+
 static int take_back(struct catalog *c, uint32_t index, uint32_t slot, uint64_t owned, bool *held)
 {
 	struct cxlcr_catalog_entry *e = &c->entries[index];
@@ -417,6 +419,8 @@ static int take_back(struct catalog *c, uint32_t index, uint32_t slot, uint64_t 
 		*held = (before & bit) != 0;
 	if ((before & bit) && (before & ~bit) == 0)
 		return free_if_unheld_tombstone(c, index);
+	if (before & bit)
+		let_go_of_bases(c, index);
 	return 0;
 }
 
@@ -490,6 +494,57 @@ static void release_region_holds(struct catalog *c, const struct cxlcr_region *r
 	memcpy(bases, h->bases, n * sizeof(bases[0]));
 	munmap(h, sizeof(*h));
 	release_holds(c, bases, n);
+}
+
+/*
+ * A retired snapshot that only newer snapshots hold lets go of its own
+ * bases. Nobody reads its leaf table any more: a process that could has a
+ * borrow (and no new borrow of a tombstone is confirmed), and each newer
+ * snapshot holds every snapshot whose data its own leaves point into
+ * (snapshot_draft.c takes its holds on the base and the base's bases
+ * directly), reading only this one's data area. Without this, each
+ * retired recovery point kept the older ones it shared pages with alive,
+ * and those theirs: a chain of regions the newest point no longer used
+ * (docs/recovery.md, where the pool space goes). Called whenever a
+ * reference of a tombstone is dropped and after the tombstone is set: a
+ * process borrow whose bit is seen keeps the bases until it is returned;
+ * one whose bit comes after this look fails its re-check. Letting go twice
+ * is harmless: each hold is taken back by its token, once.
+ */
+static void let_go_of_bases(struct catalog *c, uint32_t index)
+{
+	struct cxlcr_catalog_entry *e = &c->entries[index];
+	uint64_t status = load_shared(&e->status), snapshot;
+	if (CXLCR_CATALOG_STATUS_STATE(status) != CXLCR_CATALOG_TOMBSTONE)
+		return;
+	uint64_t holders = load_shared(&e->holders);
+	if (holders == 0)
+		return;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++) {
+		if (!(holders >> i & 1))
+			continue;
+		struct cxlcr_catalog_borrow *s = &e->borrows[i];
+		cxlcr_refresh(s, sizeof(*s));
+		if (!load_shared(&s->filled) || s->pid != HELD_BY_SNAPSHOT)
+			return; /* a process may still read its leaves */
+	}
+	struct cxlcr_region r;
+	if (!snapshot_of(e, status, &snapshot) || cxlcr_region_get(c->pool, snapshot, &r) < 0 ||
+	    r.kind != CXLCR_KIND_SNAPSHOT)
+		return;
+	struct cxlcr_snapshot_header *m = cxlcr_pool_map(c->pool, r.offset, sizeof(*m), 0, 0);
+	if (!m)
+		return;
+	struct cxlcr_snapshot_header h;
+	cxlcr_refresh(m, sizeof(*m));
+	memcpy(&h, m, sizeof(h));
+	munmap(m, sizeof(*m));
+	/* Only a whole snapshot of this region (a free that won meanwhile may
+	 * have handed the memory to another region). */
+	if (h.magic != CXLCR_SNAPSHOT_MAGIC || h.region_generation != r.generation || h.base_count == 0 ||
+	    h.base_count > CXLCR_SNAPSHOT_BASES_MAX)
+		return;
+	release_holds(c, h.bases, h.base_count);
 }
 
 static int free_snapshot_region(struct catalog *c, uint64_t snapshot)
@@ -787,6 +842,8 @@ int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *fre
 		 * a borrower that passed its re-check is always seen here. */
 		cxlcr_fence();
 		int done = free_if_unheld_tombstone(&c, (uint32_t)index);
+		if (done == 0)
+			let_go_of_bases(&c, (uint32_t)index);
 		if (freed)
 			*freed = done > 0;
 		rc = 0;
@@ -870,8 +927,8 @@ static void repair_abandoned_publishes(struct reaper *r)
 }
 
 /* After the slots of an entry: a tombstone nobody holds any more (its last
- * returner may have died before freeing it) is freed, and a free left
- * half done is finished. Returns whether the entry is WRITING. */
+ * returner may have died before freeing it) is freed, one only snapshots
+ * hold lets go of its bases, and a free left half done is finished. Returns whether the entry is WRITING. */
 static bool settle_entry(struct reaper *r, uint32_t index)
 {
 	struct cxlcr_catalog_entry *e = &r->c->entries[index];
@@ -880,6 +937,8 @@ static bool settle_entry(struct reaper *r, uint32_t index)
 	case CXLCR_CATALOG_TOMBSTONE:
 		if (free_if_unheld_tombstone(r->c, index) > 0)
 			r->report.snapshots_freed++;
+		else /* its last process borrower may have died before letting go */
+			let_go_of_bases(r->c, index);
 		break;
 	case CXLCR_CATALOG_FREEING: {
 		uint64_t snapshot;

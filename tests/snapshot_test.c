@@ -783,6 +783,23 @@ static void check_is_heap(struct cxlcr_pool *pool, uint64_t generation, const st
  * instant; the older ones live on, tombstoned, while a newer one uses
  * their pages, and the last tombstone frees the whole chain.
  */
+/* Of a chain's older snapshots, exactly those the newest holds (its bases)
+ * are still there: a retired one that only newer ones hold lets go of its
+ * own bases (it kept the whole chain alive before). */
+static void check_only_bases_live(struct cxlcr_pool *pool, const uint64_t *gens, int newest)
+{
+	struct cxlcr_snapshot s;
+	CHECK(cxlcr_snapshot_open(pool, gens[newest], &s) == 0, "%s", cxlcr_last_error());
+	for (int k = 0; k < newest; k++) {
+		bool used = false;
+		for (uint32_t j = 0; j < s.header.base_count; j++)
+			used |= s.header.bases[j].region_generation == gens[k];
+		CHECK(region_live(pool, gens[k]) == used, "round %d: snapshot %d is %s, the newest %s it", newest, k,
+		      used ? "gone" : "still there", used ? "uses" : "does not use");
+	}
+	cxlcr_snapshot_close(&s);
+}
+
 static void test_incremental(struct cxlcr_pool *pool)
 {
 	struct arena_map a;
@@ -855,6 +872,7 @@ static void test_incremental(struct cxlcr_pool *pool)
 		}
 		CHECK(cxlcr_catalog_publish(pool, "isvc", gens[round], NULL) == 0, "%s", cxlcr_last_error());
 		check_is_heap(pool, gens[round], &a, name);
+		check_only_bases_live(pool, gens, round);
 		SAY("round %d: %llu pages changed, %llu copied, %llu stored in all, %u bases, %u punches from the log",
 		    round, (unsigned long long)changed, (unsigned long long)info.pages_own,
 		    (unsigned long long)info.pages_cxl, info.base_count, info.punches_logged);
