@@ -32,6 +32,10 @@
                                       (one bit of it flipped), "index=N" (made
                                       for entry N); INCARNATION "current": the
                                       entry's own
+    poolimg.py half-claim POOL NAME   claims a free borrow slot of the published
+                                      catalog entry NAME without taking its
+                                      reference, as a borrower that died
+                                      between the two steps leaves it
     poolimg.py put POOL FILE          writes a kept image set back into the
                                       pool, as it was: only into its own table
                                       slot if that slot is free, and only if
@@ -57,6 +61,12 @@ ENTRIES = 1024
 LIVE = 1
 IMAGES = 2
 SNAPSHOT = 3
+CATALOG_HEADER = 4096      # the catalog region: CXLCR_CATALOG_HEADER_SIZE, then
+CATALOG_ENTRIES = 480      # its entries (struct cxlcr_catalog_entry), each with
+CATALOG_ENTRY = 8448       # its borrow slots at 256 (struct cxlcr_catalog_borrow:
+CATALOG_BORROWS_AT = 256   # token u64, filled u64, ...)
+CATALOG_BORROW = 128
+CATALOG_BORROWERS = 64
 OWNER_EPOCH = 104   # offsets in an entry (struct cxlcr_region)
 SEQ = 252
 
@@ -177,6 +187,30 @@ def main(argv):
             f.write(raw)
         print(free[0][0])
         return 0
+    if len(argv) == 3 and argv[0] == "half-claim":
+        pool, want = argv[1], argv[2]
+        with open(pool, "r+b") as f:
+            cat = [e for e in entries(f) if e[2] == LIVE and e[7] == "catalog"]
+            if not cat:
+                sys.exit("poolimg: no catalog in %s" % pool)
+            base = cat[0][5]
+            for i in range(CATALOG_ENTRIES):
+                at = base + CATALOG_HEADER + i * CATALOG_ENTRY
+                f.seek(at)
+                head = f.read(CATALOG_BORROWS_AT)
+                status, holders = struct.unpack_from("<QQ", head)
+                name = head[64:128].split(b"\0", 1)[0].decode(errors="replace")
+                if status & 0xff != 1 or name != want:   # CXLCR_CATALOG_PUBLISHED
+                    continue
+                for slot in range(CATALOG_BORROWERS):
+                    f.seek(at + CATALOG_BORROWS_AT + slot * CATALOG_BORROW)
+                    if struct.unpack("<Q", f.read(8))[0] == 0 and not holders >> slot & 1:
+                        f.seek(at + CATALOG_BORROWS_AT + slot * CATALOG_BORROW)
+                        f.write(struct.pack("<QQ", 0x1234567, 0))   # token, filled
+                        print(slot)
+                        return 0
+                sys.exit("poolimg: no free borrow slot in '%s'" % want)
+        sys.exit("poolimg: no published snapshot '%s' in %s" % (want, pool))
     if len(argv) == 2 and argv[0] == "data-bytes":
         fd = os.open(argv[1], os.O_RDONLY)
         end, at, total = os.fstat(fd).st_size, 0, 0
