@@ -41,36 +41,23 @@
 #include "mm_image.h"
 #include "pagemap.pb-c.h"
 
-
+/* A piece of the child's map, with vma_entry's fd at its default: CRIU
+ * does not use the field in an image (vma.proto), and -1 is what it
+ * writes. */
 static VmaEntry *push(struct vma_out *o, const VmaEntry *like, uint64_t start, uint64_t end)
 {
-	if (o->oom)
-		return NULL;
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 64;
-		VmaEntry *more = realloc(o->v, cap * sizeof(*more));
-		if (!more) {
-			o->oom = true;
-			return NULL;
-		}
-		o->v = more;
-		o->cap = cap;
-	}
-	VmaEntry *e = &o->v[o->n++];
-	*e = *like;
-	e->start = start;
-	e->end = end;
-	e->fd = -1;
+	VmaEntry *e = vma_out_piece(o, like, start, end);
+	if (e)
+		e->fd = -1;
 	return e;
 }
 
 /* A piece of a parent VMA that stays what it was (the part of a pool
- * mapping outside the arena records, say): only its file offset moves. */
+ * mapping outside the arena records, say): only its file offset moves
+ * (vma_out_piece moves it). */
 static void emit_unchanged(struct vma_out *o, const VmaEntry *orig, uint64_t start, uint64_t end)
 {
-	VmaEntry *e = push(o, orig, start, end);
-	if (e && (orig->status & (CRIU_VMA_FILE_PRIVATE | CRIU_VMA_FILE_SHARED)))
-		e->pgoff = orig->pgoff + (start - orig->start);
+	push(o, orig, start, end);
 }
 
 /* A copy-on-write view of the pool at device offset pgoff. The file is
@@ -270,12 +257,6 @@ static int check_pool_vma(const VmaEntry *v, const struct cxlcr_arena_record *re
 	return 0;
 }
 
-static int by_address(const void *a, const void *b)
-{
-	const struct cxlcr_arena_record *x = a, *y = b;
-	return x->map_address < y->map_address ? -1 : x->map_address > y->map_address;
-}
-
 /* The child's VMA list: every parent VMA, the arena parts replaced. */
 static int rewrite_vmas(const MmEntry *mm, const struct cxlcr_arena_record *recs, size_t n,
 			const struct cxlcr_snapshot *snap, bool copy, uint32_t *file_id, struct vma_out *o,
@@ -398,7 +379,7 @@ int rebase_task_mm(int src_dir, int dst_dir, int pid, const struct cxlcr_arena_r
 	if (!recs)
 		return cxlcr_error("%s: out of memory", name);
 	memcpy(recs, in_recs, n * sizeof(*recs));
-	qsort(recs, n, sizeof(*recs), by_address);
+	qsort(recs, n, sizeof(*recs), mm_records_by_address);
 
 	int rc = -1;
 	struct image_file f = { 0 };
@@ -428,6 +409,35 @@ out:
 	free(out.v);
 	free(recs);
 	return rc;
+}
+
+VmaEntry *vma_out_piece(struct vma_out *o, const VmaEntry *like, uint64_t start, uint64_t end)
+{
+	if (o->oom)
+		return NULL;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 64;
+		VmaEntry *more = realloc(o->v, cap * sizeof(*more));
+		if (!more) {
+			o->oom = true;
+			return NULL;
+		}
+		o->v = more;
+		o->cap = cap;
+	}
+	VmaEntry *e = &o->v[o->n++];
+	*e = *like;
+	e->start = start;
+	e->end = end;
+	if (like->status & (CRIU_VMA_FILE_PRIVATE | CRIU_VMA_FILE_SHARED))
+		e->pgoff = like->pgoff + (start - like->start);
+	return e;
+}
+
+int mm_records_by_address(const void *a, const void *b)
+{
+	const struct cxlcr_arena_record *x = a, *y = b;
+	return x->map_address < y->map_address ? -1 : x->map_address > y->map_address;
 }
 
 int mm_image_read(int dirfd, int pid, char *name, size_t len, struct image_file *f, ProtobufCMessage **m)

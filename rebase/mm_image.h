@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "image_io.h"
 #include "mm.pb-c.h"
 
@@ -17,6 +18,16 @@ struct vma_out {
 	size_t n, cap;
 	bool oom;
 };
+
+/* Appends to o a copy of like narrowed to [start, end), a file mapping's
+ * offset moved with its start: both rewrites cut a dumped VMA into pieces
+ * and change only some of them. NULL when out of memory, and from then on
+ * (o->oom says so), so that a caller may check once at the end. */
+VmaEntry *vma_out_piece(struct vma_out *o, const VmaEntry *like, uint64_t start, uint64_t end);
+
+/* qsort() order of arena records by map_address: both rewrites walk a
+ * task's VMAs and its records side by side, in address order. */
+int mm_records_by_address(const void *a, const void *b);
 
 /* Loads the one MmEntry of mm-<pid>.img of dirfd into *m (its name in
  * name): 1; -1 with one line if it is missing (a task with arena records

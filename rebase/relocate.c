@@ -33,31 +33,6 @@ static const struct cxlcr_rebase_move *move_of(const struct cxlcr_rebase_move *m
 	return NULL;
 }
 
-static VmaEntry *piece(struct vma_out *o, const VmaEntry *like, uint64_t start, uint64_t end)
-{
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? 2 * o->cap : 64;
-		VmaEntry *more = realloc(o->v, cap * sizeof(*more));
-		if (!more)
-			return NULL;
-		o->v = more;
-		o->cap = cap;
-	}
-	VmaEntry *e = &o->v[o->n++];
-	*e = *like;
-	e->start = start;
-	e->end = end;
-	if (like->status & (CRIU_VMA_FILE_PRIVATE | CRIU_VMA_FILE_SHARED))
-		e->pgoff = like->pgoff + (start - like->start);
-	return e;
-}
-
-static int by_address(const void *a, const void *b)
-{
-	const struct cxlcr_arena_record *x = a, *y = b;
-	return x->map_address < y->map_address ? -1 : x->map_address > y->map_address;
-}
-
 /*
  * Every shared pool VMA piece that a moved record maps gets the new
  * region's offset; a VMA the kernel merged across two regions that lay
@@ -93,16 +68,16 @@ static int move_vmas(const MmEntry *mm, const struct cxlcr_arena_record *recs, s
 					    rec->region_name, at);
 				goto out;
 			}
-			if (s > cur && !piece(o, v, cur, s))
+			if (s > cur && !vma_out_piece(o, v, cur, s))
 				goto oom;
-			VmaEntry *p = piece(o, v, s, e);
+			VmaEntry *p = vma_out_piece(o, v, s, e);
 			if (!p)
 				goto oom;
 			p->pgoff = m->new_offset + (at - m->old_offset);
 			covered[r] += e - s;
 			cur = e;
 		}
-		if (cur < v->end && !piece(o, v, cur, v->end))
+		if (cur < v->end && !vma_out_piece(o, v, cur, v->end))
 			goto oom;
 	}
 	for (size_t r = 0; r < n; r++)
@@ -162,7 +137,7 @@ static int relocate_file(int dirfd, const char *file, struct cxlcr_arena_record 
 	for (size_t i = 0; i < n; i++)
 		if (move_of(r->moves, r->n, recs[i].region_generation) && !(recs[i].flags & CXLCR_RECORD_F_FORK))
 			moved[k++] = recs[i];
-	qsort(moved, k, sizeof(*moved), by_address);
+	qsort(moved, k, sizeof(*moved), mm_records_by_address);
 	int rc = k ? move_task_mm(dirfd, (int)pid, moved, k, r->moves, r->n) : 0;
 	free(moved);
 	if (rc < 0 || !k)
