@@ -268,10 +268,6 @@ int recovery_fresh_arena(struct cxlcr_pool *pool, const struct cxlcr_region *old
 undo:
 	recovery_fresh_undo(pool, f);
 out:
-	if (heap)
-		cxlcr_heap_unmap(&now, heap);
-	if (h)
-		munmap(h, CXLCR_ARENA_HEAP_OFFSET);
-	cxlcr_snapshot_close(&s);
+	recovery_point_done(&s, h, &now, heap);
 	return rc;
 }

@@ -80,6 +80,12 @@ struct cxlcr_arena_header;
 int recovery_heap_from_point(struct cxlcr_pool *pool, const struct cxlcr_region *arena,
 			     const struct cxlcr_arena_header *h, const struct cxlcr_snapshot *s, bool fresh,
 			     struct cxlcr_heap *now, uint8_t **heap);
+/* Lets go of what a heap brought back to point s held (restore_point.c,
+ * fresh_arena.c, the same three things each): the heap's mapping, if heap
+ * (recovery_heap_from_point), the arena header h mapped over the arena's
+ * first CXLCR_ARENA_HEAP_OFFSET bytes, if h, and the open snapshot s. */
+void recovery_point_done(struct cxlcr_snapshot *s, struct cxlcr_arena_header *h, struct cxlcr_heap *now,
+			 uint8_t *heap);
 /* The arena header a heap brought back to point s gets (at: the point's
  * copy of it): nothing of the process that ran then (its tracker, its scan
  * history: scans go on from scan_count), and the mark the CRIU plugin

@@ -87,6 +87,16 @@ int recovery_heap_from_point(struct cxlcr_pool *pool, const struct cxlcr_region 
 	return recovery_copy_point(s, *heap, now->size, fresh);
 }
 
+void recovery_point_done(struct cxlcr_snapshot *s, struct cxlcr_arena_header *h, struct cxlcr_heap *now,
+			 uint8_t *heap)
+{
+	if (heap)
+		cxlcr_heap_unmap(now, heap);
+	if (h)
+		munmap(h, CXLCR_ARENA_HEAP_OFFSET);
+	cxlcr_snapshot_close(s);
+}
+
 void recovery_header_from_point(struct cxlcr_arena_header *at, const struct cxlcr_snapshot *s,
 				uint64_t point_generation, uint64_t scan_count)
 {
@@ -160,10 +170,6 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 	cxlcr_publish(h, sizeof(*h));
 	rc = 0;
 out:
-	if (heap)
-		cxlcr_heap_unmap(&now, heap);
-	if (h)
-		munmap(h, CXLCR_ARENA_HEAP_OFFSET);
-	cxlcr_snapshot_close(&s);
+	recovery_point_done(&s, h, &now, heap);
 	return rc;
 }
