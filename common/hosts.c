@@ -409,6 +409,22 @@ static int fence_open(struct cxlcr_pool *pool, uint32_t index, uint32_t winner, 
 	return 0;
 }
 
+/* Entry e's fence word goes from was to its next generation, won by entry
+ * winner (its index + 1 in the low 8 bits, as pool_format.h says and the
+ * word's readers take it apart): one compare-and-swap, so that of the
+ * hosts that race from the same word exactly one wins, whether for a new
+ * death (cxlcr_host_fence) or a dead winner's (cxlcr_host_fence_take_over).
+ * 1 with the new word in *fence if this one won, 0 if not. */
+static int fence_win(struct cxlcr_host_entry *e, uint64_t was, uint32_t winner, uint64_t *fence)
+{
+	uint64_t want = (((was >> 8) + 1) << 8) | (winner + 1);
+	if (!__atomic_compare_exchange_n(&e->fence, &was, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return 0;
+	cxlcr_publish(&e->fence, sizeof(e->fence));
+	*fence = want;
+	return 1;
+}
+
 int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation, uint32_t winner,
 		     uint64_t *fence)
 {
@@ -424,14 +440,8 @@ int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnati
 	 * acknowledged), or the host is another incarnation than the one
 	 * judged dead, or it left in order meanwhile: nothing to win. */
 	if (was == ack && cxlcr_host_entry_intact(e, NULL, 0) && e->id.incarnation == incarnation &&
-	    __atomic_load_n(&e->state, __ATOMIC_SEQ_CST) == CXLCR_HOST_RUNNING) {
-		uint64_t want = (((was >> 8) + 1) << 8) | (winner + 1);
-		if (__atomic_compare_exchange_n(&e->fence, &was, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-			cxlcr_publish(&e->fence, sizeof(e->fence));
-			*fence = want;
-			rc = 1;
-		}
-	}
+	    __atomic_load_n(&e->state, __ATOMIC_SEQ_CST) == CXLCR_HOST_RUNNING)
+		rc = fence_win(e, was, winner, fence);
 	cxlcr_hosts_close(&m);
 	return rc;
 }
@@ -522,15 +532,9 @@ int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t
 	}
 	cxlcr_refresh(&e->fence, 24);
 	int rc = 0;
-	uint64_t was = from;
-	uint64_t want = (((from >> 8) + 1) << 8) | (winner + 1);
 	if (__atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) != from &&
-	    __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) != from &&
-	    __atomic_compare_exchange_n(&e->fence, &was, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-		cxlcr_publish(&e->fence, sizeof(e->fence));
-		*fence = want;
-		rc = 1;
-	}
+	    __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) != from)
+		rc = fence_win(e, from, winner, fence);
 	cxlcr_pool_unlock(pool);
 	cxlcr_hosts_close(&m);
 	return rc;
