@@ -19,15 +19,6 @@ export CXLCR_TIER_TIMEOUT_MS=1000
 COUNT=20000
 SIZE=1000
 PORT=6379
-json() { python3 -c 'import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v = v[int(k)] if isinstance(v, list) else v[k]
-print(v)' "$@"; }
-kids_of() { python3 -c '
-import json, sys
-for c in json.load(sys.stdin)["children"]:
-    print(c["name"], c["address"], c["pid"])'; }
 verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $SIZE --types strings --seed 5 --quiet; }
 
 new_pool 4G

@@ -43,12 +43,6 @@ ARENA=256M
 new_pool 4G
 pod_up 1
 
-json() { python3 -c 'import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v = v[int(k)] if isinstance(v, list) else v[k]
-print(v)' "$@"; }
-
 # --- a Redis; with no memory server a tiered snapshot fails with one line
 # and leaves nothing behind
 say "cxlcr run --host h0 redis-server; fill $COUNT keys"

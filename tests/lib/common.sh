@@ -304,6 +304,21 @@ running_alone() {
 	return 0
 }
 
+# json KEY...: the value at KEY... of the JSON document on stdin (a list's
+# keys are indexes), as Python prints it (True, None).
+json() { python3 -c 'import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print(v)' "$@"; }
+
+# kids_of: "NAME ADDRESS PID", a line each, of the children in the answer
+# of `cxlcr fork --json` on stdin.
+kids_of() { python3 -c '
+import json, sys
+for c in json.load(sys.stdin)["children"]:
+    print(c["name"], c["address"], c["pid"])'; }
+
 # is_json: stdin parses as JSON.
 is_json() {
 	python3 -c 'import json, sys; json.load(sys.stdin)'
