@@ -23,14 +23,9 @@ new_pool 4G
 pod_up 2
 on_exit '"$CXLCR" pod thaw h0 >/dev/null 2>&1; "$CXLCR" pod thaw h1 >/dev/null 2>&1'
 
-SERVICES+=(rd)
-"$CXLCR" run --host h0 --name rd --arena 64M --recovery-interval 200 --log "$POOL_DIR/rd.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir / >/dev/null ||
-	die "cxlcr run rd failed"
-addr=$(status_field rd address)
-python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
+point_redis rd h0
 python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 11 --quiet
-p=$(next_recovery_point rd "$(recovery_point rd)") && p=$(next_recovery_point rd "$p") ||
+two_new_points rd ||
 	die "no recovery point after the writes"
 old=$(status_field rd pid)
 

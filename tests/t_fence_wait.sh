@@ -19,14 +19,9 @@ new_pool 4G
 criu_hook fw
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 on_exit '"$CXLCR" pod thaw h0 >/dev/null 2>&1; touch "$HOOK/go"'
-SERVICES+=("$NAME")
-"$CXLCR" run --host h0 --name "$NAME" --arena 64M --recovery-interval 200 --log "$POOL_DIR/rd.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir / >/dev/null ||
-	die "cxlcr run failed"
-addr=$(status_field "$NAME" address)
-python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
+point_redis "$NAME" h0
 python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 7 --quiet
-p=$(next_recovery_point "$NAME" "$(recovery_point "$NAME")") && p=$(next_recovery_point "$NAME" "$p") ||
+two_new_points "$NAME" ||
 	die "no recovery point after the writes"
 old=$(status_field "$NAME" pid)
 quarantined() {

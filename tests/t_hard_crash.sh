@@ -33,12 +33,7 @@ pod_up 3
 LOADCLIENT=$(loadclient_path)
 new_log() { "$CXLCR" pod logs "$1"; }
 
-SERVICES+=(rd)
-"$CXLCR" run --host h0 --name rd --arena 64M --recovery-interval 200 --log "$POOL_DIR/rd.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir / >/dev/null ||
-	die "cxlcr run rd failed"
-addr=$(status_field rd address)
-python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
+point_redis rd h0
 pod_redis plain h0 64M
 paddr=$addr
 addr=$(status_field rd address)
@@ -53,7 +48,7 @@ python3 "$ROOT/tests/lib/served.py" --host "$addr" --port $PORT --proto redis --
 # Every write acknowledged before this mark is in every point that begins
 # after it: two new points, then the crash.
 marked=$(wc -l <"$POOL_DIR/rd.ack")
-p=$(next_recovery_point rd "$(recovery_point rd)") && p=$(next_recovery_point rd "$p") ||
+two_new_points rd ||
 	die "no recovery points under the load"
 "$CXLCR" pod crash h0 >/dev/null || die "pod crash h0 failed"
 kill -TERM $load
@@ -94,7 +89,7 @@ ok "b: plain: $("$CXLCR" status plain | grep '^lost')"
 
 say "c: the host rd was recovered on panics (its tombstone): the last host recovers it again"
 python3 "$KV" fill --host "$addr" --port $PORT --count 1000 --size 200 --seed 5 --quiet
-p=$(next_recovery_point rd "$(recovery_point rd)") && p=$(next_recovery_point rd "$p") ||
+two_new_points rd ||
 	die "c: no recovery points on $host"
 "$CXLCR" pod crash "$host" --panic >/dev/null || die "pod crash $host --panic failed"
 end=$((SECONDS + 30))

@@ -16,14 +16,9 @@ PORT=6379
 new_pool 4G
 criu_hook rr
 CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
-SERVICES+=("$NAME")
-"$CXLCR" run --host h0 --name "$NAME" --arena 64M --recovery-interval 200 --log "$POOL_DIR/rd.log" -- \
-	redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir / >/dev/null ||
-	die "cxlcr run failed"
-addr=$(status_field "$NAME" address)
-python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "redis does not answer"
+point_redis "$NAME" h0
 python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 9 --quiet
-p=$(next_recovery_point "$NAME" "$(recovery_point "$NAME")") && p=$(next_recovery_point "$NAME" "$p") ||
+two_new_points "$NAME" ||
 	die "no recovery point after the writes"
 h1_says() { "$CXLCR" pod logs h1 | grep -q "$1"; }
 

@@ -160,6 +160,20 @@ pod_redis() {
 	python3 "$KV" wait --host "$addr" --port "${PORT:-6379}" >/dev/null || die "redis does not answer at $addr"
 }
 
+# point_redis NAME HOST: redis-server (port $PORT, no persistence) under
+# `cxlcr run --host HOST` with a 64M arena and a recovery point every
+# 200 ms, stopped on exit; sets addr to its address once it answers there.
+# The service of the tests of recovery (its log $POOL_DIR/NAME.log, its
+# working directory /).
+point_redis() {
+	SERVICES+=("$1")
+	"$CXLCR" run --host "$2" --name "$1" --arena 64M --recovery-interval 200 --log "$POOL_DIR/$1.log" -- \
+		redis-server --port "${PORT:-6379}" --protected-mode no --save '' --appendonly no --dir / >/dev/null ||
+		die "cxlcr run $1 failed"
+	addr=$(status_field "$1" address)
+	python3 "$KV" wait --host "$addr" --port "${PORT:-6379}" >/dev/null || die "redis does not answer"
+}
+
 # A field of `cxlcr status NAME --json`.
 status_field() {
 	"$CXLCR" status "$1" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"
@@ -260,6 +274,15 @@ next_recovery_point() {
 		python3 -c 'import time; time.sleep(0.05)'  # polling the pool, bounded
 	done
 	return 1
+}
+
+# two_new_points NAME: waits (bounded) for two new recovery points of NAME,
+# so that every write acknowledged before the call is in its newest point:
+# the first new one may have begun before the call, the second begins
+# after it. False if they do not come.
+two_new_points() {
+	local p
+	p=$(next_recovery_point "$1" "$(recovery_point "$1")") && next_recovery_point "$1" "$p" >/dev/null
 }
 
 # pool_mappers: the pids that map this test's pool, ascending, each followed
