@@ -303,14 +303,8 @@ static int rewrite_vmas(const MmEntry *mm, const struct cxlcr_arena_record *recs
 		else if (cur < v->end)
 			emit_unchanged(o, v, cur, v->end);
 	}
-	for (size_t r = 0; r < n; r++) {
-		if (covered[r] != recs[r].map_length) {
-			cxlcr_error("%s: arena %s is mapped at %#" PRIx64 "+%" PRIu64
-				    " by its record, but no VMA covers all of it", img, recs[r].region_name,
-				    recs[r].map_address, recs[r].map_length);
-			goto out;
-		}
-	}
+	if (mm_records_covered(recs, n, covered, img) < 0)
+		goto out;
 	if (o->oom) {
 		cxlcr_error("%s: out of memory", img);
 		goto out;
@@ -438,6 +432,16 @@ int mm_records_by_address(const void *a, const void *b)
 {
 	const struct cxlcr_arena_record *x = a, *y = b;
 	return x->map_address < y->map_address ? -1 : x->map_address > y->map_address;
+}
+
+int mm_records_covered(const struct cxlcr_arena_record *recs, size_t n, const uint64_t *covered, const char *img)
+{
+	for (size_t r = 0; r < n; r++)
+		if (covered[r] != recs[r].map_length)
+			return cxlcr_error("%s: arena %s is mapped at %#" PRIx64 "+%" PRIu64
+					   " by its record, but no VMA covers all of it", img, recs[r].region_name,
+					   recs[r].map_address, recs[r].map_length);
+	return 0;
 }
 
 int mm_image_read(int dirfd, int pid, char *name, size_t len, struct image_file *f, ProtobufCMessage **m)

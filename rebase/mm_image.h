@@ -29,6 +29,13 @@ VmaEntry *vma_out_piece(struct vma_out *o, const VmaEntry *like, uint64_t start,
  * task's VMAs and its records side by side, in address order. */
 int mm_records_by_address(const void *a, const void *b);
 
+/* -1 with one line (img names the image) if a record of recs[0..n) is not
+ * all mapped by the VMAs whose overlaps with it covered[] counted: both
+ * rewrites cut the VMAs where the records say, and a record the map does
+ * not wholly hold would be left pointing at the old offsets. */
+struct cxlcr_arena_record;
+int mm_records_covered(const struct cxlcr_arena_record *recs, size_t n, const uint64_t *covered, const char *img);
+
 /* Loads the one MmEntry of mm-<pid>.img of dirfd into *m (its name in
  * name): 1; -1 with one line if it is missing (a task with arena records
  * must have one), truncated, or holds more than one entry. The caller

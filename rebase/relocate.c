@@ -80,12 +80,8 @@ static int move_vmas(const MmEntry *mm, const struct cxlcr_arena_record *recs, s
 		if (cur < v->end && !vma_out_piece(o, v, cur, v->end))
 			goto oom;
 	}
-	for (size_t r = 0; r < n; r++)
-		if (covered[r] != recs[r].map_length) {
-			cxlcr_error("%s: arena %s is mapped at %#" PRIx64 "+%" PRIu64 " by its record, but no VMA covers "
-				    "all of it", img, recs[r].region_name, recs[r].map_address, recs[r].map_length);
-			goto out;
-		}
+	if (mm_records_covered(recs, n, covered, img) < 0)
+		goto out;
 	rc = 0;
 	goto out;
 oom:
