@@ -43,6 +43,29 @@
 #define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
 #define FORKED_CHECK_MS 1000  /* how often those of children that ended are closed */
 
+/*
+ * The service time of the faults the pager serves, by source: from the
+ * read of the fault's message to the return of the UFFDIO_COPY or
+ * UFFDIO_ZEROPAGE that wakes the faulting thread (so a fault read in a
+ * batch also waits for those before it). One clock read per batch of
+ * messages and one per fault, and a log-linear histogram of fixed size
+ * in nanoseconds: exact below 2 * FAULT_HIST_SUB, then FAULT_HIST_SUB
+ * buckets per power of two (within 1/FAULT_HIST_SUB of the value), up to
+ * 2^FAULT_HIST_BITS ns (~18 min; longer ones count there). Nothing is
+ * allocated per fault, and there is no bound on how many are counted.
+ */
+enum fault_source { FAULT_CXL, FAULT_COLD, FAULT_ZERO, FAULT_SOURCES };
+#define FAULT_HIST_SUB_BITS 5u
+#define FAULT_HIST_SUB (1u << FAULT_HIST_SUB_BITS)
+#define FAULT_HIST_BITS 40u
+#define FAULT_HIST_BUCKETS ((FAULT_HIST_BITS - FAULT_HIST_SUB_BITS + 1u) * FAULT_HIST_SUB)
+
+struct fault_hist {
+	uint64_t count;
+	uint64_t max_ns;
+	uint64_t bucket[FAULT_HIST_BUCKETS];
+};
+
 struct pager {
 	pid_t pid;
 	int uffd;
@@ -56,6 +79,7 @@ struct pager {
 	uint64_t heap_lo, heap_hi;
 	uint64_t cursor;                     /* of cxlcr_snapshot_leaf() */
 	uint64_t faults_copied, faults_zero;
+	struct fault_hist fault_time[FAULT_SOURCES]; /* enum fault_source */
 	/* The background fetch: the next stored page to install (run, page
 	 * of it); done when run == run_count. */
 	uint64_t bg_run, bg_page, bg_pages;
@@ -81,9 +105,11 @@ int pager_fetch_parse(const char *s)
 	return -1;
 }
 
-/* Where a page comes from: a copy (from points at its source, and `more`
- * bytes after it come from the same place, contiguously), or zeros. */
-enum page_kind { PAGE_COPY, PAGE_ZERO };
+/* Where a page comes from: a copy from CXL (from points at its source,
+ * and `more` bytes after it come from the same place, contiguously), a
+ * copy of a cold page (from is the bounce buffer it was read into), or
+ * zeros. */
+enum page_kind { PAGE_COPY, PAGE_COLD, PAGE_ZERO };
 
 /*
  * A cold page into the bounce buffer. A read that fails (a server that
@@ -149,7 +175,7 @@ static int page_source(struct pager *p, uint64_t addr, const uint8_t **from, uin
 			return -1;
 		p->cold_pages++;
 		*from = p->bounce;
-		return PAGE_COPY;
+		return PAGE_COLD;
 	default:
 		return cxlcr_error("heap page %" PRIu64 " has an unknown tier %u", page, CXLCR_LEAF_TIER(leaf));
 	}
@@ -247,7 +273,7 @@ static int install_hot(struct pager *p, const uint64_t *hot, uint64_t count, uin
 		int kind = page_source(p, addr, &from, &more);
 		if (kind < 0)
 			return -1;
-		if (kind != PAGE_COPY)
+		if (kind == PAGE_ZERO)
 			continue;
 		if (install(p->uffd, addr, from, PAGE) != 0)
 			return -1;
@@ -371,22 +397,88 @@ static int install_all(struct pager *p, const struct pager_child *c, uint64_t *p
 	return 0;
 }
 
-/* One fault of the process of uffd: the page at addr from its source.
- * 0, 1 (that process is gone), or -1. */
-static int serve(struct pager *p, int uffd, uint64_t addr)
+/* The histogram's bucket of ns: the value itself below 2 * SUB, else
+ * the power of two it lies in and its next FAULT_HIST_SUB_BITS bits. */
+static unsigned fault_bucket(uint64_t ns)
+{
+	if (ns < 2u * FAULT_HIST_SUB)
+		return (unsigned)ns;
+	if (ns >> FAULT_HIST_BITS)
+		return FAULT_HIST_BUCKETS - 1;
+	unsigned e = 63u - (unsigned)__builtin_clzll(ns), shift = e - FAULT_HIST_SUB_BITS;
+	return shift * FAULT_HIST_SUB + (unsigned)(ns >> shift);
+}
+
+/* The middle of bucket b, in ns: what a percentile falling in it reads. */
+static double fault_bucket_ns(unsigned b)
+{
+	if (b < 2u * FAULT_HIST_SUB)
+		return b;
+	unsigned shift = b / FAULT_HIST_SUB - 1u;
+	uint64_t lo = (uint64_t)(b % FAULT_HIST_SUB + FAULT_HIST_SUB) << shift;
+	return (double)lo + (double)(1ull << shift) / 2.0;
+}
+
+static void fault_timed(struct fault_hist *h, uint64_t ns)
+{
+	h->count++;
+	h->bucket[fault_bucket(ns)]++;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+}
+
+/* The pct-th percentile of h (nearest rank), in microseconds. */
+static double fault_percentile_us(const struct fault_hist *h, unsigned pct)
+{
+	uint64_t rank = (h->count * pct + 99u) / 100u, seen = 0;
+	if (rank == 0)
+		rank = 1;
+	for (unsigned b = 0; b < FAULT_HIST_BUCKETS; b++)
+		if ((seen += h->bucket[b]) >= rank)
+			return b == FAULT_HIST_BUCKETS - 1 ? (double)h->max_ns / 1e3 : fault_bucket_ns(b) / 1e3;
+	return (double)h->max_ns / 1e3;
+}
+
+/* The end-of-child log line's part on fault service times, one word per
+ * source, for a benchmark to parse: "cxl n=N p50=X p99=Y max=Z" (us),
+ * "n=0" alone for a source that served none. */
+static void fault_times_text(const struct pager *p, char *out, size_t size)
+{
+	static const char *const names[FAULT_SOURCES] = { "cxl", "cold", "zero" };
+	size_t at = (size_t)snprintf(out, size, "fault service us (message read to wake):");
+	for (unsigned k = 0; k < FAULT_SOURCES && at < size; k++) {
+		const struct fault_hist *h = &p->fault_time[k];
+		if (!h->count)
+			at += (size_t)snprintf(out + at, size - at, "%s %s n=0", k ? "," : "", names[k]);
+		else
+			at += (size_t)snprintf(out + at, size - at, "%s %s n=%" PRIu64 " p50=%.1f p99=%.1f max=%.1f",
+					       k ? "," : "", names[k], h->count, fault_percentile_us(h, 50),
+					       fault_percentile_us(h, 99), (double)h->max_ns / 1e3);
+	}
+}
+
+/* One fault of the process of uffd: the page at addr from its source,
+ * timed from read_ns (when its message was read) to its wake. 0, 1
+ * (that process is gone), or -1. */
+static int serve(struct pager *p, int uffd, uint64_t addr, uint64_t read_ns)
 {
 	addr &= ~(uint64_t)(PAGE - 1);
 	const uint8_t *from = NULL;
 	uint64_t more;
-	int kind = page_source(p, addr, &from, &more);
+	int kind = page_source(p, addr, &from, &more), rc;
 	if (kind < 0)
 		return -1;
 	if (kind == PAGE_ZERO) {
 		p->faults_zero++;
-		return install_zero(uffd, addr);
+		rc = install_zero(uffd, addr);
+	} else {
+		p->faults_copied++;
+		rc = install(uffd, addr, from, PAGE);
 	}
-	p->faults_copied++;
-	return install(uffd, addr, from, PAGE);
+	if (rc == 0)
+		fault_timed(&p->fault_time[kind == PAGE_ZERO ? FAULT_ZERO : kind == PAGE_COLD ? FAULT_COLD : FAULT_CXL],
+			    cxlcr_mono_ns() - read_ns);
+	return rc;
 }
 
 /* Serves what waits on uffd (the child's, or one of its children's): page
@@ -397,6 +489,7 @@ static int serve_waiting(struct pager *p, int uffd)
 	struct uffd_msg msgs[MSGS_PER_READ];
 	for (;;) {
 		ssize_t n = read(uffd, msgs, sizeof(msgs));
+		uint64_t read_ns = cxlcr_mono_ns();
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : cxlcr_error("read of a userfaultfd: %s",
 									     strerror(errno));
@@ -411,7 +504,7 @@ static int serve_waiting(struct pager *p, int uffd)
 			}
 			if (m->event != UFFD_EVENT_PAGEFAULT)
 				continue;
-			int rc = serve(p, uffd, m->arg.pagefault.address);
+			int rc = serve(p, uffd, m->arg.pagefault.address, read_ns);
 			if (rc != 0)
 				return rc;
 		}
@@ -565,15 +658,17 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 				;
 			int status, alive = inject_pass_signals(c->pid, &status);
 			if (alive == 0) {
-				char end[256];
+				char end[CXLCR_ERROR_MAX], times[256];
+				fault_times_text(&p, times, sizeof(times));
 				snprintf(end, sizeof(end), "ended (%s %d) after %" PRIu64 " faults served by copy, %"
 					 PRIu64 " by a zero page; %" PRIu64 " pages installed before it ran, %" PRIu64
-					 " in the background (%s %.1f ms); %" PRIu64 " read from the cold tier\n",
+					 " in the background (%s %.1f ms); %" PRIu64 " read from the cold tier; %s\n",
 					 WIFSIGNALED(status) ? "signal" : "exit status",
 					 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
 					 p.faults_copied, p.faults_zero, pages, p.bg_pages,
 					 p.background ? "unfinished after" : "done in",
-					 (double)(p.background ? cxlcr_mono_ns() - p.bg_t0 : p.bg_ns) / 1e6, p.cold_pages);
+					 (double)(p.background ? cxlcr_mono_ns() - p.bg_t0 : p.bg_ns) / 1e6, p.cold_pages,
+					 times);
 				tell(why_fd, end);
 				_exit(0);
 			}
