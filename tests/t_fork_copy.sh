@@ -28,6 +28,18 @@ verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $
 	--seed 5 --quiet; }
 # The pid of the pager of child pid $1: the process that traces it.
 pager_of() { awk '/^TracerPid:/ { print $2 }' "/proc/$1/status"; }
+# The line the pager of child $1 (pid $2) logged on h1 when it ended.
+pager_end() {
+	local l
+	for _ in $(seq 100); do
+		l=$("$CXLCR" pod logs h1 pager | grep " $1 (pid $2): ended " | tail -n 1) && [ -n "$l" ] && {
+			echo "$l"
+			return 0
+		}
+		sleep 0.1 # polling a condition, bounded: not a synchronisation
+	done
+	return 1
+}
 
 new_pool 8G
 pod_up 2
@@ -124,6 +136,12 @@ after=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status")
 [ "$after" -gt $((before + COUNT * SIZE / 2048)) ] || die "lazy $kid had its pages before it read them ($before kB, then $after kB)"
 ok "lazy $kid: RssAnon $before kB when it ran, $after kB once it had read every key, each value right"
 "$CXLCR" stop "$kid" >/dev/null
+# Its pager timed each fault it served: every heap page it read was a
+# copy from CXL, so its end line counts them (and gives their p50/p99).
+line=$(pager_end "$kid" "$pid") || die "the pager of lazy $kid logged no end line on h1"
+n=$(echo "$line" | sed -n 's/.* cxl n=\([0-9]*\) p50=[0-9.]* p99=[0-9.]* .*/\1/p')
+[ "${n:-0}" -gt 0 ] || die "the pager of lazy $kid timed no fault served from CXL: $line"
+ok "the pager of lazy $kid timed its faults: ${line#*fault service }"
 
 # A lazy child's own fork (Redis's BGSAVE) before it has read its values:
 # the grandchild's faults are served too (never zeros), and its dump holds

@@ -65,6 +65,23 @@ SERVICES+=("$kid2")
 python3 "$KV" verify --host "$addr2" --port $PORT --count $((COUNT / 2)) --size $SIZE --types strings --seed 5 \
 	--quiet || die "lazy $kid2 does not hold its parent's values"
 ok "lazy $kid2 holds the values it read, its cold pages read from the memory server on its faults"
+# Another lazy child, stopped once it has read some values: its pager's
+# end line counts the faults it served by RMA from the cold tier, timed.
+out=$("$CXLCR" fork redis --to h1 --fetch lazy --json) || die "a second lazy fork of a tiered snapshot failed"
+read -r kid4 addr4 pid4 < <(echo "$out" | kids_of)
+SERVICES+=("$kid4")
+python3 "$KV" verify --host "$addr4" --port $PORT --count $((COUNT / 4)) --size $SIZE --types strings --seed 5 \
+	--quiet || die "lazy $kid4 does not hold its parent's values"
+"$CXLCR" stop "$kid4" >/dev/null || die "cxlcr stop $kid4 failed"
+line=
+for _ in $(seq 100); do
+	line=$("$CXLCR" pod logs h1 pager | grep " $kid4 (pid $pid4): ended " | tail -n 1) && [ -n "$line" ] && break
+	sleep 0.1 # polling a condition, bounded: not a synchronisation
+done
+[ -n "$line" ] || die "the pager of lazy $kid4 logged no end line on h1"
+n=$(echo "$line" | sed -n 's/.* cold n=\([0-9]*\) p50=[0-9.]* p99=[0-9.]* .*/\1/p')
+[ "${n:-0}" -gt 0 ] || die "the pager of lazy $kid4 timed no fault served from the cold tier: $line"
+ok "the pager of lazy $kid4 timed its faults: ${line#*fault service }"
 
 # --- the memory server killed: a child faulting on a cold page dies
 kill -9 "$memd"
