@@ -16,7 +16,9 @@
 #   e. the cold tier: CXL bytes per snapshot tiered against untiered, one
 #      cold page read against a Redis round trip (bench/tier.sh), and
 #      copy-mode children of tiered snapshots against all-in-CXL and
-#      all-remote ones, and 8 at once (bench/tier_fork.sh); both also run
+#      all-remote ones, and 8 at once (bench/tier_fork.sh), and one fault
+#      served by a copy-mode child's pager, from CXL and from the cold
+#      tier, against a Redis round trip (bench/fault_time.sh); all also run
 #      alone; BENCH_TIER=0 skips them.
 # Prints a table and writes bench/out/ (summary.txt, summary.json, raw CSV;
 # cr.csv, cr.txt and cr.png for c; fork.csv, fork.txt and fork.png for d).
@@ -254,4 +256,6 @@ if [ "${BENCH_TIER:-1}" != 0 ]; then
 	"$ROOT/bench/tier.sh"
 	say "e. copy-mode children of tiered snapshots: first answer and first requests against all-in-CXL and all-remote children, 8 at once (bench/tier_fork.sh)"
 	"$ROOT/bench/tier_fork.sh"
+	say "e. one fault served by a copy-mode child's pager, from CXL and from the cold tier, against a Redis round trip (bench/fault_time.sh)"
+	"$ROOT/bench/fault_time.sh"
 fi

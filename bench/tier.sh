@@ -7,7 +7,9 @@
 #   - the service time of one cold page read (RMA read of 4 KiB from the
 #     memory server + its CRC check, tier_read_page()), p50/p99 over
 #     READS reads, beside a Redis round trip (PING) on the same pod, both
-#     from h0's network namespace; ROUNDS rounds, alternating.
+#     from h0's network namespace; ROUNDS rounds, alternating. (A whole
+#     fault served by a copy-mode child's pager, from the read of its
+#     message to the wake, CXL and cold: bench/fault_time.sh.)
 #
 #   bench/tier.sh       (KEYS=200000 x 1000 B, ARENA=1G, READS=10000, ROUNDS=3)
 # Output: lines on stdout and bench/out/tier.txt.
