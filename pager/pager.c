@@ -427,15 +427,20 @@ static void fault_timed(struct fault_hist *h, uint64_t ns)
 		h->max_ns = ns;
 }
 
-/* The pct-th percentile of h (nearest rank), in microseconds. */
+/* The pct-th percentile of h (nearest rank), in microseconds: the middle
+ * of its bucket, or the largest time seen if that is less (the last
+ * bucket holds everything longer). */
 static double fault_percentile_us(const struct fault_hist *h, unsigned pct)
 {
 	uint64_t rank = (h->count * pct + 99u) / 100u, seen = 0;
 	if (rank == 0)
 		rank = 1;
-	for (unsigned b = 0; b < FAULT_HIST_BUCKETS; b++)
-		if ((seen += h->bucket[b]) >= rank)
-			return b == FAULT_HIST_BUCKETS - 1 ? (double)h->max_ns / 1e3 : fault_bucket_ns(b) / 1e3;
+	for (unsigned b = 0; b < FAULT_HIST_BUCKETS; b++) {
+		if ((seen += h->bucket[b]) < rank)
+			continue;
+		double ns = fault_bucket_ns(b);
+		return (b == FAULT_HIST_BUCKETS - 1 || ns > (double)h->max_ns ? (double)h->max_ns : ns) / 1e3;
+	}
 	return (double)h->max_ns / 1e3;
 }
 
