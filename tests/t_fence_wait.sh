@@ -32,9 +32,7 @@ h0_says() { "$CXLCR" pod logs h0 | grep -q "$1"; }
 say "h0 frozen; h1's recovery held at CRIU's pre-restore"
 echo pre-restore >"$HOOK/pause-at"
 "$CXLCR" pod freeze h0 >/dev/null || die "pod freeze h0 failed"
-end=$((SECONDS + 30))
-while [ $SECONDS -lt $end ] && [ ! -s "$HOOK/criu.pid" ]; do python3 -c 'import time; time.sleep(0.05)'; done
-[ -s "$HOOK/criu.pid" ] || die "h1's recovery did not reach CRIU's restore"
+criu_reached || die "h1's recovery did not reach CRIU's restore"
 "$CXLCR" pod thaw h0 >/dev/null || die "pod thaw h0 failed"
 wait_exit "$old" 10
 end=$((SECONDS + 20))

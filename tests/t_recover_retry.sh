@@ -25,9 +25,7 @@ h1_says() { "$CXLCR" pod logs h1 | grep -q "$1"; }
 say "h0 crashes; h1's first restore is killed at CRIU's pre-restore"
 echo pre-restore >"$HOOK/kill-at"
 "$CXLCR" pod crash h0 >/dev/null || die "pod crash h0 failed"
-end=$((SECONDS + 30))
-while [ $SECONDS -lt $end ] && [ ! -s "$HOOK/criu.pid" ]; do python3 -c 'import time; time.sleep(0.05)'; done
-[ -s "$HOOK/criu.pid" ] || die "h1's recovery did not reach CRIU's restore"
+criu_reached || die "h1's recovery did not reach CRIU's restore"
 kill -KILL "$(cat "$HOOK/criu.pid")"
 end=$((SECONDS + 30))
 while [ $SECONDS -lt $end ] && ! h1_says "$NAME not recovered"; do python3 -c 'import time; time.sleep(0.05)'; done

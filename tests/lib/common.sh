@@ -230,14 +230,15 @@ criu_hook() {
 	cp "$ROOT/tests/lib/criu-kill-hook.sh" "$HOOK/action-script"
 }
 
-# criu_reached PID: waits (bounded: 30 s) until CRIU, run by the verb PID,
-# stops at the hook's step and writes HOOK/criu.pid, or until the verb ends
-# first; true if CRIU got there.
+# criu_reached [PID]: waits (bounded: 30 s) until CRIU, run by the verb PID
+# (without PID: by a daemon's own verb, a recovery), stops at the hook's
+# step and writes HOOK/criu.pid, or until the verb ends first; true if CRIU
+# got there.
 criu_reached() {
 	local i
 	for i in $(seq 1 600); do
 		[ -s "$HOOK/criu.pid" ] && return 0
-		kill -0 "$1" 2>/dev/null || break
+		[ -z "${1:-}" ] || kill -0 "$1" 2>/dev/null || break
 		sleep 0.05
 	done
 	[ -s "$HOOK/criu.pid" ]
