@@ -89,7 +89,10 @@ for ((i = 0; i < ${#VERBS[@]}; i++)); do
 		fi
 		[ "$(wc -l <"$lose_err")" -eq 1 ] || die "$what: the refusal is not one line: $(cat "$lose_err")"
 		if [ "$win" = stop ]; then
-			grep -Eq "is busy: stop by pid [0-9]+ on |no service named '$NAME'" "$lose_err" ||
+			# (a loser that comes after the stop ended the process,
+			# before it freed the arena, finds it exited)
+			grep -Eq "is busy: stop by pid [0-9]+ on |no service named '$NAME'|service '$NAME' is not running \(exited\)" \
+				"$lose_err" ||
 				die "$what: unclear refusal: $(cat "$lose_err")"
 		else
 			grep -Eq "service $NAME is busy: (migrate|checkpoint|snapshot|fork|restore) by pid [0-9]+ on h[01]" \
