@@ -195,7 +195,11 @@ static int cxlcr_resume_devices_late(int pid)
 		return -ENOTSUP;
 	uint64_t t0 = cxlcr_mono_ns();
 	size_t n = restore_traced_tasks(pid, tree, sizeof(tree) / sizeof(tree[0]));
-	int rc = restore_take_over(criu_get_image_dir(), tree, n, cxlcr_pool_path());
+	/* First: once the tree owns the arena it must never run without
+	 * CRIU's say (restore_die_with_criu()). */
+	int rc = restore_die_with_criu(tree, n);
+	if (rc == 0)
+		rc = restore_take_over(criu_get_image_dir(), tree, n, cxlcr_pool_path());
 	uint64_t t1 = cxlcr_mono_ns();
 	if (rc > 0)
 		pr_info("pid %d and %zu other restored task(s) now own their %d arena mapping(s)\n", pid,

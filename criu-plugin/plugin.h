@@ -101,6 +101,10 @@ int restore_take_over(int dirfd, const pid_t *pids, size_t count, const char *po
 /* The restored tree's tasks (CRIU traces them all when its late hooks
  * run): root first, then the others, at most max. */
 size_t restore_traced_tasks(pid_t root, pid_t *pids, size_t max);
+/* Ties the restored tree's life to CRIU's until CRIU lets it run: every
+ * thread gets PTRACE_O_EXITKILL. 0, or -1 if a thread could not be tied
+ * (then the tree must not take anything over). */
+int restore_die_with_criu(const pid_t *pids, size_t count);
 /* Starts a new restore: forgets what the last one took over. */
 void restore_forget_claims(void);
 /* Kills and reaps every task this process traces (CRIU: the restored tree). */

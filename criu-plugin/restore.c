@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -434,6 +435,46 @@ size_t restore_traced_tasks(pid_t root, pid_t *pids, size_t max)
 	for (size_t at = 0; at < count; at++)
 		add_children(pids[at], pids, &count, max);
 	return count;
+}
+
+/*
+ * Until CRIU detaches from the restored threads (its last step), each is
+ * stopped under its ptrace, on the way into the rt_sigreturn that resumes
+ * it. Should CRIU die before that (killed, or its keeper kills it: a verb
+ * past its deadline, or whose caller went), the kernel detaches them and
+ * they run on: for the milliseconds until the keeper kills what it
+ * adopted, a copy that owns the arena runs beside a source that is about
+ * to judge it and resume, or to renew its checkpoint as if it had never
+ * run (its writes to the heap then meet a process state that does not
+ * know them: t_fault_migrate saw Redis crash, restored from such a
+ * checkpoint). PTRACE_O_EXITKILL makes the kernel kill each thread
+ * instead, as CRIU exits, before it returns to user space; CRIU's own
+ * PTRACE_DETACH at the end drops the option with the tracing. CRIU sets
+ * only PTRACE_O_TRACESYSGOOD on these threads (cr-restore.c, catch_tasks),
+ * which is kept. We are CRIU's process, the tracer, so we may set them.
+ */
+int restore_die_with_criu(const pid_t *pids, size_t count)
+{
+	for (size_t k = 0; k < count; k++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pids[k]);
+		DIR *d = opendir(path);
+		if (!d)
+			return cxlcr_error("restored task %d: %s: %s", (int)pids[k], path, strerror(errno));
+		struct dirent *t;
+		int rc = 0;
+		while ((t = readdir(d)) && rc == 0) {
+			pid_t tid = (pid_t)atoi(t->d_name);
+			if (tid > 0 && ptrace(PTRACE_SETOPTIONS, tid, NULL,
+					      (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)) < 0)
+				rc = cxlcr_error("restored thread %d of task %d: PTRACE_SETOPTIONS: %s", (int)tid,
+						 (int)pids[k], strerror(errno));
+		}
+		closedir(d);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /*
