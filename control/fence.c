@@ -103,11 +103,24 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 bool checkpoint_renew_stale(struct cxlcr_pool *pool, const struct cxlcr_region *images,
 			    const struct cxlcr_image_set *meta, bool wait)
 {
-	struct cxlcr_region now, after;
+	struct cxlcr_region now, after, current;
+	struct cxlcr_image_set current_meta;
 	if (cxlcr_region_get(pool, meta->arena_generation, &now) < 0 || now.owner_epoch == meta->arena_epoch)
 		return false;
 	char why[CXLCR_ERROR_MAX];
 	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+	/* The caller's view of the checkpoint may be old: another verb's
+	 * take-over may have renewed it meanwhile (then it is fresh, and a
+	 * second renewal would fence the arena past it), or replaced it. */
+	if (image_store_find(pool, meta->service, &current, &current_meta) == 0 &&
+	    current_meta.arena_generation == meta->arena_generation) {
+		if (current_meta.arena_epoch == now.owner_epoch) {
+			cxlcr_error("%s", why);
+			return true;
+		}
+		images = &current;
+		meta = &current_meta;
+	}
 	/* Its keeper ends it once its CRIU is gone: wait for that (the
 	 * task's end may lag its keeper's), on the owner's machine. The
 	 * restore's own worker does not wait for an owner on another host:
