@@ -72,6 +72,9 @@ cleanup() {
 			for h in $(pod_hosts); do
 				echo "--- last lines of $h's daemon log (cxlcr pod logs $h):" >&2
 				"$CXLCR" pod logs "$h" 2>&1 | tail -n 8 >&2
+				# $CXLCR_TEST_KEEP_LOGS: a directory that keeps the whole logs of a failed test.
+				[ -z "${CXLCR_TEST_KEEP_LOGS:-}" ] ||
+					"$CXLCR" pod logs "$h" >"$CXLCR_TEST_KEEP_LOGS/$(basename "$0" .sh).$h.daemon.log" 2>&1
 			done
 		fi
 		"$CXLCR" pod down >/dev/null 2>&1
@@ -80,6 +83,7 @@ cleanup() {
 		local log
 		for log in "$POOL_DIR"/*.log; do
 			[ -s "$log" ] || continue
+			[ -z "${CXLCR_TEST_KEEP_LOGS:-}" ] || cp "$log" "$CXLCR_TEST_KEEP_LOGS/$(basename "$0" .sh).$(basename "$log")"
 			echo "--- last lines of $(basename "$log"):" >&2
 			tail -n 15 "$log" >&2
 		done
