@@ -497,8 +497,32 @@ static void release_region_holds(struct catalog *c, const struct cxlcr_region *r
 }
 
 /*
+ * A snapshot's dump (its image set, under the snapshot's name) is needed
+ * only by the processes that borrow it (a fork restoring its children, a
+ * recovery restoring a point), and a retired snapshot can be borrowed no
+ * more: its dump goes once no process holds it, with its region or before
+ * (let_go_of_bases()), not when a newer snapshot retires it. The winner of
+ * a dead host's recovery borrowed the newest point; that host, which lives
+ * on until it sees itself fenced, published one more and, retiring the
+ * borrowed one, took its dump, and the recovery found none to restore
+ * (t_drain_handoff: "no checkpoint of 'rb.s96221164027'").
+ */
+static void free_snapshot_dump(struct catalog *c, const struct cxlcr_region *snapshot)
+{
+	char name[CXLCR_NAME_MAX + 1];
+	cxlcr_copy_field(name, sizeof(name), snapshot->name);
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region images;
+		cxlcr_region_slot(c->pool, i, &images);
+		if (images.state == CXLCR_REGION_LIVE && images.kind == CXLCR_KIND_IMAGES &&
+		    cxlcr_image_set_of(images.name, name))
+			cxlcr_region_free(c->pool, images.generation);
+	}
+}
+
+/*
  * A retired snapshot that only newer snapshots hold lets go of its own
- * bases. Nobody reads its leaf table any more: a process that could has a
+ * bases (and of its dump: free_snapshot_dump()). Nobody reads its leaf table any more: a process that could has a
  * borrow (and no new borrow of a tombstone is confirmed), and each newer
  * snapshot holds every snapshot whose data its own leaves point into
  * (snapshot_draft.c takes its holds on the base and the base's bases
@@ -532,6 +556,7 @@ static void let_go_of_bases(struct catalog *c, uint32_t index)
 	if (!snapshot_of(e, status, &snapshot) || cxlcr_region_get(c->pool, snapshot, &r) < 0 ||
 	    r.kind != CXLCR_KIND_SNAPSHOT)
 		return;
+	free_snapshot_dump(c, &r);
 	struct cxlcr_snapshot_header *m = cxlcr_pool_map(c->pool, r.offset, sizeof(*m), 0, 0);
 	if (!m)
 		return;
@@ -555,6 +580,7 @@ static int free_snapshot_region(struct catalog *c, uint64_t snapshot)
 	release_region_holds(c, &r);
 	if (cxlcr_region_free(c->pool, snapshot) < 0 && cxlcr_region_get(c->pool, snapshot, &r) == 0)
 		return -1;
+	free_snapshot_dump(c, &r);
 	return 0;
 }
 

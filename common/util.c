@@ -109,6 +109,17 @@ bool cxlcr_valid_name(const char *name)
 	return true;
 }
 
+bool cxlcr_image_set_of(const char *region_name, const char *service)
+{
+	const char *dot = strrchr(region_name, '.');
+	if (!dot || dot == region_name || !dot[1])
+		return false;
+	for (const char *p = dot + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return (size_t)(dot - region_name) == strlen(service) && !strncmp(region_name, service, strlen(service));
+}
+
 uint64_t cxlcr_pid_namespace(void)
 {
 	struct stat st;

@@ -23,6 +23,9 @@ void cxlcr_copy_field(char *dst, size_t len, const char *src);
 
 /* A valid service or arena name: [A-Za-z0-9._-], 1..63 chars. */
 bool cxlcr_valid_name(const char *name);
+/* Whether region_name ("SERVICE.EPOCH") names an image set of service (a
+ * service's checkpoints, or a snapshot's dump under the snapshot's name). */
+bool cxlcr_image_set_of(const char *region_name, const char *service);
 
 /* Whether pid runs (a zombie has ended), and its start time in clock
  * ticks since boot, which tells a reused pid from the one recorded. */

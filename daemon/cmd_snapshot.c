@@ -126,20 +126,14 @@ out:
 	cxlcr_catalog_return(pool, &b);
 }
 
-/* The snapshot the catalog holds for a service now, with its image set:
- * both go when a newer one replaces it (the region itself once its last
- * borrower has returned it). */
+/* The snapshot the catalog holds for a service now leaves the catalog when
+ * a newer one replaces it; its region and its image set go once its last
+ * borrower has returned it (now, if nobody holds it: the catalog's free
+ * takes the dump with the region). */
 static void retire_previous(struct cxlcr_pool *pool, const char *service)
 {
-	struct cxlcr_catalog_info old;
-	if (cxlcr_catalog_find(pool, service, &old) < 0)
-		return;
-	struct cxlcr_region r;
-	bool named = cxlcr_region_get(pool, old.snapshot_generation, &r) == 0;
 	bool freed;
 	cxlcr_catalog_tombstone(pool, service, &freed);
-	if (named)
-		image_store_reclaim(pool, r.name, 0);
 }
 
 /* Undoes a snapshot that did not make it into the catalog. */

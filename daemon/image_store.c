@@ -21,19 +21,6 @@
 
 #define MAX_FILES 4096
 
-/* "SERVICE.EPOCH" -> is it an image set of service? */
-static bool names_service(const char *region_name, const char *service)
-{
-	const char *dot = strrchr(region_name, '.');
-	if (!dot || dot == region_name || !dot[1])
-		return false;
-	for (const char *p = dot + 1; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return (size_t)(dot - region_name) == strlen(service) &&
-	       !strncmp(region_name, service, strlen(service));
-}
-
 static uint32_t header_checksum(const struct cxlcr_image_set *h, const struct cxlcr_image_file *files)
 {
 	uint32_t crc = cxlcr_crc32c(0, h, offsetof(struct cxlcr_image_set, checksum));
@@ -186,7 +173,7 @@ int image_store_find(struct cxlcr_pool *pool, const char *service, struct cxlcr_
 		struct cxlcr_region r;
 		cxlcr_region_slot(pool, i, &r);
 		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_IMAGES ||
-		    !names_service(r.name, service))
+		    !cxlcr_image_set_of(r.name, service))
 			continue;
 		any = true;
 		struct cxlcr_image_set *h = open_set(pool, &r);
@@ -293,7 +280,7 @@ void image_store_reclaim(struct cxlcr_pool *pool, const char *service, uint64_t 
 		struct cxlcr_region r;
 		cxlcr_region_slot(pool, i, &r);
 		if (r.state == CXLCR_REGION_LIVE && r.kind == CXLCR_KIND_IMAGES &&
-		    r.generation != keep_generation && names_service(r.name, service))
+		    r.generation != keep_generation && cxlcr_image_set_of(r.name, service))
 			cxlcr_region_free(pool, r.generation);
 	}
 }
