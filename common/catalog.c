@@ -522,11 +522,12 @@ static void free_snapshot_dump(struct catalog *c, const struct cxlcr_region *sna
 
 /*
  * A retired snapshot that only newer snapshots hold lets go of its own
- * bases (and of its dump: free_snapshot_dump()). Nobody reads its leaf table any more: a process that could has a
- * borrow (and no new borrow of a tombstone is confirmed), and each newer
- * snapshot holds every snapshot whose data its own leaves point into
- * (snapshot_draft.c takes its holds on the base and the base's bases
- * directly), reading only this one's data area. Without this, each
+ * bases, and of its dump (free_snapshot_dump()). Nobody reads its leaf
+ * table any more: a process that could has a borrow (and no new borrow of
+ * a tombstone is confirmed), and each newer snapshot holds every snapshot
+ * whose data its own leaves point into (snapshot_draft.c takes its holds
+ * on the base and the base's bases directly), reading only this one's
+ * data area. Without this, each
  * retired recovery point kept the older ones it shared pages with alive,
  * and those theirs: a chain of regions the newest point no longer used
  * (docs/recovery.md, where the pool space goes). Called whenever a
