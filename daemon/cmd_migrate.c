@@ -301,13 +301,11 @@ static int restore_service(struct cxlcr_pool *pool, const char *name, const stru
 			close(netns);
 		discard_restore(link);
 		/* The checkpoint can be tried again (if the plugin has taken the
-		 * arena over, once it is renewed). Under a migrate's lease the
-		 * renewal is the migrate's source's, which judges the copy
-		 * too: two renewers at once could each claim an epoch, and the
-		 * second would renew a set the first had replaced, leaving the
-		 * arena's epoch ahead of every checkpoint (the service
-		 * "exited", with nothing to restore). */
-		if ((from && from->fresh) || l->borrowed || !checkpoint_renew_stale(pool, &images, &meta, false)) {
+		 * arena over, once it is renewed). Here, where the copy is
+		 * judged at once: a migrate's source may not be able to judge
+		 * it (its host silent), and judges the image set of now when it
+		 * renews (checkpoint_renew_stale()), so it finds this renewal. */
+		if ((from && from->fresh) || !checkpoint_renew_stale(pool, &images, &meta, false)) {
 			char why[CXLCR_ERROR_MAX];
 			snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 			image_store_release(pool, &images, claim);
