@@ -465,8 +465,11 @@ int restore_die_with_criu(const pid_t *pids, size_t count)
 		int rc = 0;
 		while ((t = readdir(d)) && rc == 0) {
 			pid_t tid = (pid_t)atoi(t->d_name);
+			/* ESRCH: not stopped under our ptrace (a zombie of the
+			 * tree, restored as one): CRIU's death frees nothing of it. */
 			if (tid > 0 && ptrace(PTRACE_SETOPTIONS, tid, NULL,
-					      (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)) < 0)
+					      (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)) < 0 &&
+			    errno != ESRCH)
 				rc = cxlcr_error("restored thread %d of task %d: PTRACE_SETOPTIONS: %s", (int)tid,
 						 (int)pids[k], strerror(errno));
 		}
