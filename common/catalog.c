@@ -692,6 +692,8 @@ int cxlcr_catalog_publish(struct cxlcr_pool *pool, const char *name, uint64_t sn
 	int index = -1;
 	if (cxlcr_region_get(pool, snapshot_generation, &r) < 0 || r.kind != CXLCR_KIND_SNAPSHOT)
 		cxlcr_error("snapshot region %llu is gone", (unsigned long long)snapshot_generation);
+	else if (cxlcr_pool_held(pool) < 0) /* a fenced host's point is never published */
+		;
 	else if ((index = pick_entry_for(&c, name, snapshot_generation, &free_status)) >= 0)
 		rc = fill_entry(&c, (uint32_t)index, free_status, name, snapshot_generation);
 	cxlcr_pool_unlock(pool);

@@ -431,6 +431,13 @@ int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnati
 	struct cxlcr_hosts_map m;
 	if (fence_open(pool, index, winner, &m) < 0)
 		return -1;
+	/* Under the pool lock: every change the fenced host's workers make
+	 * under it (cxlcr_pool_host_guard) was made either before the fence,
+	 * and the winner sees it, or not at all. */
+	if (cxlcr_pool_lock(pool) < 0) {
+		cxlcr_hosts_close(&m);
+		return -1;
+	}
 	struct cxlcr_host_entry *e = &m.entries[index];
 	cxlcr_refresh(e, sizeof(*e));
 	int rc = 0;
@@ -442,6 +449,7 @@ int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnati
 	if (was == ack && cxlcr_host_entry_intact(e, NULL, 0) && e->id.incarnation == incarnation &&
 	    __atomic_load_n(&e->state, __ATOMIC_SEQ_CST) == CXLCR_HOST_RUNNING)
 		rc = fence_win(e, was, winner, fence);
+	cxlcr_pool_unlock(pool);
 	cxlcr_hosts_close(&m);
 	return rc;
 }

@@ -254,6 +254,8 @@ static int open_device(struct cxlcr_pool *pool, const char *path, bool create)
 	return rc;
 }
 
+static int host_guard_from_env(struct cxlcr_pool *pool);
+
 static int check_superblock(struct cxlcr_pool *pool)
 {
 	struct cxlcr_superblock *sb = pool->sb;
@@ -293,7 +295,7 @@ int cxlcr_pool_open(struct cxlcr_pool *pool, const char *path)
 			    (unsigned long long)pool->device_size);
 		goto fail;
 	}
-	if (map_metadata(pool) < 0 || check_superblock(pool) < 0)
+	if (map_metadata(pool) < 0 || check_superblock(pool) < 0 || host_guard_from_env(pool) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -331,6 +333,7 @@ int cxlcr_pool_attach(struct cxlcr_pool *pool)
 
 void cxlcr_pool_close(struct cxlcr_pool *pool)
 {
+	cxlcr_pool_host_unguard(pool);
 	if (pool->sb)
 		munmap(pool->sb, META_SIZE);
 	if (pool->fd >= 0)
@@ -552,18 +555,77 @@ void cxlcr_pool_guard(struct cxlcr_pool *pool, const uint64_t *word, uint64_t wa
 	pool->guard_want = want;
 }
 
-/* The guard's word still reads what this process works under (see
- * cxlcr_pool_guard); the lock is held. */
+void cxlcr_pool_host_unguard(struct cxlcr_pool *pool)
+{
+	if (pool->host_map)
+		munmap(pool->host_map, pool->host_map_len);
+	pool->host_map = NULL;
+	pool->host_map_len = 0;
+	pool->host_word = NULL;
+}
+
+/* Maps the page of the host table that holds entry index's fence word
+ * (found by the table's region, as common/hosts.c lays it out). */
+int cxlcr_pool_host_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t want)
+{
+	cxlcr_pool_host_unguard(pool);
+	struct cxlcr_region r;
+	if (index >= CXLCR_HOSTS_MAX)
+		return cxlcr_error("%s: host table entry %u: no such entry", CXLCR_HOST_GUARD_ENV, index);
+	if (!cxlcr_region_find(pool, CXLCR_KIND_HOSTS, CXLCR_HOSTS_REGION, &r) || r.size < CXLCR_HOSTS_SIZE)
+		return cxlcr_error("pool %s has no host table to guard this process's work by", pool->path);
+	void *m = cxlcr_pool_map(pool, r.offset, CXLCR_HOSTS_SIZE, 0, 0);
+	if (!m)
+		return -1;
+	const struct cxlcr_host_entry *e =
+		(const struct cxlcr_host_entry *)(const void *)((const uint8_t *)m + CXLCR_HOSTS_HEADER_SIZE) + index;
+	pool->host_map = m;
+	pool->host_map_len = CXLCR_HOSTS_SIZE;
+	pool->host_word = &e->fence;
+	pool->host_want = want;
+	return 0;
+}
+
+/* $CXLCR_HOST_GUARD, if set, on a pool just opened. */
+static int host_guard_from_env(struct cxlcr_pool *pool)
+{
+	const char *v = getenv(CXLCR_HOST_GUARD_ENV);
+	if (!v || !*v)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long index = strtoul(v, &end, 10);
+	unsigned long long want = 0;
+	if (!errno && *end == ':') {
+		const char *w = end + 1;
+		want = strtoull(w, &end, 10);
+		if (!errno && end != w && !*end && index < CXLCR_HOSTS_MAX)
+			return cxlcr_pool_host_guard(pool, (uint32_t)index, want);
+	}
+	return cxlcr_error("%s='%s': not INDEX:FENCE", CXLCR_HOST_GUARD_ENV, v);
+}
+
+/* One guard's word still reads what this process works under. */
+static int word_holds(const uint64_t *word, uint64_t want, const char *whose)
+{
+	if (!word)
+		return 0;
+	cxlcr_refresh(word, sizeof(*word));
+	uint64_t now = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+	if (now == want)
+		return 0;
+	return cxlcr_error("fenced: %s (fence %llu, now %llu); it changes nothing more", whose,
+			   (unsigned long long)want, (unsigned long long)now);
+}
+
+/* The guards' words still read what this process works under (see
+ * cxlcr_pool_guard, cxlcr_pool_host_guard); the lock is held. */
 static int guard_holds(struct cxlcr_pool *pool)
 {
-	if (!pool->guard_word)
-		return 0;
-	cxlcr_refresh(pool->guard_word, sizeof(*pool->guard_word));
-	uint64_t now = __atomic_load_n(pool->guard_word, __ATOMIC_SEQ_CST);
-	if (now == pool->guard_want)
-		return 0;
-	return cxlcr_error("fenced: the work of this process was taken over (fence %llu, now %llu); it changes "
-			   "nothing more", (unsigned long long)pool->guard_want, (unsigned long long)now);
+	if (word_holds(pool->guard_word, pool->guard_want, "the work of this process was taken over") < 0)
+		return -1;
+	return word_holds(pool->host_word, pool->host_want,
+			  "the host this process works for was declared dead and fenced");
 }
 
 /* Whether we still hold the lock (and our guard, if we work under one). A
@@ -579,6 +641,11 @@ static int still_held(struct cxlcr_pool *pool)
 	if (!pool->lock_word || CXLCR_LOCK_TOKEN(word) != CXLCR_LOCK_TOKEN(pool->lock_word))
 		return lost_lock(pool);
 	return guard_holds(pool);
+}
+
+int cxlcr_pool_held(struct cxlcr_pool *pool)
+{
+	return still_held(pool);
 }
 
 /* Tells waiters that we are alive and working: bumps the renewal count of

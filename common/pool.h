@@ -45,6 +45,12 @@ struct cxlcr_pool {
 	/* A fence this process works under (cxlcr_pool_guard), NULL if none. */
 	const uint64_t *guard_word;
 	uint64_t guard_want;
+	/* The fence word of the host this process works for, mapped from
+	 * the host table (cxlcr_pool_host_guard), NULL if none. */
+	void *host_map;
+	size_t host_map_len;
+	const uint64_t *host_word;
+	uint64_t host_want;
 };
 
 /* Every change this process makes to the region table from now on is
@@ -54,6 +60,27 @@ struct cxlcr_pool {
  * recovery taken over by another host: common/hosts.h) stops this one
  * before its next step. word NULL: no guard. */
 void cxlcr_pool_guard(struct cxlcr_pool *pool, const uint64_t *word, uint64_t want);
+
+/* The host a daemon's worker works for may be declared dead and fenced
+ * while the worker is still under way (its host frozen, cut off, slow):
+ * whatever it has not written by then must never be written, since the
+ * winner is already recovering the host's services from what the pool
+ * held at the fence. So a daemon puts "INDEX:FENCE" in
+ * $CXLCR_HOST_GUARD (its host table entry and that entry's fence word
+ * while it is not fenced), and every process it starts (workers, the
+ * `cxlcr snapshot` of a recovery point, their CRIU and its plugin)
+ * inherits it: cxlcr_pool_open() then guards the pool on that word as
+ * cxlcr_pool_guard() does, beside any guard set there, and the catalog's
+ * publish asks it too. Services do not inherit it (cmd_run.c).
+ * host_guard sets (index, want) on an open pool, host_unguard drops it
+ * (a fenced daemon's own clean-up under its fence's done guard). */
+#define CXLCR_HOST_GUARD_ENV "CXLCR_HOST_GUARD"
+int cxlcr_pool_host_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t want);
+void cxlcr_pool_host_unguard(struct cxlcr_pool *pool);
+/* The lock is still ours and every guard holds (-1 with one line if not):
+ * for a writer outside the region table (the catalog) right before it
+ * writes under the lock. */
+int cxlcr_pool_held(struct cxlcr_pool *pool);
 
 /* $CXLCR_POOL, or the default emulated pool. */
 const char *cxlcr_pool_path(void);

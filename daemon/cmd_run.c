@@ -152,6 +152,7 @@ static void exec_service(void *arg)
 	}
 	setenv("CXLCR_READY_FD", fd_s, 1);
 	unsetenv("CXLCR_ARENA_OWNER");
+	unsetenv(CXLCR_HOST_GUARD_ENV); /* the daemon's, for its workers (common/pool.h) */
 	for (char **e = l->env; e && *e; e++)
 		putenv(*e);
 	execvp(l->cmd[0], l->cmd);

@@ -6,7 +6,9 @@
  * here, on this host's monotonic clock.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 
@@ -154,6 +156,20 @@ static void judge_memory_servers(struct cxlcr_pool *pool, uint64_t now, void (*l
 		log(LOG_WARNING, "%s", why);
 }
 
+/* The fence word this host's workers work under from now on (common/pool.h,
+ * CXLCR_HOST_GUARD_ENV): set only while the host is not fenced, so that a
+ * worker started before a fence keeps the word it read, which the fence
+ * has moved on from, and stops at its next write. */
+static void guard_workers(struct cxlcr_pool *pool)
+{
+	uint64_t fence = UINT64_MAX;
+	if (cxlcr_host_fenced(pool, me.index, &fence, NULL) || fence == UINT64_MAX)
+		return;
+	char v[48];
+	snprintf(v, sizeof(v), "%u:%llu", me.index, (unsigned long long)fence);
+	setenv(CXLCR_HOST_GUARD_ENV, v, 1);
+}
+
 bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 {
 	struct cxlcr_pool pool;
@@ -198,6 +214,8 @@ bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 			fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, host_gone, log) == 1;
 		}
 	}
+	if (me.incarnation && !fenced)
+		guard_workers(&pool);
 	/* A fenced host watches but does not act. */
 	if (judged && !fenced) {
 		judge_others(&pool, now, log);

@@ -201,6 +201,13 @@ static bool still_ours(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
 	return now == fence;
 }
 
+/* The host table entry $CXLCR_HOST_GUARD names (this daemon's), or -1. */
+static int64_t own_guard_index(const struct cxlcr_pool *pool)
+{
+	const char *v = getenv(CXLCR_HOST_GUARD_ENV);
+	return pool->host_word && v ? (int64_t)strtoul(v, NULL, 10) : -1;
+}
+
 /* The dead host's entry (*index), fenced by us (*fence: want, if given). */
 static int check_fenced_by_us(struct cxlcr_pool *pool, const char *dead, uint64_t want, uint32_t *index,
 			      uint64_t *fence)
@@ -262,6 +269,14 @@ int host_recover(int argc, char **argv)
 	char env[48];
 	snprintf(env, sizeof(env), "%u:%llu", dead_index, (unsigned long long)fence);
 	setenv("CXLCR_RECOVERY_FENCE", env, 1);
+	/* A host that took its own recovery over works under that fence
+	 * now, not under the one it had before it was fenced. */
+	if (own_guard_index(&pool) == (int64_t)dead_index &&
+	    (cxlcr_pool_host_guard(&pool, dead_index, fence) < 0 || setenv(CXLCR_HOST_GUARD_ENV, env, 1) < 0)) {
+		cxlcr_host_fence_unguard(&pool, &guard);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
+	}
 	recovery_test_step("fenced");
 	/* The dead host's services, listed first: recovering one changes
 	 * the region table. */
@@ -393,8 +408,11 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 	/* Only now is nothing of ours left that could write them. Freed
 	 * only while the recovery stays done: one reopened meanwhile (a
 	 * retry, an operator's restore of a service it left down) may be
-	 * quarantining one of them for itself; we wait for it again. */
+	 * quarantining one of them for itself; we wait for it again. That
+	 * guard replaces this host's own (the fence it worked under before
+	 * it was fenced, which has moved on). */
 	struct cxlcr_hosts_map guard;
+	cxlcr_pool_host_unguard(pool);
 	if (cxlcr_host_done_guard(pool, index, fence, &guard) < 0)
 		return 1;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {

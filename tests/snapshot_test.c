@@ -9,6 +9,7 @@
  *   snapshot_test --quick  the same without the timing
  */
 #include <sched.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -1525,6 +1526,42 @@ static void test_extents(struct cxlcr_pool *pool)
 	      "the extents outlived their arena");
 }
 
+/* A daemon's worker whose host is fenced while it works (common/pool.h,
+ * CXLCR_HOST_GUARD_ENV): what it did before the fence stands, and from
+ * the fence on it neither publishes its snapshot nor changes the region
+ * table, so the winner recovers from exactly what the pool held. */
+static void test_host_guard(struct cxlcr_pool *pool, struct arena_map *a)
+{
+	struct cxlcr_host_reg h0, h1;
+	struct cxlcr_pool worker, bad;
+	struct cxlcr_snapshot_info g1, g2;
+	struct cxlcr_catalog_info found;
+	uint64_t f0 = 1, f;
+	char env[48];
+	SAY("a worker of a host fenced meanwhile publishes nothing more");
+	CHECK(cxlcr_host_join(pool, "h0", "", 0, 75000000, &h0) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(pool, "h1", "", 0, 75000000, &h1) == 0, "%s", cxlcr_last_error());
+	CHECK(!cxlcr_host_fenced(pool, h0.index, &f0, NULL), "a host just joined is fenced");
+	snprintf(env, sizeof(env), "%u:%llu", h0.index, (unsigned long long)f0);
+	setenv(CXLCR_HOST_GUARD_ENV, env, 1);
+	CHECK(cxlcr_pool_open(&worker, path) == 0, "%s", cxlcr_last_error());
+	setenv(CXLCR_HOST_GUARD_ENV, "3", 1);
+	CHECK_ERROR(cxlcr_pool_open(&bad, path), "not INDEX:FENCE");
+	unsetenv(CXLCR_HOST_GUARD_ENV);
+	CHECK(cxlcr_snapshot_create(&worker, a->region.generation, "g1", &g1) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_create(&worker, a->region.generation, "g2", &g2) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_publish(&worker, "g1", g1.region_generation, NULL) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence(pool, h0.index, h0.incarnation, h1.index, &f) == 1, "the fence was not won");
+	CHECK_ERROR(cxlcr_catalog_publish(&worker, "g2", g2.region_generation, NULL), "declared dead and fenced");
+	CHECK_ERROR(cxlcr_region_free(&worker, g2.region_generation), "declared dead and fenced");
+	CHECK_ERROR(cxlcr_catalog_find(pool, "g2", &found), "no snapshot named 'g2'");
+	CHECK(cxlcr_catalog_find(pool, "g1", &found) == 0, "%s", cxlcr_last_error());
+	/* The daemon's own clean-up, once the fence is done, runs unguarded. */
+	cxlcr_pool_host_unguard(&worker);
+	CHECK(cxlcr_region_free(&worker, g2.region_generation) == 0, "%s", cxlcr_last_error());
+	cxlcr_pool_close(&worker);
+}
+
 int main(int argc, char **argv)
 {
 	bool quick = argc == 2 && !strcmp(argv[1], "--quick");
@@ -1556,6 +1593,7 @@ int main(int argc, char **argv)
 	test_generation_recheck(&pool, &a);
 	test_concurrent_borrowers(&pool, &a, seed);
 	test_dead_borrowers(&pool, &a);
+	test_host_guard(&pool, &a);
 	drop_arena(&pool, &a);
 
 	if (!quick) {
