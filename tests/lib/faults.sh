@@ -367,19 +367,33 @@ fault_case() {
 }
 
 # fault_matrix ROW...: every case of every row "VERB STEP,STEP... VICTIM:HOW...".
+# $CXLCR_FAULTS=sample (what `make test` runs) takes, of each row, as many
+# cases as it has steps or victims, whichever is more, pairing them in turn
+# so that every step and every VICTIM:HOW of the row is run at least once;
+# unset or full (`make faults`), every pair.
+MATRIX_CASES=0
 fault_matrix() {
-	local row verb steps victims step v
+	local row verb steps victims k n m
 	for row in "$@"; do
 		read -r verb steps victims <<<"${row//$'\n'/ }" # a row may span lines
-		for step in ${steps//,/ }; do
-			for v in $victims; do
-				fault_case "$verb" "$step" "${v%:*}" "${v#*:}"
+		local -a s v
+		read -r -a s <<<"${steps//,/ }"
+		read -r -a v <<<"$victims"
+		n=${#s[@]} m=${#v[@]}
+		MATRIX_CASES=$((MATRIX_CASES + n * m))
+		if [ "${CXLCR_FAULTS:-full}" = sample ]; then
+			for ((k = 0; k < (n > m ? n : m); k++)); do
+				fault_case "$verb" "${s[k % n]}" "${v[k % m]%:*}" "${v[k % m]#*:}"
 			done
-		done
+		else
+			for ((k = 0; k < n * m; k++)); do
+				fault_case "$verb" "${s[k / m]}" "${v[k % m]%:*}" "${v[k % m]#*:}"
+			done
+		fi
 	done
 }
 
 fault_done() {
 	local ms=$(( (${EPOCHREALTIME/[.,]/} - ${CASE_START/[.,]/}) / 1000 ))
-	ok "$CASES fault cases, $((ms / 1000)) s"
+	ok "$CASES of the matrix's $MATRIX_CASES fault cases (CXLCR_FAULTS=${CXLCR_FAULTS:-full}), $((ms / 1000)) s"
 }
