@@ -369,16 +369,16 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 		default: return EXIT_USAGE;
 		}
 		if (bad) {
-			fprintf(stderr, "cxlcrd: %s\n", bad);
+			dlog_startup_error("%s", bad);
 			return EXIT_USAGE;
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, "cxlcrd: unexpected argument '%s' (see --help)\n", argv[optind]);
+		dlog_startup_error("unexpected argument '%s' (see --help)", argv[optind]);
 		return EXIT_USAGE;
 	}
 	if (file && daemon_config_read(file, cfg) < 0) {
-		fprintf(stderr, "cxlcrd: %s\n", cxlcr_last_error());
+		dlog_startup_error("%s", cxlcr_last_error());
 		return EXIT_USAGE;
 	}
 	if (flags.host[0])
@@ -406,17 +406,17 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 		setenv(RECOVERY_INTERVAL_ENV, interval, 1);
 	}
 	if (cfg->port < 0 && (cfg->port = api_port_from_env()) < 0) {
-		fprintf(stderr, "cxlcrd: $%s: the port must be a number from 0 to 65535\n", API_PORT_ENV);
+		dlog_startup_error("$%s: the port must be a number from 0 to 65535", API_PORT_ENV);
 		return EXIT_USAGE;
 	}
 	if (!cfg->host[0])
 		snprintf(cfg->host, sizeof(cfg->host), "%s", emulated ? "" : cxlcr_host_name());
 	if (!cfg->host[0]) {
-		fprintf(stderr, "cxlcrd: --host NAME is required\n");
+		dlog_startup_error("--host NAME is required");
 		return EXIT_USAGE;
 	}
 	if (!cxlcr_valid_name(cfg->host) || strlen(cfg->host) >= CXLCR_HOST_MAX) {
-		fprintf(stderr, "cxlcrd: host name '%s' is not valid\n", cfg->host);
+		dlog_startup_error("host name '%s' is not valid", cfg->host);
 		return EXIT_USAGE;
 	}
 	if (cfg->pool[0])
@@ -447,7 +447,7 @@ int main(int argc, char **argv)
 		free(abs);
 	}
 	if (chdir("/") < 0) {
-		fprintf(stderr, "cxlcrd: cannot change directory to /: %s\n", strerror(errno));
+		dlog_startup_error("cannot change directory to /: %s", strerror(errno));
 		return EXIT_FAIL;
 	}
 	/* A machine's daemon makes the run directory of its pool (where the

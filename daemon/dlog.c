@@ -68,3 +68,13 @@ void dlog_info(const char *fmt, ...)
 	vlog(LOG_INFO, fmt, ap);
 	va_end(ap);
 }
+
+void dlog_startup_error(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	dprintf(STDERR_FILENO, "%scxlcrd: %s\n", stderr_is_journal() ? "<3>" : "", line);
+}

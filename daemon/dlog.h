@@ -18,5 +18,9 @@ void dlog_set_fd(int fd);
 void dlog(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* dlog at LOG_INFO, for callers that take a plain printf-like logger. */
 void dlog_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* An error before the log is set up (a bad flag or configuration line):
+ * "cxlcrd: MESSAGE" on stderr, with the journal's <3> in front when stderr
+ * is the journal, so that `journalctl -p err` shows why it did not start. */
+void dlog_startup_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

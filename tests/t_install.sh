@@ -129,4 +129,10 @@ env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_D
 [ $rc -ne 0 ] || die "cxlcrd ran with an unknown key in its configuration"
 [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] && grep -q "bad.conf:2: unknown key 'listen'" "$POOL_DIR/bad.err" ||
 	die "a bad configuration line is not one clear line: $(cat "$POOL_DIR/bad.err")"
-ok "a wrong configuration line is refused with FILE:LINE"
+# The same under the journal: an error's priority, for `journalctl -p err`.
+stream=$(stat -c '%d:%i' "$POOL_DIR/bad.err")
+rc=0
+env -u CXLCR_POD JOURNAL_STREAM="$stream" "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>>"$POOL_DIR/bad.err" || rc=$?
+[ $rc -ne 0 ] && grep -q "^<3>cxlcrd: .*bad.conf:2: unknown key 'listen'" "$POOL_DIR/bad.err" ||
+	die "under the journal, the refusal has no error priority: $(cat "$POOL_DIR/bad.err")"
+ok "a wrong configuration line is refused with FILE:LINE (under the journal, at priority <3>)"
