@@ -270,13 +270,13 @@ sanitize-rebase:
 # library) and daemon/api*.c (the daemons' side). Only cxlcr_api_* leaves
 # the libraries: the static one is a single object whose other symbols are
 # made local, the shared one has a version script.
-LIBCXLCR_SRC := lib/api_client.c $(API_SRC) daemon/json.c common/util.c common/seal.c
+LIBCXLCR_SRC := lib/api_client.c $(API_SRC) common/util.c common/seal.c
 LIBCXLCR_OBJ := $(LIBCXLCR_SRC:%.c=$(O)/%.o)
 PREFIX       ?= /usr/local
 
 all: $(O)/libcxlcr.a $(O)/libcxlcr.so $(O)/tests/api_test
 
-$(O)/api/%.o: api/%.c api/*.h include/cxlcr/*.h common/*.h daemon/json.h | $(O)/api
+$(O)/api/%.o: api/%.c api/*.h include/cxlcr/*.h common/*.h | $(O)/api
 	$(CC) $(BASE) -c -o $@ $<
 $(O)/lib/%.o: lib/%.c api/*.h include/cxlcr/*.h | $(O)/lib
 	$(CC) $(BASE) -c -o $@ $<
@@ -291,8 +291,8 @@ $(O)/libcxlcr.so: $(LIBCXLCR_OBJ) lib/exports.map
 		-Wl,--version-script=lib/exports.map -ljansson -lsodium
 # The protocol against hostile input, on the objects themselves.
 all: $(O)/tests/protocol_test
-$(O)/tests/protocol_test: tests/protocol_test.c tests/*.h api/*.h daemon/json.h $(LIBCXLCR_OBJ) | $(O)/tests
-	$(CC) $(BASE) -Iinclude -o $@ $< $(LIBCXLCR_OBJ) -ljansson -lsodium
+$(O)/tests/protocol_test: tests/protocol_test.c tests/*.h api/*.h daemon/json.h $(LIBCXLCR_OBJ) $(O)/daemon/json.o | $(O)/tests
+	$(CC) $(BASE) -Iinclude -o $@ $< $(LIBCXLCR_OBJ) $(O)/daemon/json.o -ljansson -lsodium
 # Every parser facing the network (the control protocol's and the fork
 # API's) against truncated, oversized, mutated and random messages.
 all: $(O)/tests/ctl_fuzz

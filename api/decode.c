@@ -15,7 +15,7 @@
 #include "../common/util.h"
 #include "protocol.h"
 
-enum { F_OP = 1, F_SERVICE = 2, F_HOST = 4, F_COUNT = 8, F_TOKEN = 16, F_MODE = 32, F_FETCH = 64, F_NONCE = 128 };
+enum { F_OP = 1, F_SERVICE = 2, F_HOST = 4, F_COUNT = 8, F_MODE = 16, F_FETCH = 32, F_NONCE = 64 };
 
 /* The first problem with a request's fields, kept while reading goes on. */
 __attribute__((format(printf, 3, 4)))
@@ -32,7 +32,7 @@ static int note(char *err, size_t errlen, const char *fmt, ...)
 
 /* A message parsed by Jansson, which refuses what RFC 8259 does not allow,
  * "\u0000" in strings and (JSON_REJECT_DUPLICATES) a key given twice: with
- * two "token" members, the daemon and a proxy in front of it could each
+ * two "mac" or "count" members, the daemon and a proxy in front of it could each
  * believe a different one. NULL with why in err; else an object. */
 static json_t *parse_object(const char *text, size_t len, char *err, size_t errlen)
 {
@@ -51,8 +51,8 @@ static json_t *parse_object(const char *text, size_t len, char *err, size_t errl
 }
 
 /* One member of a request, by name, into req. A value of the wrong kind,
- * length or range is noted in err and the reading goes on (so that the
- * token is read all the same): 1 then; 0 when the value is good. */
+ * length or range is noted in err (the first one is told) and the reading
+ * goes on: 1 then; 0 when the value is good. */
 static int request_field(const char *key, json_t *value, struct api_request *req, unsigned *seen,
 			 char *err, size_t errlen)
 {
@@ -60,7 +60,7 @@ static int request_field(const char *key, json_t *value, struct api_request *req
 		const char *name;
 		unsigned bit;
 	} fields[] = { { "op", F_OP }, { "service", F_SERVICE }, { "host", F_HOST },
-		       { "count", F_COUNT }, { "token", F_TOKEN }, { "mode", F_MODE },
+		       { "count", F_COUNT }, { "mode", F_MODE },
 		       { "fetch", F_FETCH }, { "nonce", F_NONCE } };
 	unsigned bit = 0;
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
@@ -80,11 +80,10 @@ static int request_field(const char *key, json_t *value, struct api_request *req
 		return 0;
 	}
 	char *out = bit == F_OP ? req->op : bit == F_SERVICE ? req->service :
-		    bit == F_HOST ? req->host : bit == F_MODE ? req->mode : bit == F_FETCH ? req->fetch :
-		    bit == F_NONCE ? req->nonce : req->token;
+		    bit == F_HOST ? req->host : bit == F_MODE ? req->mode : bit == F_FETCH ? req->fetch : req->nonce;
 	size_t len = bit == F_OP ? sizeof(req->op) : bit == F_SERVICE ? sizeof(req->service) :
 		     bit == F_HOST ? sizeof(req->host) : bit == F_MODE ? sizeof(req->mode) :
-		     bit == F_FETCH ? sizeof(req->fetch) : bit == F_NONCE ? sizeof(req->nonce) : sizeof(req->token);
+		     bit == F_FETCH ? sizeof(req->fetch) : sizeof(req->nonce);
 	if (!json_is_string(value))
 		return note(err, errlen, "bad request: %s must be a string", key);
 	const char *s = json_string_value(value);
@@ -115,7 +114,6 @@ int api_request_decode(const char *line, size_t len, struct api_request *req, ch
 	json_object_foreach(root, key, value)
 		request_field(key, value, req, &seen, first, sizeof(first));
 	json_decref(root);
-	req->readable = true;
 	if (!(seen & F_OP))
 		return api_say(err, errlen, "bad request: missing field 'op'");
 	bool release = !strcmp(req->op, "release");
@@ -280,7 +278,7 @@ malformed:
 }
 
 
-/* A sealed reply's two members, the line and its MAC, from an object of
+/* A sealed line's two members, the line and its MAC, from an object of
  * those two alone: false if root is not such an envelope. */
 static bool envelope(json_t *root, const char **inner, size_t *n, const char **mac)
 {
@@ -291,6 +289,61 @@ static bool envelope(json_t *root, const char **inner, size_t *n, const char **m
 	*n = json_string_length(sealed);
 	*mac = json_string_value(m);
 	return true;
+}
+
+int api_greeting_decode(const char *line, size_t len, uint8_t challenge[CXLCR_SEAL_NONCE_BYTES], char *err,
+			size_t errlen)
+{
+	char why[API_ERROR_MAX];
+	json_t *root = parse_object(line, len, why, sizeof(why));
+	if (!root)
+		return api_say(err, errlen, "malformed greeting from the daemon (%s)", why);
+	json_t *c = json_object_get(root, "challenge");
+	int rc;
+	if (json_object_size(root) == 1 && json_is_string(c) && api_nonce_parse(json_string_value(c), challenge) == 0) {
+		rc = 0;
+	} else if (json_object_get(root, "ok")) { /* a refusal instead (busy) */
+		struct cxlcr_fork_result none;
+		rc = api_reply_decode(line, len, &none, err, errlen);
+		if (rc == 0)
+			rc = api_say(err, errlen, "malformed greeting from the daemon (a success before any request)");
+	} else {
+		rc = api_say(err, errlen, "malformed greeting from the daemon (a greeting has one \"challenge\" of %u "
+					  "hex digits)", 2 * CXLCR_SEAL_NONCE_BYTES);
+	}
+	json_decref(root);
+	return rc;
+}
+
+int api_request_open(const char *line, size_t len, const uint8_t *key,
+		     const uint8_t challenge[CXLCR_SEAL_NONCE_BYTES], struct api_request *req, char *err,
+		     size_t errlen, char *why, size_t whylen)
+{
+	char bad[API_ERROR_MAX];
+	const char *inner, *mac;
+	size_t n;
+	memset(req, 0, sizeof(*req));
+	json_t *root = parse_object(line, len, bad, sizeof(bad));
+	if (!root) {
+		snprintf(why, whylen, "bad request: %s", bad);
+		return api_say(err, errlen, "bad request: %s", bad);
+	}
+	int rc = -1;
+	if (!json_object_get(root, "sealed")) {
+		snprintf(why, whylen, "not authorised (not sealed)");
+		api_say(err, errlen, API_NOT_AUTHORISED);
+	} else if (!envelope(root, &inner, &n, &mac)) {
+		snprintf(why, whylen, "not authorised (not sealed: an envelope has \"sealed\" and \"mac\" strings, "
+				      "nothing else)");
+		api_say(err, errlen, API_NOT_AUTHORISED);
+	} else if (!key || !api_request_sealed_by(inner, n, mac, key, challenge)) {
+		snprintf(why, whylen, "not authorised (its MAC does not check: a wrong token, or replayed)");
+		api_say(err, errlen, API_NOT_AUTHORISED);
+	} else if ((rc = api_request_decode(inner, n, req, err, errlen)) < 0) {
+		snprintf(why, whylen, "%s", err);
+	}
+	json_decref(root);
+	return rc;
 }
 
 int api_reply_open(const char *line, size_t len, const uint8_t *key, const uint8_t nonce[CXLCR_SEAL_NONCE_BYTES],

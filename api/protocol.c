@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <jansson.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +10,6 @@
 #include <unistd.h>
 
 #include "../common/util.h"
-#include "../daemon/json.h"
 #include "protocol.h"
 
 int api_say(char *err, size_t errlen, const char *fmt, ...)
@@ -21,109 +21,137 @@ int api_say(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-/* The JSON writer of the --json output (daemon/json.c) writes to a FILE:
- * here, a memory stream. */
-struct line {
-	struct json j;
-	char *buf;
-	size_t len;
-};
-
-static bool line_begin(struct line *l)
+/* A JSON string of s, its bytes that are not UTF-8 as U+FFFD (Jansson
+ * takes UTF-8 only, and a name or an error can carry what a client sent). */
+static json_t *text(const char *s)
 {
-	l->buf = NULL;
-	l->len = 0;
-	FILE *f = open_memstream(&l->buf, &l->len);
-	if (!f)
-		return false;
-	json_begin(&l->j, f);
-	return true;
+	json_t *v = json_string(s);
+	if (v || !s)
+		return v;
+	size_t n = strlen(s), at = 0;
+	char *clean = malloc(3 * n + 1);
+	if (!clean)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		int len = c < 0x80 ? 1 : cxlcr_utf8_length((const unsigned char *)s + i);
+		if (len) {
+			memcpy(clean + at, s + i, (size_t)len);
+			at += (size_t)len;
+			i += (size_t)len - 1;
+		} else {
+			memcpy(clean + at, "\xef\xbf\xbd", 3);
+			at += 3;
+		}
+	}
+	clean[at] = 0;
+	v = json_string(clean);
+	free(clean);
+	return v;
 }
 
-static char *line_end(struct line *l, size_t *len)
+/* o (whose reference is taken) as one compact line ending in '\n'; NULL
+ * when o is NULL (a member that could not be made) or out of memory. */
+static char *line_of(json_t *o, size_t *len)
 {
-	json_end(&l->j); /* "}\n" */
-	bool ok = !ferror(l->j.out);
-	if (fclose(l->j.out) != 0 || !ok) {
-		free(l->buf);
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+	json_decref(o);
+	if (!s)
+		return NULL;
+	size_t n = strlen(s);
+	char *line = realloc(s, n + 2);
+	if (!line) {
+		free(s);
 		return NULL;
 	}
-	*len = l->len;
-	return l->buf;
+	line[n] = '\n';
+	line[n + 1] = 0;
+	*len = n + 1;
+	return line;
+}
+
+/* Sets o[key] to v, which it takes; false (o released) if either is NULL
+ * or the set fails. */
+static bool put(json_t *o, const char *key, json_t *v)
+{
+	return o && v && json_object_set_new(o, key, v) == 0;
 }
 
 char *api_request_encode(const struct api_request *req, size_t *len)
 {
-	struct line l;
-	if (!line_begin(&l))
-		return NULL;
-	json_str(&l.j, "op", req->op);
-	json_str(&l.j, "service", req->service);
-	if (strcmp(req->op, "release")) {
-		json_str(&l.j, "host", req->host);
-		json_u64(&l.j, "count", req->count);
-		if (req->mode[0])
-			json_str(&l.j, "mode", req->mode);
-		if (req->fetch[0])
-			json_str(&l.j, "fetch", req->fetch);
+	json_t *o = json_object();
+	bool ok = put(o, "op", text(req->op)) && put(o, "service", text(req->service));
+	if (ok && strcmp(req->op, "release")) {
+		ok = put(o, "host", text(req->host)) && put(o, "count", json_integer(req->count));
+		if (ok && req->mode[0])
+			ok = put(o, "mode", text(req->mode));
+		if (ok && req->fetch[0])
+			ok = put(o, "fetch", text(req->fetch));
 	}
-	if (req->token[0])
-		json_str(&l.j, "token", req->token);
-	if (req->nonce[0])
-		json_str(&l.j, "nonce", req->nonce);
-	return line_end(&l, len);
+	if (ok && req->nonce[0])
+		ok = put(o, "nonce", text(req->nonce));
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return line_of(o, len);
+}
+
+static json_t *child_of(const struct cxlcr_fork_child *c)
+{
+	json_t *o = json_object();
+	if (put(o, "name", text(c->name)) && put(o, "host", text(c->host)) && put(o, "address", text(c->address)) &&
+	    put(o, "pid", json_integer(c->pid)) && put(o, "restore_ms", json_real(c->restore_ms)) &&
+	    put(o, "prefetched_pages", json_integer((json_int_t)c->prefetched_pages)))
+		return o;
+	json_decref(o);
+	return NULL;
 }
 
 char *api_reply_encode(const struct cxlcr_fork_result *res, size_t *len)
 {
-	struct line l;
-	if (!line_begin(&l))
+	json_t *o = json_object(), *children = json_array();
+	bool ok = put(o, "ok", json_true()) && children;
+	for (unsigned i = 0; ok && i < res->count && i < CXLCR_API_MAX_CHILDREN; i++)
+		ok = json_array_append_new(children, child_of(&res->child[i])) == 0;
+	ok = ok && put(o, "children", children);
+	if (!ok)
+		json_decref(children);
+	children = NULL;
+	ok = ok && put(o, "freeze_ms", json_real(res->freeze_ms)) && put(o, "snapshot_ms", json_real(res->snapshot_ms)) &&
+	     put(o, "restore_ms", json_real(res->restore_ms)) && put(o, "total_ms", json_real(res->total_ms)) &&
+	     put(o, "image_bytes", json_integer((json_int_t)res->image_bytes)) &&
+	     put(o, "snapshot_bytes", json_integer((json_int_t)res->snapshot_bytes));
+	if (ok && res->mode[0])
+		ok = put(o, "mode", text(res->mode));
+	if (!ok) {
+		json_decref(o);
 		return NULL;
-	json_bool(&l.j, "ok", true);
-	json_array(&l.j, "children");
-	for (unsigned i = 0; i < res->count && i < CXLCR_API_MAX_CHILDREN; i++) {
-		const struct cxlcr_fork_child *c = &res->child[i];
-		json_object(&l.j, NULL);
-		json_str(&l.j, "name", c->name);
-		json_str(&l.j, "host", c->host);
-		json_str(&l.j, "address", c->address);
-		json_i64(&l.j, "pid", c->pid);
-		json_double(&l.j, "restore_ms", c->restore_ms);
-		json_u64(&l.j, "prefetched_pages", c->prefetched_pages);
-		json_object_end(&l.j);
 	}
-	json_array_end(&l.j);
-	json_double(&l.j, "freeze_ms", res->freeze_ms);
-	json_double(&l.j, "snapshot_ms", res->snapshot_ms);
-	json_double(&l.j, "restore_ms", res->restore_ms);
-	json_double(&l.j, "total_ms", res->total_ms);
-	json_u64(&l.j, "image_bytes", res->image_bytes);
-	json_u64(&l.j, "snapshot_bytes", res->snapshot_bytes);
-	if (res->mode[0])
-		json_str(&l.j, "mode", res->mode);
-	return line_end(&l, len);
+	return line_of(o, len);
 }
 
 char *api_error_encode(const char *error, size_t *len)
 {
-	struct line l;
-	if (!line_begin(&l))
-		return NULL;
-	json_bool(&l.j, "ok", false);
-	/* One line: the writer escapes newlines, but an error is one anyway. */
+	json_t *o = json_object();
+	/* One line: the encoder escapes newlines, but an error is one anyway. */
 	char one[API_ERROR_MAX];
 	snprintf(one, sizeof(one), "%s", error && *error ? error : "unknown error");
 	one[strcspn(one, "\n")] = 0;
-	json_str(&l.j, "error", one);
-	return line_end(&l, len);
+	if (!put(o, "ok", json_false()) || !put(o, "error", text(one))) {
+		json_decref(o);
+		return NULL;
+	}
+	return line_of(o, len);
 }
 
-/* What a reply key is derived for (BLAKE2b keyed with the token's bytes):
- * the token travels in requests as a bearer credential, the key never does
- * anything but MAC replies. The label of the MAC sets these MACs apart
- * from the control protocol's (common/seal.h). */
-#define REPLY_KEY_LABEL "cxlcr fork API reply key, version 1"
-#define REPLY_LABEL     "cxlcr fork API reply"
+/* What the API key is derived for (BLAKE2b keyed with the token's bytes):
+ * the key MACs requests and replies, and never travels, nor does the
+ * token. The labels of the MACs set them apart from each other and from
+ * the control protocol's (common/seal.h). */
+#define KEY_LABEL     "cxlcr fork API reply key, version 1"
+#define REPLY_LABEL   "cxlcr fork API reply"
+#define REQUEST_LABEL "cxlcr fork API request"
 
 /* Exactly 2 * n lowercase hex digits (as sodium_bin2hex() writes them:
  * one spelling per value) into n bytes. */
@@ -137,13 +165,13 @@ static int hex_exact(const char *hex, uint8_t *out, size_t n)
 	return 0;
 }
 
-int api_reply_key(const char *token, uint8_t key[CXLCR_SEAL_KEY_BYTES])
+int api_mac_key(const char *token, uint8_t key[CXLCR_SEAL_KEY_BYTES])
 {
 	uint8_t raw[CXLCR_API_TOKEN_LEN / 2];
 	if (sodium_init() < 0 || hex_exact(token, raw, sizeof(raw)) < 0)
 		return -1;
-	crypto_generichash(key, CXLCR_SEAL_KEY_BYTES, (const unsigned char *)REPLY_KEY_LABEL,
-			   strlen(REPLY_KEY_LABEL), raw, sizeof(raw));
+	crypto_generichash(key, CXLCR_SEAL_KEY_BYTES, (const unsigned char *)KEY_LABEL, strlen(KEY_LABEL), raw,
+			   sizeof(raw));
 	sodium_memzero(raw, sizeof(raw));
 	return 0;
 }
@@ -153,33 +181,72 @@ int api_nonce_parse(const char *hex, uint8_t nonce[CXLCR_SEAL_NONCE_BYTES])
 	return hex_exact(hex, nonce, CXLCR_SEAL_NONCE_BYTES);
 }
 
-char *api_reply_seal(const char *reply, size_t len, const uint8_t key[CXLCR_SEAL_KEY_BYTES],
-		     const uint8_t nonce[CXLCR_SEAL_NONCE_BYTES], size_t *out_len)
+char *api_greeting_encode(const uint8_t challenge[CXLCR_SEAL_NONCE_BYTES], size_t *len)
+{
+	char hex[2 * CXLCR_SEAL_NONCE_BYTES + 1];
+	sodium_bin2hex(hex, sizeof(hex), challenge, CXLCR_SEAL_NONCE_BYTES);
+	json_t *o = json_object();
+	if (!put(o, "challenge", json_string(hex))) {
+		json_decref(o);
+		return NULL;
+	}
+	return line_of(o, len);
+}
+
+/* line (len bytes, up to its '\n') wrapped with its MAC under key over
+ * label and nonce. */
+static char *seal_line(const char *line, size_t len, const char *label, const uint8_t key[CXLCR_SEAL_KEY_BYTES],
+		       const uint8_t nonce[CXLCR_SEAL_NONCE_BYTES], size_t *out_len)
 {
 	uint8_t mac[CXLCR_SEAL_MAC_BYTES];
-	char hex[2 * CXLCR_SEAL_MAC_BYTES + 1], *inner = strndup(reply, len);
-	struct line l;
+	char hex[2 * CXLCR_SEAL_MAC_BYTES + 1], *inner = strndup(line, len);
 	if (!inner)
 		return NULL;
 	inner[strcspn(inner, "\n")] = 0;
-	cxlcr_seal_mac(mac, key, REPLY_LABEL, nonce, 0, inner, strlen(inner));
+	cxlcr_seal_mac(mac, key, label, nonce, 0, inner, strlen(inner));
 	sodium_bin2hex(hex, sizeof(hex), mac, sizeof(mac));
-	if (!line_begin(&l)) {
-		free(inner);
+	json_t *o = json_object();
+	bool ok = put(o, "sealed", text(inner)) && put(o, "mac", json_string(hex));
+	free(inner);
+	if (!ok) {
+		json_decref(o);
 		return NULL;
 	}
-	json_str(&l.j, "sealed", inner);
-	json_str(&l.j, "mac", hex);
-	free(inner);
-	return line_end(&l, out_len);
+	return line_of(o, out_len);
+}
+
+char *api_request_seal(const char *request, size_t len, const uint8_t key[CXLCR_SEAL_KEY_BYTES],
+		       const uint8_t challenge[CXLCR_SEAL_NONCE_BYTES], size_t *out_len)
+{
+	return seal_line(request, len, REQUEST_LABEL, key, challenge, out_len);
+}
+
+char *api_reply_seal(const char *reply, size_t len, const uint8_t key[CXLCR_SEAL_KEY_BYTES],
+		     const uint8_t nonce[CXLCR_SEAL_NONCE_BYTES], size_t *out_len)
+{
+	return seal_line(reply, len, REPLY_LABEL, key, nonce, out_len);
+}
+
+/* Whether mac_hex is the MAC of line inner (n bytes) under key over label
+ * and nonce. */
+static bool api_sealed_by(const char *inner, size_t n, const char *mac_hex, const char *label,
+		   const uint8_t key[CXLCR_SEAL_KEY_BYTES], const uint8_t nonce[CXLCR_SEAL_NONCE_BYTES])
+{
+	uint8_t mac[CXLCR_SEAL_MAC_BYTES];
+	return hex_exact(mac_hex, mac, sizeof(mac)) == 0 &&
+	       cxlcr_seal_check(mac, sizeof(mac), key, label, nonce, 0, inner, n);
 }
 
 bool api_reply_sealed_by(const char *inner, size_t n, const char *mac_hex, const uint8_t key[CXLCR_SEAL_KEY_BYTES],
 			 const uint8_t nonce[CXLCR_SEAL_NONCE_BYTES])
 {
-	uint8_t mac[CXLCR_SEAL_MAC_BYTES];
-	return hex_exact(mac_hex, mac, sizeof(mac)) == 0 &&
-	       cxlcr_seal_check(mac, sizeof(mac), key, REPLY_LABEL, nonce, 0, inner, n);
+	return api_sealed_by(inner, n, mac_hex, REPLY_LABEL, key, nonce);
+}
+
+bool api_request_sealed_by(const char *inner, size_t n, const char *mac_hex, const uint8_t key[CXLCR_SEAL_KEY_BYTES],
+			   const uint8_t challenge[CXLCR_SEAL_NONCE_BYTES])
+{
+	return api_sealed_by(inner, n, mac_hex, REQUEST_LABEL, key, challenge);
 }
 
 int api_read_line(int fd, char *buf, size_t max, size_t *len, char *err, size_t errlen)

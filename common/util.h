@@ -39,4 +39,10 @@ bool cxlcr_pid_has_file_open(int32_t pid, uint64_t dev, uint64_t ino);
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 if unknown. */
 uint64_t cxlcr_pid_namespace(void);
 
+/* Length of the valid UTF-8 sequence at s (2 to 4 bytes, lead byte >=
+ * 0x80), or 0 if it is not one: overlong forms, surrogates and code points
+ * past U+10FFFF are not. Stops at the first byte that does not continue
+ * the sequence, so a NUL ends it. */
+int cxlcr_utf8_length(const unsigned char *s);
+
 #endif

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,19 +93,16 @@ static void describe_peer(int conn, bool over_tcp, char *buf, size_t len)
 	snprintf(buf, len, "tcp %s", ip);
 }
 
-/* Over TCP the pod's token must come with the request; it is checked
- * before anything else about the request is told to the client. */
-static bool authorised(const struct api_request *req, char *why, size_t len)
+/* The API key, derived from the pod's token (api/protocol.h); -1 with
+ * why in err when there is no pod key to derive it from. */
+static int api_key(uint8_t key[CXLCR_SEAL_KEY_BYTES], char *err, size_t len)
 {
 	char token[CXLCR_API_TOKEN_LEN + 1];
-	if (api_token_derive(false, token, sizeof(token)) < 0) {
-		snprintf(why, len, "%s", cxlcr_last_error());
-		return false;
-	}
-	bool ok = api_token_matches(req->token, token);
+	int rc = api_token_derive(false, token, sizeof(token)) == 0 && api_mac_key(token, key) == 0 ? 0 : -1;
 	explicit_bzero(token, sizeof(token));
-	snprintf(why, len, "%s", req->token[0] ? "wrong token" : "no token");
-	return ok;
+	if (rc < 0)
+		snprintf(err, len, "%s", cxlcr_last_error());
+	return rc;
 }
 
 /* The request's parent must be a service of the pool; the rest is
@@ -207,16 +205,42 @@ static void result_from_reply(const struct fork_reply *rep, struct cxlcr_fork_re
 	cxlcr_copy_field(res->mode, sizeof(res->mode), rep->mode);
 }
 
-/* Reads, checks and runs one request; the reply line into *reply. */
-static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char *what,
-		  size_t what_len, char *err, size_t err_len, char nonce[2 * CXLCR_SEAL_NONCE_BYTES + 1])
+/* Reads the request line into line (API_REQUEST_MAX + 1 bytes). Over TCP
+ * a client that says hello first is greeted with a fresh challenge, and
+ * its request must come sealed for it (api/protocol.h); the first line of
+ * one that does not is its request, which cannot be sealed for anything. */
+static int read_request(int conn, bool over_tcp, uint8_t challenge[CXLCR_SEAL_NONCE_BYTES], char *line, size_t *len,
+			char *err, size_t err_len)
+{
+	if (api_read_line(conn, line, API_REQUEST_MAX, len, err, err_len) < 0)
+		return -1;
+	if (!over_tcp || strcmp(line, API_HELLO))
+		return 0;
+	randombytes_buf(challenge, CXLCR_SEAL_NONCE_BYTES);
+	size_t n;
+	char *hello = api_greeting_encode(challenge, &n);
+	int sent = hello ? api_write_all(conn, hello, n) : -1;
+	free(hello);
+	if (sent < 0)
+		return api_say(err, err_len, "the greeting could not be sent");
+	return api_read_line(conn, line, API_REQUEST_MAX, len, err, err_len);
+}
+
+/* Checks and runs the request of conn; the reply line into *reply. Over
+ * TCP the request must be sealed for this connection's challenge
+ * (api/protocol.h): nothing about it is told before that checks. */
+static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char *what, size_t what_len, char *err,
+		  size_t err_len, char nonce[2 * CXLCR_SEAL_NONCE_BYTES + 1])
 {
 	char line[API_REQUEST_MAX + 1], why[API_ERROR_MAX];
 	size_t len;
 	struct api_request req;
+	/* No connection is greeted with an all-zero challenge, nor seals
+	 * for one: a request that comes without hello checks for nothing. */
+	uint8_t challenge[CXLCR_SEAL_NONCE_BYTES] = { 0 };
 	/* The request is read first, so the client gets its answer after
 	 * sending it, whatever the answer. */
-	int got = api_read_line(conn, line, API_REQUEST_MAX, &len, err, err_len);
+	int got = read_request(conn, over_tcp, challenge, line, &len, err, err_len);
 	alarm(0); /* the request is in (see api_serve()) */
 	if (got < 0) {
 		snprintf(what, what_len, "refused: %s", err);
@@ -224,18 +248,28 @@ static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char
 	}
 	if (!over_tcp && rpc_check_peer(conn) < 0) {
 		snprintf(what, what_len, "refused: %s", cxlcr_last_error());
-		snprintf(err, err_len, "not authorised");
+		snprintf(err, err_len, API_NOT_AUTHORISED);
 		return -1;
 	}
-	int bad = api_request_decode(line, len, &req, err, err_len);
-	if (over_tcp && (bad == 0 || req.readable) && !authorised(&req, why, sizeof(why))) {
-		snprintf(what, what_len, "refused: not authorised (%s)", why);
-		snprintf(err, err_len, "not authorised");
-		return -1;
+	int bad;
+	if (over_tcp) {
+		uint8_t key[CXLCR_SEAL_KEY_BYTES];
+		bool have_key = api_key(key, why, sizeof(why)) == 0;
+		if (!have_key)
+			snprintf(what, what_len, "refused: no API key: %s", why);
+		bad = api_request_open(line, len, have_key ? key : NULL, challenge, &req, err, err_len, why,
+				       sizeof(why));
+		explicit_bzero(key, sizeof(key));
+		if (bad && !strcmp(err, API_NOT_AUTHORISED)) {
+			if (have_key)
+				snprintf(what, what_len, "refused: %s", why);
+			return -1;
+		}
+	} else {
+		bad = api_request_decode(line, len, &req, err, err_len);
 	}
-	explicit_bzero(req.token, sizeof(req.token));
-	/* Trusted from here on: the reply, whatever it says, is sealed for
-	 * the request's nonce if it has one. */
+	/* Trusted from here on (or a line nobody could read): the reply,
+	 * whatever it says, is sealed for the request's nonce if it has one. */
 	memcpy(nonce, req.nonce, sizeof(req.nonce));
 	if (bad) {
 		snprintf(what, what_len, "refused: %s", err);
@@ -290,19 +324,16 @@ static int handle(int conn, bool over_tcp, char **reply, size_t *reply_len, char
  * takes as a failure (a success it would refuse as forged). */
 static char *sealed(char *reply, size_t *len, const char *nonce_hex, char *what, size_t what_len)
 {
-	char token[CXLCR_API_TOKEN_LEN + 1];
 	uint8_t key[CXLCR_SEAL_KEY_BYTES], nonce[CXLCR_SEAL_NONCE_BYTES];
-	char *out = NULL;
-	if (api_token_derive(false, token, sizeof(token)) == 0 && api_reply_key(token, key) == 0 &&
-	    api_nonce_parse(nonce_hex, nonce) == 0)
+	char *out = NULL, why[API_ERROR_MAX] = "";
+	if (api_key(key, why, sizeof(why)) == 0 && api_nonce_parse(nonce_hex, nonce) == 0)
 		out = api_reply_seal(reply, *len, key, nonce, len);
-	explicit_bzero(token, sizeof(token));
 	explicit_bzero(key, sizeof(key));
 	free(reply);
 	if (out)
 		return out;
 	size_t at = strlen(what);
-	snprintf(what + at, what_len - at, " (reply not sealed: %s)", cxlcr_last_error());
+	snprintf(what + at, what_len - at, " (reply not sealed: %s)", why[0] ? why : "out of memory");
 	return api_error_encode("the reply could not be sealed (see the daemon's log)", len);
 }
 

@@ -27,9 +27,9 @@ static void print_result(const char *name, const char *to, const struct cxlcr_fo
 		json_begin(&j, stdout);
 		json_str(&j, "name", name);
 		json_str(&j, "to", to);
-		json_array(&j, "children");
+		json_array_begin(&j, "children");
 		for (unsigned i = 0; i < r->count; i++) {
-			json_object(&j, NULL);
+			json_object_begin(&j, NULL);
 			json_str(&j, "name", r->child[i].name);
 			json_str(&j, "host", r->child[i].host);
 			json_str(&j, "address", r->child[i].address);

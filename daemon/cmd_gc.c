@@ -50,7 +50,7 @@ static void report(struct gc *g, const char *kind, const char *what, const char 
 {
 	g->removed++;
 	if (g->json) {
-		json_object(&g->j, NULL);
+		json_object_begin(&g->j, NULL);
 		json_str(&g->j, "kind", kind);
 		json_str(&g->j, "name", what);
 		json_str(&g->j, "why", why);
@@ -292,7 +292,7 @@ int cmd_gc(int argc, char **argv)
 	if (g.json) {
 		json_begin(&g.j, stdout);
 		json_bool(&g.j, "dry_run", g.dry_run);
-		json_array(&g.j, g.dry_run ? "would_remove" : "removed");
+		json_array_begin(&g.j, g.dry_run ? "would_remove" : "removed");
 	}
 	work_dirs(&g);
 	namespaces(&g);

@@ -32,10 +32,10 @@ static void fence_json(struct json *j, const struct cxlcr_host_entry *e)
 	cxlcr_refresh(&e->fence, 24); /* fence, fence_ack, fence_done */
 	uint64_t f = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
 	if (!f) {
-		json_null(j, "fence");
+		json_null_value(j, "fence");
 		return;
 	}
-	json_object(j, "fence");
+	json_object_begin(j, "fence");
 	json_u64(j, "word", f);
 	json_u64(j, "by_entry", (f & 0xff) - 1);
 	json_bool(j, "recovered", __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) == f);
@@ -47,14 +47,14 @@ static void print_json(const struct cxlcr_hosts_map *m, const struct cxlcr_hosts
 {
 	struct json j;
 	json_begin(&j, stdout);
-	json_array(&j, "hosts");
+	json_array_begin(&j, "hosts");
 	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
 		uint64_t silent;
 		enum cxlcr_host_verdict v = cxlcr_hosts_judge(w, i, now, &silent);
 		const struct cxlcr_host_entry *e = &m->entries[i];
 		if (v == CXLCR_VERDICT_UNUSED)
 			continue;
-		json_object(&j, NULL);
+		json_object_begin(&j, NULL);
 		json_u64(&j, "entry", i);
 		json_str(&j, "state", cxlcr_host_verdict_name(v));
 		if (v == CXLCR_VERDICT_CORRUPT) {
@@ -69,13 +69,13 @@ static void print_json(const struct cxlcr_hosts_map *m, const struct cxlcr_hosts
 		json_u64(&j, "counter", w->entry[i].counter);
 		json_double(&j, "period_ms", (double)w->entry[i].period_ns / 1e6);
 		if (v == CXLCR_VERDICT_LEFT)
-			json_null(&j, "renewed_ms_ago");
+			json_null_value(&j, "renewed_ms_ago");
 		else
 			json_double(&j, "renewed_ms_ago", (double)silent / 1e6);
 		if (w->entry[i].tombstone)
 			json_str(&j, "tombstone", cxlcr_tombstone_reason_name(w->entry[i].tombstone));
 		else
-			json_null(&j, "tombstone");
+			json_null_value(&j, "tombstone");
 		if (w->entry[i].tombstone_why[0])
 			json_str(&j, "tombstone_refused", w->entry[i].tombstone_why);
 		fence_json(&j, e);

@@ -61,7 +61,7 @@ struct freeze_parts {
 
 static void json_freeze_parts(struct json *j, const struct freeze_parts *p)
 {
-	json_object(j, "freeze_parts");
+	json_object_begin(j, "freeze_parts");
 	json_double(j, "shed_ms", p->shed_ms);
 	json_double(j, "criu_dump_ms", p->dump_ms);
 	json_double(j, "criu_freezing_ms", p->criu.freezing_ms);
@@ -474,7 +474,7 @@ int restore_recovered(struct cxlcr_pool *pool, uint64_t generation, const char *
 
 static void json_restore_parts(struct json *j, const struct restore_parts *p)
 {
-	json_object(j, "restore_parts");
+	json_object_begin(j, "restore_parts");
 	json_double(j, "fetch_ms", (double)p->fetch_ns / 1e6);
 	json_double(j, "prepare_ms", (double)p->prepare_ns / 1e6);
 	json_double(j, "criu_restore_ms", (double)p->criu_ns / 1e6);
@@ -679,7 +679,7 @@ int cmd_migrate(int argc, char **argv)
 		/* The destination's own account of the restore; the rest of
 		 * restore_ms is the request: its worker, the pool opened, the
 		 * lease checked, the answer. */
-		json_object(&j, "restore_parts");
+		json_object_begin(&j, "restore_parts");
 		double there = json_find_number(restored, "total_ms");
 		json_double(&j, "request_ms", there > 0 ? (double)(t2 - t1) / 1e6 - there : 0);
 		static const char *const keys[] = { "fetch_ms",	    "prepare_ms",	   "criu_restore_ms",

@@ -318,7 +318,7 @@ static int pod_up(int argc, char **argv)
 	if (json) {
 		json_begin(&j, stdout);
 		json_str(&j, "bridge", pod->bridge);
-		json_array(&j, "hosts");
+		json_array_begin(&j, "hosts");
 	}
 	for (int i = 0; i < hosts; i++) {
 		char host[16], ip[16];
@@ -342,7 +342,7 @@ static int pod_up(int argc, char **argv)
 		}
 		ip_string(pod_host_ip(pod, i), ip);
 		if (json) {
-			json_object(&j, NULL);
+			json_object_begin(&j, NULL);
 			json_str(&j, "host", host);
 			json_str(&j, "address", ip);
 			json_i64(&j, "daemon_pid", pid);

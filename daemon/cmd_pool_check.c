@@ -315,7 +315,7 @@ int pool_check(int argc, char **argv)
 		json_u64(&j, "regions", c.regions);
 		json_u64(&j, "region_bytes", c.region_bytes);
 		json_u64(&j, "quarantined", c.quarantined);
-		json_array(&j, "quarantined_regions");
+		json_array_begin(&j, "quarantined_regions");
 		for (unsigned i = 0; i < c.quarantined && i < PROBLEMS_MAX; i++)
 			json_str(&j, NULL, c.quarantine[i]);
 		json_array_end(&j);
@@ -325,7 +325,7 @@ int pool_check(int argc, char **argv)
 		json_u64(&j, "holds", c.holds);
 		json_u64(&j, "published", c.published);
 		json_u64(&j, "problem_count", c.count);
-		json_array(&j, "problems");
+		json_array_begin(&j, "problems");
 		for (unsigned i = 0; i < shown; i++)
 			json_str(&j, NULL, c.problems[i]);
 		json_array_end(&j);

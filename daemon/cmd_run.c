@@ -428,7 +428,7 @@ int cmd_run(int argc, char **argv)
 		if (ip)
 			json_str(&j, "address", ip_string(ip, ip_s));
 		else
-			json_null(&j, "address");
+			json_null_value(&j, "address");
 		json_u64(&j, "arena_size", arena);
 		json_u64(&j, "arena_offset", region.offset);
 		json_str(&j, "log", log);

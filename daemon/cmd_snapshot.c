@@ -404,7 +404,7 @@ int cmd_snapshot(int argc, char **argv)
 		json_double(&j, "freeze_ms", r.freeze_ms);
 		json_double(&j, "frozen_ms", r.frozen_ms);
 		json_double(&j, "snapshot_ms", r.snapshot_ms);
-		json_object(&j, "snapshot_parts");
+		json_object_begin(&j, "snapshot_parts");
 		json_double(&j, "open_ms", r.open_ms);
 		json_double(&j, "written_ms", r.written_ms);
 		json_double(&j, "holes_ms", r.holes_ms);
@@ -420,9 +420,9 @@ int cmd_snapshot(int argc, char **argv)
 		if (r.bases > 0) {
 			json_str(&j, "base", r.base);
 			json_u64(&j, "bases", r.bases);
-			json_null(&j, "full_because");
+			json_null_value(&j, "full_because");
 		} else {
-			json_null(&j, "base");
+			json_null_value(&j, "base");
 			json_str(&j, "full_because", r.full_because[0] ? r.full_because : "the freeze copied every page");
 		}
 		json_u64(&j, "pages_zero", r.pages_zero);
@@ -432,7 +432,7 @@ int cmd_snapshot(int argc, char **argv)
 		json_bool(&j, "write_tracking", r.tracked);
 		json_u64(&j, "pages_written", r.pages_written);
 		if (r.tracked)
-			json_null(&j, "compared_because");
+			json_null_value(&j, "compared_because");
 		else
 			json_str(&j, "compared_because", r.untracked_because);
 		json_u64(&j, "punches_logged", r.punches_logged);
@@ -440,10 +440,10 @@ int cmd_snapshot(int argc, char **argv)
 		if (r.draft_compared_because[0])
 			json_str(&j, "draft_compared_because", r.draft_compared_because);
 		else
-			json_null(&j, "draft_compared_because");
+			json_null_value(&j, "draft_compared_because");
 		json_bool(&j, "tiered", r.tiered);
 		if (r.tiered) {
-			json_object(&j, "tier");
+			json_object_begin(&j, "tier");
 			json_u64(&j, "pages_hot", r.pages_hot);
 			json_u64(&j, "pages_cold", r.pages_cold);
 			json_u64(&j, "pages_zero", r.pages_zero);

@@ -35,7 +35,7 @@ int cmd_ps(int argc, char **argv)
 	struct json j;
 	if (json) {
 		json_begin(&j, stdout);
-		json_array(&j, "services");
+		json_array_begin(&j, "services");
 	} else {
 		printf("%-20s %-8s %8s %-12s %10s %10s %9s  %s\n", "NAME", "STATE", "PID", "HOST",
 		       "ARENA", "USED", "FALLBACKS", "COMMAND");
@@ -48,7 +48,7 @@ int cmd_ps(int argc, char **argv)
 		struct service s;
 		service_load(&pool, &r, &s);
 		if (json) {
-			json_object(&j, NULL);
+			json_object_begin(&j, NULL);
 			service_print_json(&j, &s);
 			json_object_end(&j);
 			continue;

@@ -208,7 +208,7 @@ static int tier_status(int argc, char **argv)
 	struct json j;
 	if (json) {
 		json_begin(&j, stdout);
-		json_array(&j, "servers");
+		json_array_begin(&j, "servers");
 	}
 	int found = 0;
 	for (uint32_t i = 0; i < CXLCR_TIER_SERVERS; i++) {
@@ -220,7 +220,7 @@ static int tier_status(int argc, char **argv)
 			continue;
 		found++;
 		if (json) {
-			json_object(&j, NULL);
+			json_object_begin(&j, NULL);
 			json_str(&j, "name", s.name);
 			json_str(&j, "address", s.address);
 			json_str(&j, "provider", s.provider);

@@ -1,23 +1,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../common/util.h"
 #include "json.h"
-
-/* Length of the valid UTF-8 sequence at s (2 to 4 bytes, lead byte >=
- * 0x80), or 0 if it is not one: overlong forms, surrogates and code points
- * past U+10FFFF are not. */
-static int utf8_length(const unsigned char *s)
-{
-	unsigned char c = s[0];
-	int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-	for (int i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
-	    (c == 0xf4 && s[1] > 0x8f))
-		return 0;
-	return n;
-}
 
 /* A JSON string. Bytes that are not UTF-8 (a service name or an error
  * message can carry what a client sent) become U+FFFD, so that the output
@@ -28,7 +13,7 @@ static void put_string(FILE *f, const char *s)
 	for (; s && *s; s++) {
 		unsigned char c = (unsigned char)*s;
 		if (c >= 0x80) {
-			int n = utf8_length((const unsigned char *)s);
+			int n = cxlcr_utf8_length((const unsigned char *)s);
 			if (n) {
 				fwrite(s, 1, (size_t)n, f);
 				s += n - 1;
@@ -77,7 +62,7 @@ void json_end(struct json *j)
 	fflush(j->out);
 }
 
-void json_object(struct json *j, const char *key)
+void json_object_begin(struct json *j, const char *key)
 {
 	member(j, key);
 	fputc('{', j->out);
@@ -90,7 +75,7 @@ void json_object_end(struct json *j)
 	j->need_comma = true;
 }
 
-void json_array(struct json *j, const char *key)
+void json_array_begin(struct json *j, const char *key)
 {
 	member(j, key);
 	fputc('[', j->out);
@@ -133,7 +118,7 @@ void json_bool(struct json *j, const char *key, bool v)
 	fputs(v ? "true" : "false", j->out);
 }
 
-void json_null(struct json *j, const char *key)
+void json_null_value(struct json *j, const char *key)
 {
 	member(j, key);
 	fputs("null", j->out);

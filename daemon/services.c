@@ -299,13 +299,13 @@ void service_print_json(struct json *j, const struct service *s)
 	if (s->region.owner_pid)
 		json_i64(j, "pid", s->region.owner_pid);
 	else
-		json_null(j, "pid");
+		json_null_value(j, "pid");
 	json_str(j, "host", s->region.owner_host);
 	char ip[16];
 	if (s->region.service_ip)
 		json_str(j, "address", ip_string(ntohl(s->region.service_ip), ip));
 	else
-		json_null(j, "address");
+		json_null_value(j, "address");
 	json_str(j, "command", s->command);
 	json_u64(j, "arena_size", s->heap_size ? s->heap_size : s->region.size - CXLCR_ARENA_HEAP_OFFSET);
 	json_u64(j, "arena_max", s->heap_limit);
@@ -324,43 +324,43 @@ void service_print_json(struct json *j, const struct service *s)
 	if (s->restored_from_point[0])
 		json_str(j, "restored_from_point", s->restored_from_point);
 	else
-		json_null(j, "restored_from_point");
+		json_null_value(j, "restored_from_point");
 	if (s->recovered_from_host[0]) {
-		json_object(j, "recovered");
+		json_object_begin(j, "recovered");
 		json_str(j, "from_host", s->recovered_from_host);
 		json_str(j, "on_host", s->recovered_on_host);
 		json_str(j, "point", s->restored_from_point);
 		json_object_end(j);
 	} else {
-		json_null(j, "recovered");
+		json_null_value(j, "recovered");
 	}
 	if (s->failed_reason[0])
 		json_str(j, "recovery_failed", s->failed_reason);
 	else
-		json_null(j, "recovery_failed");
+		json_null_value(j, "recovery_failed");
 	if (s->recovery_point[0]) {
 		/* Its age by this host's clock against the one that published
 		 * it: for people, not for deciding anything. */
 		uint64_t now = cxlcr_now_ns();
-		json_object(j, "recovery_point");
+		json_object_begin(j, "recovery_point");
 		json_str(j, "name", s->recovery_point);
 		json_u64(j, "epoch", s->recovery_point_epoch);
 		json_double(j, "age_ms", now > s->recovery_point_ns ? (double)(now - s->recovery_point_ns) / 1e6 : 0);
 		json_object_end(j);
 	} else {
-		json_null(j, "recovery_point");
+		json_null_value(j, "recovery_point");
 	}
 	json_u64(j, "owner_epoch", s->region.owner_epoch);
 	/* A verb under way on it ("migrate by pid N on h0"): its lease. */
 	if (s->verb[0])
 		json_str(j, "verb", s->verb);
 	else
-		json_null(j, "verb");
+		json_null_value(j, "verb");
 	/* The last verb's outcome, whoever ran it (its command line may have
 	 * died): for people and tests, its age by this host's clock. */
 	if (s->has_last_verb) {
 		uint64_t now = cxlcr_now_ns();
-		json_object(j, "last_verb");
+		json_object_begin(j, "last_verb");
 		json_str(j, "verb", s->last_verb.verb);
 		json_str(j, "result", verb_outcome_word(s->last_verb.result));
 		json_str(j, "reason", s->last_verb.reason);
@@ -369,7 +369,7 @@ void service_print_json(struct json *j, const struct service *s)
 			    now > s->last_verb.ended_ns ? (double)(now - s->last_verb.ended_ns) / 1e6 : 0);
 		json_object_end(j);
 	} else {
-		json_null(j, "last_verb");
+		json_null_value(j, "last_verb");
 	}
 	if (s->rss_anon_kb >= 0) {
 		json_i64(j, "rss_anon_kb", s->rss_anon_kb);

@@ -26,6 +26,7 @@ struct cxlcr_api {
 	char endpoint[256];
 	char token[API_TOKEN_MAX + 1];
 	int fd;                    /* the connection for the next request, or -1 */
+	uint8_t challenge[CXLCR_SEAL_NONCE_BYTES]; /* its greeting's, over TCP */
 	char error[API_ERROR_MAX];
 };
 
@@ -105,11 +106,29 @@ static int connect_tcp(const char *spec, char *err, size_t errlen)
 	return fd;
 }
 
-static int open_connection(const char *endpoint, char *err, size_t errlen)
+/* A connection to endpoint; over TCP its greeting read, and its challenge
+ * kept for the request to be sealed for (api/protocol.h). */
+static int open_connection(const char *endpoint, uint8_t challenge[CXLCR_SEAL_NONCE_BYTES], char *err,
+			   size_t errlen)
 {
-	if (!strncmp(endpoint, "tcp:", 4))
-		return connect_tcp(endpoint + 4, err, errlen);
-	return connect_unix(endpoint, err, errlen);
+	if (strncmp(endpoint, "tcp:", 4))
+		return connect_unix(endpoint, err, errlen);
+	int fd = connect_tcp(endpoint + 4, err, errlen);
+	if (fd < 0)
+		return -1;
+	char line[API_ERROR_MAX + 64];
+	size_t len;
+	if (api_write_all(fd, API_HELLO "\n", strlen(API_HELLO) + 1) < 0) {
+		set_error(err, errlen, "cannot send to %s: %s", endpoint, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (api_read_line(fd, line, sizeof(line) - 1, &len, err, errlen) < 0 ||
+	    api_greeting_decode(line, len, challenge, err, errlen) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 struct cxlcr_api *cxlcr_api_connect(const char *endpoint, const char *token)
@@ -135,7 +154,7 @@ struct cxlcr_api *cxlcr_api_connect(const char *endpoint, const char *token)
 		strcpy(api->token, token);
 	/* Connecting now tells the caller at once whether the daemon is there;
 	 * that connection serves the first request. */
-	api->fd = open_connection(endpoint, connect_error, sizeof(connect_error));
+	api->fd = open_connection(endpoint, api->challenge, connect_error, sizeof(connect_error));
 	if (api->fd < 0) {
 		free(api);
 		return NULL;
@@ -143,10 +162,28 @@ struct cxlcr_api *cxlcr_api_connect(const char *endpoint, const char *token)
 	return api;
 }
 
-/* Sends one request line and reads the reply line, on the connection
- * opened beforehand or a new one (one request per connection). */
-static int exchange(struct cxlcr_api *api, const struct api_request *req,
-		    struct cxlcr_fork_result *res)
+/* Over TCP, the request sealed for the connection's challenge, and a
+ * fresh nonce in it for the reply to be sealed for (api/protocol.h); key
+ * NULL (no token of the right form): sent unsealed, for the daemon to
+ * refuse. Elsewhere, the request as it is. */
+static char *request_line(bool tcp, const uint8_t *key, const uint8_t challenge[CXLCR_SEAL_NONCE_BYTES],
+			  struct api_request *req, uint8_t nonce[CXLCR_SEAL_NONCE_BYTES], size_t *len)
+{
+	if (tcp) {
+		randombytes_buf(nonce, CXLCR_SEAL_NONCE_BYTES);
+		sodium_bin2hex(req->nonce, sizeof(req->nonce), nonce, CXLCR_SEAL_NONCE_BYTES);
+	}
+	char *line = api_request_encode(req, len);
+	if (!line || !tcp || !key)
+		return line;
+	char *sealed = api_request_seal(line, *len, key, challenge, len);
+	free(line);
+	return sealed;
+}
+
+/* Sends one request and reads the reply line, on the connection opened
+ * beforehand or a new one (one request per connection). */
+static int exchange(struct cxlcr_api *api, struct api_request *req, struct cxlcr_fork_result *res)
 {
 	/* The daemon gives up on a connection that stays silent for long:
 	 * one that has something to say already, or is closed, is stale. */
@@ -155,26 +192,20 @@ static int exchange(struct cxlcr_api *api, const struct api_request *req,
 		close(api->fd);
 		api->fd = -1;
 	}
-	int fd = api->fd >= 0 ? api->fd : open_connection(api->endpoint, api->error, sizeof(api->error));
+	int fd = api->fd >= 0 ? api->fd : open_connection(api->endpoint, api->challenge, api->error, sizeof(api->error));
 	api->fd = -1;
 	if (fd < 0)
 		return -1;
-	/* Over TCP the reply must be sealed for this request (api/protocol.h):
-	 * a fresh nonce for each. */
 	bool tcp = !strncmp(api->endpoint, "tcp:", 4);
 	uint8_t nonce[CXLCR_SEAL_NONCE_BYTES], key[CXLCR_SEAL_KEY_BYTES];
-	bool have_key = tcp && api_reply_key(req->token, key) == 0;
-	struct api_request sealed_req = *req;
-	if (tcp) {
-		if (sodium_init() < 0) {
-			close(fd);
-			return set_error(api->error, sizeof(api->error), "libsodium cannot start");
-		}
-		randombytes_buf(nonce, sizeof(nonce));
-		sodium_bin2hex(sealed_req.nonce, sizeof(sealed_req.nonce), nonce, sizeof(nonce));
+	if (tcp && sodium_init() < 0) {
+		close(fd);
+		return set_error(api->error, sizeof(api->error), "libsodium cannot start");
 	}
+	bool have_key = tcp && api_mac_key(api->token, key) == 0;
 	size_t len;
-	char *line = api_request_encode(&sealed_req, &len), *reply = malloc(API_REPLY_MAX + 1);
+	char *line = request_line(tcp, have_key ? key : NULL, api->challenge, req, nonce, &len);
+	char *reply = malloc(API_REPLY_MAX + 1);
 	int rc = -1;
 	if (!line || !reply) {
 		set_error(api->error, sizeof(api->error), "out of memory");
@@ -223,7 +254,6 @@ int cxlcr_api_fork_mode(struct cxlcr_api *api, const char *service, const char *
 		return set_error(api->error, sizeof(api->error), "fork: service or host name too long");
 	strcpy(req.service, service);
 	strcpy(req.host, host);
-	strcpy(req.token, api->token);
 	memset(result, 0, sizeof(*result));
 	return exchange(api, &req, result);
 }
@@ -238,7 +268,6 @@ int cxlcr_api_release(struct cxlcr_api *api, const char *child)
 	if (strlen(child) >= sizeof(req.service))
 		return set_error(api->error, sizeof(api->error), "release: name too long");
 	strcpy(req.service, child);
-	strcpy(req.token, api->token);
 	struct cxlcr_fork_result ignored;
 	return exchange(api, &req, &ignored);
 }

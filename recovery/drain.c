@@ -229,9 +229,9 @@ int cmd_host(int argc, char **argv)
 		json_u64(&j, "skipped", r.skipped);
 		json_u64(&j, "handed_over", r.handed_over);
 		json_double(&j, "total_ms", ms);
-		json_array(&j, "services");
+		json_array_begin(&j, "services");
 		for (uint32_t i = 0; i < r.count; i++) {
-			json_object(&j, NULL);
+			json_object_begin(&j, NULL);
 			json_str(&j, "name", r.items[i].name);
 			json_bool(&j, "moved", r.items[i].moved);
 			if (r.items[i].moved)

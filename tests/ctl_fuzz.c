@@ -87,6 +87,14 @@ static void feed_all(const uint8_t *buf, size_t len)
 	memset(&res, 0, sizeof(res));
 	if (api_reply_decode(text, len, &res, why, sizeof(why)) < 0)
 		CHECK(why[0]);
+	/* Opened as a TCP request on a connection: nothing here was sealed
+	 * for its challenge under the key, so nothing is taken. */
+	char refusal[API_ERROR_MAX], why_log[API_ERROR_MAX];
+	CHECK(api_request_open(text, len, reply_key, seal.nonce, &req, refusal, sizeof(refusal), why_log,
+			       sizeof(why_log)) < 0 && refusal[0] && !strchr(refusal, '\n') && why_log[0]);
+	uint8_t greeted[CXLCR_SEAL_NONCE_BYTES];
+	if (api_greeting_decode(text, len, greeted, why, sizeof(why)) < 0)
+		CHECK(why[0] && !strchr(why, '\n'));
 	/* Opened as a TCP reply to a request: nothing here was sealed under
 	 * the reply key, so nothing is taken (a refusal is an error too). */
 	CHECK(api_reply_open(text, len, reply_key, seal.nonce, &res, why, sizeof(why)) < 0 && why[0] &&
@@ -134,11 +142,11 @@ static void fork_api_replies(void)
 	char why[API_ERROR_MAX];
 	size_t n, sl;
 	const char *token = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-	CHECK(api_reply_key(token, reply_key) == 0);
+	CHECK(api_mac_key(token, reply_key) == 0);
 	uint8_t k[CXLCR_SEAL_KEY_BYTES];
-	CHECK(api_reply_key("00112233445566778899aabbccddeeff00112233445566778899aabbccddeefg", k) < 0 &&
-	      api_reply_key("0011", k) < 0 && api_reply_key("", k) < 0 &&
-	      api_reply_key("00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff", k) < 0);
+	CHECK(api_mac_key("00112233445566778899aabbccddeeff00112233445566778899aabbccddeefg", k) < 0 &&
+	      api_mac_key("0011", k) < 0 && api_mac_key("", k) < 0 &&
+	      api_mac_key("00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff", k) < 0);
 	res.count = 1;
 	strcpy(res.child[0].name, "web.1");
 	strcpy(res.child[0].host, "h1");
@@ -162,12 +170,13 @@ static void fork_api_replies(void)
 	reply_key[3] ^= 1;
 	CHECK(!reply_taken(sealed, sl, &res, why, sizeof(why)) && !strcmp(why, API_REPLY_FORGED));
 	reply_key[3] ^= 1;
-	char *mac = strstr(sealed, "\"mac\": \"");
+	char *mac = strstr(sealed, "\"mac\":\"");
 	CHECK(mac);
-	mac += 8;
-	*mac = *mac == '0' ? '1' : '0';
+	mac += 7;
+	char digit = *mac;
+	*mac = digit == '0' ? '1' : '0';
 	CHECK(!reply_taken(sealed, sl, &res, why, sizeof(why)) && !strcmp(why, API_REPLY_FORGED));
-	*mac = *mac == '0' ? '1' : '0';
+	*mac = digit;
 	CHECK(reply_taken(sealed, sl, &res, why, sizeof(why)));
 	SAY("under another key (forged), a digit of its MAC changed (wrong tag): refused");
 
@@ -208,6 +217,36 @@ static void fork_api_replies(void)
 	free(refusal);
 	free(sealed);
 	free(line);
+}
+
+/* The fork API's requests over TCP (api/protocol.h): sealed for the
+ * connection's challenge under the key of the pod's token. Every
+ * truncation and every one-bit change of a sealed request is refused. */
+static void fork_api_requests(void)
+{
+	struct api_request want = { .op = "fork", .service = "web", .host = "h1", .count = 2 }, got;
+	char err[API_ERROR_MAX], why[API_ERROR_MAX];
+	size_t n, sl;
+	char *line = api_request_encode(&want, &n);
+	char *sealed = api_request_seal(line, n, reply_key, seal.nonce, &sl);
+	CHECK(line && sealed);
+	sl--;
+	CHECK(api_request_open(sealed, sl, reply_key, seal.nonce, &got, err, sizeof(err), why, sizeof(why)) == 0 &&
+	      got.count == 2 && !strcmp(got.host, "h1"), "%s", why);
+	for (size_t cut = 0; cut < sl; cut++)
+		CHECK(api_request_open(sealed, cut, reply_key, seal.nonce, &got, err, sizeof(err), why, sizeof(why)) < 0);
+	long taken = 0, rounds = 0;
+	for (size_t i = 0; i < sl; i++)
+		for (int bit = 0; bit < 8; bit++, rounds++) {
+			sealed[i] ^= (char)(1u << bit);
+			taken += api_request_open(sealed, sl, reply_key, seal.nonce, &got, err, sizeof(err), why,
+						  sizeof(why)) == 0;
+			sealed[i] ^= (char)(1u << bit);
+		}
+	CHECK(taken == 0, "%ld one-bit changes of a sealed request taken", taken);
+	SAY("a sealed request: opened; all %zu truncations and %ld one-bit changes of it: refused", sl, rounds);
+	free(line);
+	free(sealed);
 }
 
 int main(void)
@@ -399,6 +438,7 @@ int main(void)
 	}
 
 	fork_api_replies();
+	fork_api_requests();
 
 	/* Mutations of the signed request, and random messages of random
 	 * lengths, through every parser. */

@@ -2,8 +2,9 @@
  * The fork API's wire protocol against hostile input (api/protocol.c,
  * daemon/json.c): a reply whose numbers do not fit their fields is refused
  * instead of cast (undefined behaviour), a request or reply with a key
- * given twice is refused whole (two "token"s could be read differently
- * by two readers), and JSON written with bytes that
+ * given twice is refused whole (two "mac"s could be read differently
+ * by two readers), a request over TCP is taken only sealed for its
+ * connection's challenge, and JSON written with bytes that
  * are not UTF-8 (a name or an error a client sent) is still valid JSON.
  */
 #include "../api/protocol.h"
@@ -46,19 +47,80 @@ int main(void)
 	SAY("a request is decoded; one with a key given twice is refused and unread");
 	struct api_request req;
 	char err[512];
+	CHECK(request("{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":2}", &req, err,
+		      sizeof(err)) == 0, "%s", err);
+	CHECK(req.count == 2 && !strcmp(req.host, "h1"));
 	CHECK(request("{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":2,\"token\":\"t\"}",
-		      &req, err, sizeof(err)) == 0, "%s", err);
-	CHECK(req.count == 2 && !strcmp(req.token, "t") && !strcmp(req.host, "h1"));
+		      &req, err, sizeof(err)) != 0 && strstr(err, "unknown field 'token'"), "%s", err);
 	static const char *const twice[] = {
 		"{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":1,\"count\":2}",
-		"{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":1,\"token\":\"a\",\"token\":\"b\"}",
+		"{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":1,\"mode\":\"copy\",\"mode\":\"share\"}",
 		"{\"op\":\"release\",\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":1}",
 	};
 	for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
 		CHECK(request(twice[i], &req, err, sizeof(err)) != 0, "accepted: %s", twice[i]);
-		CHECK(!req.readable && !req.token[0], "read, token '%s': %s", req.token, twice[i]);
 		CHECK(strstr(err, "duplicate object key"), "refused for another reason: %s", err);
 	}
+
+	SAY("a request sealed for the connection's challenge is opened; replayed, forged or unsealed: not authorised");
+	uint8_t key[CXLCR_SEAL_KEY_BYTES], other[CXLCR_SEAL_KEY_BYTES], challenge[CXLCR_SEAL_NONCE_BYTES];
+	char why[512];
+	size_t n, sn;
+	CHECK(api_mac_key("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", key) == 0);
+	CHECK(api_mac_key("10112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", other) == 0);
+	memset(challenge, 7, sizeof(challenge));
+	struct api_request out = { .op = "fork", .service = "web", .host = "h1", .count = 3, .mode = "copy" };
+	char *line = api_request_encode(&out, &n);
+	CHECK(line && !strcmp(line, "{\"op\":\"fork\",\"service\":\"web\",\"host\":\"h1\",\"count\":3,\"mode\":\"copy\"}\n"),
+	      "encoded as %s", line);
+	char *sealed = api_request_seal(line, n, key, challenge, &sn);
+	CHECK(sealed && sealed[sn - 1] == '\n');
+	CHECK(api_request_open(sealed, sn - 1, key, challenge, &req, err, sizeof(err), why, sizeof(why)) == 0, "%s", why);
+	CHECK(req.count == 3 && !strcmp(req.service, "web") && !strcmp(req.mode, "copy"));
+	uint8_t again[CXLCR_SEAL_NONCE_BYTES];
+	memset(again, 8, sizeof(again));
+	CHECK(api_request_open(sealed, sn - 1, key, again, &req, err, sizeof(err), why, sizeof(why)) < 0 &&
+	      !strcmp(err, API_NOT_AUTHORISED) && strstr(why, "replayed"), "%s / %s", err, why);
+	CHECK(api_request_open(sealed, sn - 1, other, challenge, &req, err, sizeof(err), why, sizeof(why)) < 0 &&
+	      !strcmp(err, API_NOT_AUTHORISED) && strstr(why, "wrong token"), "%s / %s", err, why);
+	CHECK(api_request_open(sealed, sn - 1, NULL, challenge, &req, err, sizeof(err), why, sizeof(why)) < 0 &&
+	      !strcmp(err, API_NOT_AUTHORISED));
+	CHECK(api_request_open(line, n - 1, key, challenge, &req, err, sizeof(err), why, sizeof(why)) < 0 &&
+	      !strcmp(err, API_NOT_AUTHORISED) && strstr(why, "not sealed"), "%s / %s", err, why);
+	CHECK(api_request_open("not json", 8, key, challenge, &req, err, sizeof(err), why, sizeof(why)) < 0 &&
+	      strstr(err, "bad request: malformed JSON"), "%s", err);
+	free(sealed);
+	struct api_request bad_count = out;
+	bad_count.count = 0;
+	free(line);
+	line = api_request_encode(&bad_count, &n);
+	sealed = api_request_seal(line, n, key, challenge, &sn);
+	CHECK(api_request_open(sealed, sn - 1, key, challenge, &req, err, sizeof(err), why, sizeof(why)) < 0 &&
+	      strstr(err, "count must be an integer"), "a sealed bad request: %s", err);
+	free(sealed);
+	free(line);
+
+	SAY("the daemon's greeting carries a challenge; a refusal instead is told as it is");
+	char *hello = api_greeting_encode(challenge, &n);
+	memset(again, 0, sizeof(again));
+	CHECK(hello && api_greeting_decode(hello, n - 1, again, err, sizeof(err)) == 0 &&
+	      !memcmp(again, challenge, sizeof(again)), "%s", err);
+	free(hello);
+	char *busy = api_error_encode("busy: 8 requests of yours are being served", &n);
+	CHECK(api_greeting_decode(busy, n - 1, again, err, sizeof(err)) < 0 && !strcmp(err, "busy: 8 requests of yours are being served"),
+	      "%s", err);
+	free(busy);
+	CHECK(api_greeting_decode("{\"challenge\":\"00\"}", 17, again, err, sizeof(err)) < 0 &&
+	      strstr(err, "malformed greeting"), "%s", err);
+	CHECK(api_greeting_decode("{\"ok\":true}", 11, again, err, sizeof(err)) < 0 && strstr(err, "malformed greeting"),
+	      "%s", err);
+
+	SAY("an error line with bytes that are not UTF-8 is valid JSON (U+FFFD)");
+	char *e = api_error_encode("no service 'x\xff\xc0\xafy' (caf\xc3\xa9)", &n);
+	struct cxlcr_fork_result none;
+	CHECK(e && api_reply_decode(e, n - 1, &none, err, sizeof(err)) < 0 &&
+	      !strcmp(err, "no service 'x\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdy' (caf\xc3\xa9)"), "%s -> %s", e, err);
+	free(e);
 	SAY("a reply with a key given twice is refused");
 	CHECK(decode("{\"ok\":false,\"ok\":true,\"children\":[]}") != 0);
 	CHECK(decode("{\"ok\":true,\"children\":[{\"pid\":1,\"pid\":2}]}") != 0);

@@ -88,7 +88,7 @@ fake_fork() {
 fake_fork '{"ok": true, "children": [{"name": "web.1", "host": "h1", "address": "10.79.1.5", "pid": 41, "restore_ms": 40.1, "later": [1]}, {"name": "web.2", "host": "h1", "address": "10.79.1.6", "pid": 42, "restore_ms": 41.0}], "freeze_ms": 12.5, "snapshot_ms": 8, "restore_ms": 41, "total_ms": 95, "image_bytes": 2097152, "snapshot_bytes": 1048576, "future": {"x": null}}'
 [ "$(cat "$OUT")" = "$(printf 'ok 2\nweb.1 h1 10.79.1.5 41\nweb.2 h1 10.79.1.6 42')" ] ||
 	die "a successful reply was read as: $(cat "$OUT")"
-python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r == {"op": "fork", "service": "web", "host": "h1", "count": 2, "token": "sesame"}, r' \
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r == {"op": "fork", "service": "web", "host": "h1", "count": 2}, r' \
 	"$POOL_DIR/request" || die "the library sent: $(cat "$POOL_DIR/request")"
 fake_fork '{"ok": false, "error": "fork of web: h1 is out of \"memory\""}'
 has "$OUT" '^error: fork of web: h1 is out of "memory"$' "an error reply"
@@ -179,7 +179,7 @@ h0_log
 has "$LOG" "api request \(unix\): refused: request from uid 65534 refused" "the daemon's log"
 ok "a user who is not root is refused (socket mode, and SO_PEERCRED)"
 
-# --- TCP: the token is required --------------------------------------------------
+# --- TCP: requests sealed under the token's key ----------------------------------
 api "$TCP" web h7 1 -
 has "$OUT" "^error: not authorised$" "TCP without a token"
 api "$TCP" web h7 1 "$(printf '0%.0s' {1..64})"
@@ -191,8 +191,9 @@ has "$OUT" "^error: not authorised$" "TCP with a token one digit long"
 api "$TCP" web h7 0 "${TOKEN:0:63}x"
 has "$OUT" "^error: not authorised$" "TCP with a wrong token and a bad count"
 h0_log
-has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(no token\)" "the daemon's log (no token)"
-has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(wrong token\)" "the daemon's log (wrong token)"
+has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(not sealed\)" "the daemon's log (no token)"
+has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(its MAC does not check: a wrong token, or replayed\)" \
+	"the daemon's log (wrong token)"
 ok "TCP: a missing or wrong token is refused ('not authorised', logged)"
 api "$TCP" web h7 1 "$TOKEN"
 reached_fork "TCP with the token"
@@ -269,9 +270,10 @@ refused "$UNIX" "{\"op\":\"fork\",$GOOD,\"pad\":\"$(head -c 5000 /dev/zero | tr 
 refused "$UNIX" '' "^bad request: malformed JSON at byte 0: '\\[' or '\\{' expected near end of file$"
 ok "malformed JSON, unknown op and fields, bad values, oversized requests: refused, one line each"
 refused "$TCP" 'not json' '^bad request: malformed JSON at byte [0-9]+: '
-refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":\"$TOKEN\",\"token\":\"$TOKEN\"}" "duplicate object key near '\"token\"'$"
-refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":1}" '^not authorised$'
-ok "the same over TCP; a token that is not a string is not authorised"
+refused "$TCP" "{\"op\":\"fork\",$GOOD,\"token\":\"$TOKEN\"}" '^not authorised$'
+refused "$TCP" "{\"sealed\":\"{}\",\"mac\":\"$(printf '0%.0s' {1..64})\"}" '^not authorised$'
+refused "$TCP" "{\"sealed\":\"{}\",\"mac\":\"00\",\"mac\":\"01\"}" "duplicate object key near '\"mac\"'$"
+ok "over TCP: bad JSON refused as such; the pod's token in the clear, a made-up MAC: not authorised; an envelope with two MACs: malformed"
 
 # --- the command line through the API ---------------------------------------------
 expect 1 "fork onto a host that is not up" -- "$CXLCR" fork web --to h7 --json
@@ -293,12 +295,14 @@ ok "h0's token file gone: TCP still takes the pod's token; unreachable endpoints
 
 # --- replies over TCP are sealed for their request --------------------------------
 # A man in the middle (on this machine, in front of h0's port) serves one
-# connection per mode: "pass" forwards the request and the reply (which it
-# keeps), "replay" answers the next request with the kept reply without
-# forwarding it, "flip" forwards the request and changes one digit of the
-# reply's MAC.
+# connection per mode: "pass" forwards the daemon's greeting, the request
+# and the reply (it keeps both), "replay" greets with a challenge of its own
+# and answers the next request with the kept reply without forwarding it,
+# "again" plays the kept request to the daemon on a new connection of its
+# own (another challenge) and forwards what the daemon answers, "flip"
+# forwards and changes one digit of the reply's MAC.
 MITM='
-import json, socket, sys
+import json, os, socket, sys
 target, port_file, modes = (sys.argv[1], 7390), sys.argv[2], sys.argv[3].split(",")
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
@@ -315,30 +319,43 @@ def line(c):
             break
         b += got
     return b
+kept_req = None
+def greet(c):
+    c.sendall(b"{\"challenge\":\"%s\"}\n" % os.urandom(32).hex().encode())
 for i, mode in enumerate(modes):
     c, _ = s.accept()
-    req = line(c)
-    open("%s.request%d" % (port_file, i), "wb").write(req)
+    hello = line(c)
+    assert hello == b"{\"op\":\"hello\"}\n", hello
     if mode == "replay":
-        c.sendall(kept)
+        greet(c)
+        req = line(c)
+        rep = kept
     else:
         d = socket.create_connection(target, timeout=60)
-        d.sendall(req)
+        d.sendall(hello)
+        greeting = line(d)
+        if mode == "again":
+            greet(c)
+        else:
+            c.sendall(greeting)
+        req = line(c)
+        d.sendall(req if mode != "again" else kept_req)
         rep = line(d)
         d.close()
         if mode == "pass":
-            kept = rep
-        else:
+            kept, kept_req = rep, req
+        elif mode == "flip":
             r = json.loads(rep)
             mac = r["mac"]
             r["mac"] = ("1" if mac[0] == "0" else "0") + mac[1:]
             rep = (json.dumps(r) + "\n").encode()
-        c.sendall(rep)
+    open("%s.request%d" % (port_file, i), "wb").write(req)
+    c.sendall(rep)
     c.close()
 '
 MITM_PORT_FILE=$POOL_DIR/mitm.port
 rm -f "$MITM_PORT_FILE"
-"$PYTHON3" -c "$MITM" "$H0_IP" "$MITM_PORT_FILE" pass,replay,flip &
+"$PYTHON3" -c "$MITM" "$H0_IP" "$MITM_PORT_FILE" pass,replay,again,flip &
 MITM_PID=$!
 on_exit "kill $MITM_PID 2>/dev/null || true"
 for _ in $(seq 200); do [ -e "$MITM_PORT_FILE" ] && break; sleep 0.05; done
@@ -351,20 +368,32 @@ has "$OUT" "^ok 1$" "a real fork through the API (its sealed reply passed on)"
 child=$(sed -n 2p "$OUT" | cut -d' ' -f1)
 SERVICES+=("$child")
 [ "$(status_field "$child" state)" = running ] || die "$child is not running"
-python3 -c 'import json, re, sys; r = json.load(open(sys.argv[1])); assert re.fullmatch("[0-9a-f]{64}", r["nonce"]), r' \
-	"$MITM_PORT_FILE.request0" || die "the library sent no nonce over TCP: $(cat "$MITM_PORT_FILE.request0")"
-ok "over TCP the library sends a fresh nonce and takes the daemon's sealed reply: $(head -n 1 "$OUT")"
+python3 - "$MITM_PORT_FILE.request0" "$TOKEN" <<'PYEOF' || die "the library's request over TCP: $(cat "$MITM_PORT_FILE.request0")"
+import json, re, sys
+e = json.load(open(sys.argv[1]))
+assert sorted(e) == ["mac", "sealed"] and re.fullmatch("[0-9a-f]{64}", e["mac"]), e
+r = json.loads(e["sealed"])
+assert re.fullmatch("[0-9a-f]{64}", r["nonce"]) and "token" not in r, r
+assert sys.argv[2] not in open(sys.argv[1]).read(), "the token travelled"
+PYEOF
+ok "over TCP the library seals its request (the token does not travel) with a fresh nonce, and takes the daemon's sealed reply: $(head -n 1 "$OUT")"
 api "$MITM_EP" web h1 1 "$TOKEN"
 has "$OUT" "^error: reply not authenticated \(no MAC under the pod's token for this request: forged or replayed\)$" \
 	"the fork's reply replayed to another request"
 one_line "$OUT" "a replayed reply"
 cmp -s "$MITM_PORT_FILE.request0" "$MITM_PORT_FILE.request1" && die "two requests alike: no fresh nonce"
+api "$MITM_EP" web h1 1 "$TOKEN"
+has "$OUT" "^error: not authorised$" "the fork's request played again to the daemon"
+one_line "$OUT" "a replayed request"
+h0_log
+has "$LOG" "api request \(tcp [0-9.]+\): refused: not authorised \(its MAC does not check: a wrong token, or replayed\)" \
+	"the daemon's log (a replayed request)"
 api "$MITM_EP" web h7 1 "$TOKEN"
 has "$OUT" "^error: reply not authenticated \(no MAC under the pod's token for this request: forged or replayed\)$" \
 	"a reply with one digit of its MAC changed"
 one_line "$OUT" "a reply with a wrong tag"
 wait "$MITM_PID" || die "the man in the middle failed"
-ok "a reply replayed to another request, and one with a wrong tag: refused in one line, nothing of it taken"
+ok "a reply replayed to another request, a request played again on another connection, and a reply with a wrong tag: refused in one line, nothing of it taken (one child still, below)"
 api "$TCP" web h1 2 "$TOKEN"
 has "$OUT" "^error: quota: 1 children live, 2 more would pass the pod's 2" "a fork past the quota"
 "$API_TEST" release "$TCP" web "$TOKEN" >"$OUT" 2>&1 && die "the API released a service"

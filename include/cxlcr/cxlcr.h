@@ -18,10 +18,11 @@
  *   - a Unix socket, /run/cxlcr/podN/HOST.api: only root (or the daemon's
  *     own user) may connect, checked with SO_PEERCRED; no token;
  *   - TCP at the host's own address, port 7390 (cxlcrd --api-port, or
- *     $CXLCR_API_PORT; 0 turns it off): every request must carry the pod's
- *     token, 64 hex digits derived from the pod's key in the pool, which
- *     each host's daemon (and `cxlcr pod up`) keeps in its own
- *     /run/cxlcr/podN/api-token (mode 0600).
+ *     $CXLCR_API_PORT; 0 turns it off): every request must be sealed under
+ *     a key derived from the pod's token, 64 hex digits derived from the
+ *     pod's key in the pool, which each host's daemon (and `cxlcr pod up`)
+ *     keeps in its own /run/cxlcr/podN/api-token (mode 0600). The token
+ *     itself never travels.
  * A request goes to the daemon of the parent's host; the children may be
  * placed on any host of its pod.
  *
@@ -29,7 +30,7 @@
  * ended by "\n") per connection; a request is at most 4096 bytes, a reply
  * at most 65536. The request (fields in any order, none other allowed):
  *
- *   {"op":"fork","service":"web","host":"h1","count":2,"token":"9f0c..."}
+ *   {"op":"fork","service":"web","host":"h1","count":2,"nonce":"5e1a..."}
  *
  *   op       "fork" (the only operation so far)
  *   service  the parent service, as `cxlcr ps` names it
@@ -43,36 +44,41 @@
  *            pages: "background" (hot pages before it runs, the rest while
  *            it runs; the default), "eager" (all before it runs) or "lazy"
  *            (each on its first touch)
- *   token    required over TCP; ignored on the Unix socket
  *   nonce    optional: 64 lowercase hex digits, fresh and random for each
  *            request; the reply then comes sealed for it (below). The
  *            library sends one over TCP and takes no reply without it.
  *
  * The reply on success (numbers: milliseconds, bytes, pids):
  *
- *   {"ok": true, "children": [{"name": "web.1", "host": "h1",
- *    "address": "10.79.1.5", "pid": 1234, "restore_ms": 40.100,
- *    "prefetched_pages": 0}, ...],
- *    "freeze_ms": 12.000, "snapshot_ms": 8.000, "restore_ms": 41.000,
- *    "total_ms": 95.000, "image_bytes": 2097152, "snapshot_bytes": 1048576,
- *    "mode": "share"}
+ *   {"ok":true,"children":[{"name":"web.1","host":"h1",
+ *    "address":"10.79.1.5","pid":1234,"restore_ms":40.1,
+ *    "prefetched_pages":0}, ...],
+ *    "freeze_ms":12.0,"snapshot_ms":8.0,"restore_ms":41.0,
+ *    "total_ms":95.0,"image_bytes":2097152,"snapshot_bytes":1048576,
+ *    "mode":"share"}
  *
  * and on any failure, one line saying what failed:
  *
- *   {"ok": false, "error": "not authorised"}
+ *   {"ok":false,"error":"not authorised"}
  *
- * A sealed reply (to a request with a nonce, once the daemon trusts it)
- * is that line wrapped, still one line:
+ * Over TCP, both ways are sealed. The client first sends the line
+ * {"op":"hello"}; the daemon answers with a fresh random challenge,
+ * {"challenge":"<64 hex digits>"} (or a refusal, "busy"). The client then
+ * sends its request line wrapped, still one line:
  *
- *   {"sealed": "<the reply line, as a JSON string>", "mac": "<64 hex digits>"}
+ *   {"sealed":"<the request line, as a JSON string>","mac":"<64 hex digits>"}
  *
- * mac: HMAC-SHA-512-256 (libsodium) under the reply key over the label
- * "cxlcr fork API reply" with its NUL, the nonce's 32 bytes, 8 zero bytes
- * (the reply's number) and the reply line's bytes; the reply key is
- * BLAKE2b-256 keyed with the token's 32 bytes of the text "cxlcr fork API
- * reply key, version 1". A refusal the daemon makes before it trusts the
- * request (a wrong token, a request it cannot read, "busy") comes
- * unsealed: a client takes an unsealed reply only as a failure.
+ * mac: HMAC-SHA-512-256 (libsodium) under the API key over the label
+ * "cxlcr fork API request" with its NUL, the challenge's 32 bytes, 8 zero
+ * bytes and the request line's bytes; the API key is BLAKE2b-256 keyed
+ * with the token's 32 bytes of the text "cxlcr fork API reply key, version
+ * 1". A request not sealed so (the token in the clear, a wrong token, or
+ * a request recorded on another connection and played again) is refused,
+ * "not authorised", and changes nothing. The reply comes back sealed the
+ * same way for the request's nonce, under the label "cxlcr fork API
+ * reply". A refusal the daemon makes before it trusts the request (not
+ * authorised, a request it cannot read, "busy") comes unsealed: a client
+ * takes an unsealed reply only as a failure.
  *
  * Readers must ignore reply fields they do not know. Malformed JSON
  * (and a key given twice in any object), an unknown op, a missing or
