@@ -367,30 +367,49 @@ fault_case() {
 }
 
 # fault_matrix ROW...: every case of every row "VERB STEP,STEP... VICTIM:HOW...".
-# $CXLCR_FAULTS=sample (what `make test` runs) takes, of each row, as many
-# cases as it has steps or victims, whichever is more, pairing them in turn
-# so that every step and every VICTIM:HOW of the row is run at least once;
-# unset or full (`make faults`), every pair.
+# $CXLCR_FAULTS=sample (what `make test` runs) takes, of each verb's cases,
+# as few as run every one of its steps and every one of its VICTIM:HOW at
+# least once (first those that bring a new step and a new victim at once,
+# then those that bring either); unset or full (`make faults`), all of them.
 MATRIX_CASES=0
 fault_matrix() {
-	local row verb steps victims k n m
+	local row verb steps victims st v
+	local -a cases=()
 	for row in "$@"; do
 		read -r verb steps victims <<<"${row//$'\n'/ }" # a row may span lines
-		local -a s v
-		read -r -a s <<<"${steps//,/ }"
-		read -r -a v <<<"$victims"
-		n=${#s[@]} m=${#v[@]}
-		MATRIX_CASES=$((MATRIX_CASES + n * m))
-		if [ "${CXLCR_FAULTS:-full}" = sample ]; then
-			for ((k = 0; k < (n > m ? n : m); k++)); do
-				fault_case "$verb" "${s[k % n]}" "${v[k % m]%:*}" "${v[k % m]#*:}"
+		for st in ${steps//,/ }; do
+			for v in $victims; do
+				cases+=("$verb $st ${v%:*} ${v#*:}")
 			done
-		else
-			for ((k = 0; k < n * m; k++)); do
-				fault_case "$verb" "${s[k / m]}" "${v[k % m]%:*}" "${v[k % m]#*:}"
-			done
-		fi
+		done
 	done
+	MATRIX_CASES=$((MATRIX_CASES + ${#cases[@]}))
+	[ "${CXLCR_FAULTS:-full}" = sample ] && sample_cases
+	local c how
+	for c in "${cases[@]}"; do
+		read -r verb st v how <<<"$c"
+		fault_case "$verb" "$st" "$v" "$how"
+	done
+}
+
+# sample_cases: cases (fault_matrix's) cut down to a sample, as said above.
+sample_cases() {
+	local -A step_seen=() victim_seen=()
+	local -a picked=()
+	local pass c verb st v how new_step new_victim
+	for pass in both either; do
+		for c in "${cases[@]}"; do
+			read -r verb st v how <<<"$c"
+			new_step=${step_seen["$verb $st"]:-1}
+			new_victim=${victim_seen["$verb $v $how"]:-1}
+			if [ "$pass$new_step$new_victim" = both11 ] || { [ $pass = either ] && [ "$new_step$new_victim" != 00 ]; }; then
+				picked+=("$c")
+				step_seen["$verb $st"]=0
+				victim_seen["$verb $v $how"]=0
+			fi
+		done
+	done
+	cases=("${picked[@]}")
 }
 
 fault_done() {
