@@ -151,15 +151,16 @@ setup: deps
 	@$(MAKE) --no-print-directory all
 
 # `make test` runs a sample of the fault matrix (every step and every
-# victim of each row at least once: tests/lib/faults.sh) to stay within
-# twenty minutes; `make faults` runs every case of it (CI runs both).
+# victim of each verb at least once: tests/lib/faults.sh) and 20 rounds of
+# the migrate soak, to stay within twenty minutes; `make faults` runs every
+# case of the matrix and the soak's 50 rounds (CI runs both).
 test: setup
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory module
-	@CXLCR_FAULTS=sample tests/run.sh
+	@CXLCR_FAULTS=sample SOAK_ROUNDS=20 tests/run.sh
 
 faults: setup
-	@CXLCR_FAULTS=full tests/run.sh 't_fault_*'
+	@CXLCR_FAULTS=full tests/run.sh 't_fault_*' t_soak
 
 demo: setup
 	@demos/redis/run.sh
