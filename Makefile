@@ -153,14 +153,15 @@ setup: deps
 # `make test` runs a sample of the fault matrix (every step and every
 # victim of each verb at least once: tests/lib/faults.sh) and 20 rounds of
 # the migrate soak, to stay within twenty minutes; `make faults` runs every
-# case of the matrix and the soak's 50 rounds (CI runs both).
+# case of the matrix, tests/t_faults.sh and the soak's 50 rounds (CI runs
+# both).
 test: setup
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory module
 	@CXLCR_FAULTS=sample SOAK_ROUNDS=20 tests/run.sh
 
 faults: setup
-	@CXLCR_FAULTS=full tests/run.sh 't_fault_*' t_soak
+	@CXLCR_FAULTS=full CXLCR_TEST_TIMEOUT=600 tests/run.sh 't_fault_*' t_faults t_soak
 
 demo: setup
 	@demos/redis/run.sh
