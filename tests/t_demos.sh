@@ -5,9 +5,11 @@
 # items all gone at the end, every other item there), and leave no service
 # and no pod behind. Then a demo interrupted in the middle of a migrate
 # must leave nothing behind either.
+# `make long` runs it (`make demo` runs the Redis one at its full size).
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+[ "${CXLCR_TESTS:-long}" != short ] || skip "the demos take minutes: make long runs them"
 need redis-server redis-cli memcached ip iptables nsenter criu
 [ -f "$ROOT/build/criu/cxlcr_criu.so" ] || die "the CRIU plugin is not built (build/criu/cxlcr_criu.so)"
 [ "$ROOT/build/cxlcr" -ef "$CXLCR" ] || skip "the demos run build/cxlcr, this test was given $CXLCR"

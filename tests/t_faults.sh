@@ -13,11 +13,11 @@
 #            post-restore (the tasks are rebuilt, not yet running), in a
 #            migrate and in a restore after a checkpoint.
 # Every case here is one of the fault matrix's (tests/t_fault_*.sh), whose
-# sample `make test` runs: this file runs under `make faults`, with all of it.
+# sample `make test` runs: this file runs under `make long`, with all of it.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
-[ "${CXLCR_FAULTS:-full}" != sample ] || skip "its cases are the fault matrix's; make faults runs it"
+[ "${CXLCR_TESTS:-long}" != short ] || skip "its cases are the fault matrix's; make long runs it"
 need redis-server
 
 COUNT=5000

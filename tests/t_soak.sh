@@ -15,7 +15,8 @@
 #     every acknowledged write is there (ackcheck.py). Response gaps and
 #     freeze times are printed, not judged (bench/continuity.sh measures);
 #   - every value of the data set filled at the start is intact.
-# SOAK_ROUNDS=N changes the number of migrations (at least 20).
+# SOAK_ROUNDS=N changes the number of migrations (at least 20; 20 under
+# $CXLCR_TESTS=short, `make test`).
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -23,7 +24,7 @@ set -euo pipefail
 . "$ROOT/tests/lib/loadclient.sh"
 need redis-server gcc
 
-ROUNDS=${SOAK_ROUNDS:-50}
+ROUNDS=${SOAK_ROUNDS:-$([ "${CXLCR_TESTS:-long}" = short ] && echo 20 || echo 50)}
 [ "$ROUNDS" -ge 20 ] || die "SOAK_ROUNDS must be at least 20"
 PORT=6379
 COUNT=4000

@@ -367,10 +367,10 @@ fault_case() {
 }
 
 # fault_matrix ROW...: every case of every row "VERB STEP,STEP... VICTIM:HOW...".
-# $CXLCR_FAULTS=sample (what `make test` runs) takes, of each verb's cases,
-# as few as run every one of its steps and every one of its VICTIM:HOW at
-# least once (first those that bring a new step and a new victim at once,
-# then those that bring either); unset or full (`make faults`), all of them.
+# Under $CXLCR_TESTS=short (`make test`) a sample: of a file's cases, as few
+# as run every step of each verb and every VICTIM:HOW at least once (first
+# those that bring a new step and a new victim at once, then those that
+# bring either); else (`make long`, or run alone) all of them.
 MATRIX_CASES=0
 fault_matrix() {
 	local row verb steps victims st v
@@ -384,7 +384,7 @@ fault_matrix() {
 		done
 	done
 	MATRIX_CASES=$((MATRIX_CASES + ${#cases[@]}))
-	[ "${CXLCR_FAULTS:-full}" = sample ] && sample_cases
+	[ "${CXLCR_TESTS:-long}" = short ] && sample_cases
 	local c how
 	for c in "${cases[@]}"; do
 		read -r verb st v how <<<"$c"
@@ -401,11 +401,11 @@ sample_cases() {
 		for c in "${cases[@]}"; do
 			read -r verb st v how <<<"$c"
 			new_step=${step_seen["$verb $st"]:-1}
-			new_victim=${victim_seen["$verb $v $how"]:-1}
+			new_victim=${victim_seen["$v $how"]:-1}
 			if [ "$pass$new_step$new_victim" = both11 ] || { [ $pass = either ] && [ "$new_step$new_victim" != 00 ]; }; then
 				picked+=("$c")
 				step_seen["$verb $st"]=0
-				victim_seen["$verb $v $how"]=0
+				victim_seen["$v $how"]=0
 			fi
 		done
 	done
@@ -414,5 +414,5 @@ sample_cases() {
 
 fault_done() {
 	local ms=$(( (${EPOCHREALTIME/[.,]/} - ${CASE_START/[.,]/}) / 1000 ))
-	ok "$CASES of the matrix's $MATRIX_CASES fault cases (CXLCR_FAULTS=${CXLCR_FAULTS:-full}), $((ms / 1000)) s"
+	ok "$CASES of the matrix's $MATRIX_CASES fault cases (CXLCR_TESTS=${CXLCR_TESTS:-long}), $((ms / 1000)) s"
 }
