@@ -46,8 +46,5 @@ int api_token_derive(bool create, char *buf, size_t len);
 /* Writes the pod's token into POD_DIR/api-token, mode 0600, for local
  * clients. 0, or -1 with cxlcr_last_error(). */
 int api_token_ensure(const struct pod *pod);
-/* Compares a token given by a client with the pod's, in a time that does
- * not depend on where they differ. */
-bool api_token_matches(const char *given, const char *expected);
 
 #endif

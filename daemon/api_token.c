@@ -72,13 +72,3 @@ int api_token_ensure(const struct pod *pod)
 	}
 	return 0;
 }
-
-bool api_token_matches(const char *given, const char *expected)
-{
-	size_t want = strlen(expected), got = strnlen(given, want + 1);
-	unsigned char diff = got != want || want == 0;
-	/* Every byte is looked at, whatever the first difference. */
-	for (size_t i = 0; i < want; i++)
-		diff |= (unsigned char)((i < got ? given[i] : 0) ^ expected[i]);
-	return diff == 0;
-}
