@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "netns_nursery.h"
 #include "rtnl.h"
 
 #define NETNS_RUN_DIR "/run/netns"
@@ -115,6 +116,7 @@ static void *ns_thread(void *arg)
 	struct ns_job *j = arg;
 	j->fd = -1;
 	if (j->path) {
+		cxlcr_netns_enter_nursery(); /* a TCP hash of its own, or the machine's */
 		if (unshare(CLONE_NEWNET) < 0) {
 			snprintf(j->err, sizeof(j->err), "new network namespace: %s", strerror(errno));
 			return NULL;
