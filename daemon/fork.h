@@ -99,10 +99,12 @@ struct snapshot_result {
 	char name[CXLCR_NAME_MAX];    /* the snapshot region: SERVICE.sNNN */
 	uint64_t generation;          /* ... and its generation */
 	double draft_ms;              /* copying the heap while the parent ran */
+	double shed_ms;               /* its page tables dropped before the freeze (0: not) */
 	double freeze_ms;             /* CRIU's dump ran this long (snapshot included) */
 	double frozen_ms;             /* ... of which the parent was frozen (CRIU's own figure) */
 	double snapshot_ms;           /* part of it: bringing the copy up to date and publishing it */
 	double open_ms, written_ms, holes_ms, publish_ms; /* ... and its parts */
+	double seal_ms;               /* its run table and checksums, once the service went on */
 	double total_ms;
 	uint64_t image_bytes;
 	uint64_t snapshot_bytes;

@@ -69,6 +69,13 @@ int cxlcr_track_since_draft(struct cxlcr_pool *pool, uint64_t arena_generation, 
  * may write through its shared mapping); -1 on error. */
 int cxlcr_track_rearm_in_freeze(struct cxlcr_pool *pool, uint64_t arena_generation, pid_t pid, const char **why);
 
+/* zap_probe.c: whether this kernel keeps what tracking knows across a drop
+ * of the heap's page tables (MADV_DONTNEED on shmem): a page protected
+ * since the last scan comes back protected, every page written since
+ * still reads as written, even when the kernel freed the page table that
+ * held it. Measured once per process on a memfd. */
+bool cxlcr_track_zap_keeps_writes(void);
+
 /* Is write tracking on (unless CXLCR_WRITE_TRACKING=0)? See tracker.c. */
 bool cxlcr_tracking_enabled(void);
 
