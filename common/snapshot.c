@@ -343,26 +343,26 @@ static uint32_t header_checksum(const struct cxlcr_snapshot_header *h)
  * header copy is what a fork child's header starts as, so it must be of
  * the same instant as the heap). The runs and the tier counts come from
  * the table; the layout must leave room for the runs. */
-int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
-			    const struct cxlcr_region *snap_region, uint8_t *snap,
-			    const struct layout *l, const struct publish_extra *x, const uint64_t *table)
+/*
+ * A snapshot's publication, in two steps. snap_fill_header(), in the
+ * freeze, takes what is of that instant: the arena header's copy and its
+ * tracking counts, and writes the header's fields. snap_seal() does the
+ * rest, which reads only the snapshot's own region and so may run once
+ * the service goes on: the run table built from the leaf table, the
+ * checksums, the write-back and `complete`. The seal walks the whole leaf
+ * table (8 bytes a heap page): ~2 ms at a 1.6 GiB arena, in every freeze
+ * while both were one step. Until it is sealed, nobody opens the region
+ * as a snapshot (`complete` is not set), and freeing it works as for a
+ * draft (its bases are in the header already).
+ */
+void snap_fill_header(struct cxlcr_pool *pool, const struct source *src, const struct cxlcr_region *snap_region,
+		      uint8_t *snap, const struct layout *l, const struct publish_extra *x, const uint64_t *table)
 {
 	cxlcr_refresh(src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
 	snap_copy_to_pool(snap + l->arena_header_offset, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
 	cxlcr_fence();
 	if (table != (const void *)(snap + l->table_offset))
 		memcpy(snap + l->table_offset, table, l->table_size);
-	struct cxlcr_snapshot_run *runs = (void *)(snap + l->run_offset);
-	uint64_t pages = l->table_size / LEAF_SIZE;
-	uint64_t run_count = cxlcr_snapshot_table_runs(table, pages, runs, l->run_count);
-	if (run_count > l->run_count)
-		return cxlcr_error("snapshot '%s': its leaf table has %llu runs, room for %llu", snap_region->name,
-				   (unsigned long long)run_count, (unsigned long long)l->run_count);
-	uint64_t counts[3] = { 0, 0, 0 };
-	for (uint64_t r = 0; r < run_count; r++)
-		counts[CXLCR_LEAF_TIER(runs[r].leaf) % 3] += runs[r].pages;
-	cxlcr_publish(snap + l->table_offset, l->table_size + run_count * RUN_SIZE);
-
 	/* Anything still in the header (a draft's bases) was copied by the caller. */
 	struct cxlcr_snapshot_header *h = (void *)snap;
 	memset(h, 0, sizeof(*h));
@@ -378,14 +378,10 @@ int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 	h->heap_address = src->heap_address;
 	h->heap_size = src->heap_size;
 	h->page_size = CXLCR_SNAPSHOT_PAGE_SIZE;
-	h->page_count = pages;
-	h->pages_zero = counts[CXLCR_TIER_ZERO];
-	h->pages_cxl = counts[CXLCR_TIER_CXL];
-	h->pages_cold = counts[CXLCR_TIER_COLD];
+	h->page_count = l->table_size / LEAF_SIZE;
 	h->table_offset = l->table_offset;
 	h->table_size = l->table_size;
 	h->run_offset = l->run_offset;
-	h->run_count = run_count;
 	h->arena_header_offset = l->arena_header_offset;
 	h->arena_header_size = CXLCR_SNAPSHOT_ARENA_HEADER_SIZE;
 	h->data_offset = l->data_offset;
@@ -409,15 +405,48 @@ int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
 	}
 	h->created_ns = cxlcr_now_ns();
 	cxlcr_copy_field(h->source_host, sizeof(h->source_host), cxlcr_host_name());
-	h->table_crc = cxlcr_crc32c(0, table, l->table_size);
-	h->run_crc = cxlcr_crc32c(0, runs, run_count * RUN_SIZE);
-	h->checksum = header_checksum(h);
 	if (x->cold)
 		h->cold = *x->cold;
+}
+
+int snap_seal(uint8_t *snap, uint64_t region_size)
+{
+	struct cxlcr_snapshot_header *h = (void *)snap;
+	if (h->magic != CXLCR_SNAPSHOT_MAGIC || h->complete == CXLCR_SNAPSHOT_COMPLETE ||
+	    h->table_offset != CXLCR_SNAPSHOT_TABLE_OFFSET || h->table_size != h->page_count * LEAF_SIZE ||
+	    h->run_offset != h->table_offset + h->table_size || h->data_offset < h->run_offset ||
+	    h->data_offset > region_size)
+		return cxlcr_error("snapshot '%.*s' is not one filled in for its seal", CXLCR_NAME_MAX, h->name);
+	const uint64_t *table = (const void *)(snap + h->table_offset);
+	struct cxlcr_snapshot_run *runs = (void *)(snap + h->run_offset);
+	uint64_t room = (h->data_offset - h->run_offset) / RUN_SIZE;
+	uint64_t run_count = cxlcr_snapshot_table_runs(table, h->page_count, runs, room);
+	if (run_count > room)
+		return cxlcr_error("snapshot '%.*s': its leaf table has %llu runs, room for %llu", CXLCR_NAME_MAX,
+				   h->name, (unsigned long long)run_count, (unsigned long long)room);
+	uint64_t counts[3] = { 0, 0, 0 };
+	for (uint64_t r = 0; r < run_count; r++)
+		counts[CXLCR_LEAF_TIER(runs[r].leaf) % 3] += runs[r].pages;
+	cxlcr_publish(snap + h->table_offset, h->table_size + run_count * RUN_SIZE);
+	h->pages_zero = counts[CXLCR_TIER_ZERO];
+	h->pages_cxl = counts[CXLCR_TIER_CXL];
+	h->pages_cold = counts[CXLCR_TIER_COLD];
+	h->run_count = run_count;
+	h->table_crc = cxlcr_crc32c(0, table, h->table_size);
+	h->run_crc = cxlcr_crc32c(0, runs, run_count * RUN_SIZE);
+	h->checksum = header_checksum(h);
 	cxlcr_publish(h, sizeof(*h));
 	h->complete = CXLCR_SNAPSHOT_COMPLETE;
 	cxlcr_publish(&h->complete, sizeof(h->complete));
 	return 0;
+}
+
+int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src,
+			    const struct cxlcr_region *snap_region, uint8_t *snap,
+			    const struct layout *l, const struct publish_extra *x, const uint64_t *table)
+{
+	snap_fill_header(pool, src, snap_region, snap, l, x, table);
+	return snap_seal(snap, snap_region->size);
 }
 
 /* Pages of room a draft of `copies` copies leaves for its finish. */

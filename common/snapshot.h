@@ -114,6 +114,19 @@ int cxlcr_snapshot_draft_note(struct cxlcr_pool *pool, const char *name, bool tr
 int cxlcr_snapshot_draft_notes(struct cxlcr_pool *pool, const char *name, bool *tracked, uint64_t *fork_count);
 int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out);
+/* The finish without its seal, for the freeze: the copies and the header
+ * of the freeze instant; the snapshot is not one until
+ * cxlcr_snapshot_seal() (the run table, the checksums, `complete`), which
+ * reads only the snapshot's region and so runs once the service goes on.
+ * Sealing a sealed snapshot does nothing. out's page counts are the
+ * seal's. */
+int cxlcr_snapshot_finish_unsealed(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+				   const struct cxlcr_written *written, struct cxlcr_snapshot_info *out);
+struct cxlcr_snapshot_seal_info {
+	uint64_t pages_zero, pages_cxl, runs;
+	uint64_t seal_ns;
+};
+int cxlcr_snapshot_seal(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_snapshot_seal_info *out);
 
 /* An open snapshot: its region mapped read-only, its header and run table
  * checked (copies). */

@@ -510,8 +510,8 @@ static void unmap_bases(struct finish *f)
 	f->base_count = 0;
 }
 
-int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
-			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out)
+static int finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+		  const struct cxlcr_written *written, bool seal, struct cxlcr_snapshot_info *out)
 {
 	uint64_t start = cxlcr_mono_ns();
 	struct cxlcr_region snap_region;
@@ -592,10 +592,13 @@ publish:
 	uint64_t t_publish = cxlcr_mono_ns();
 	struct publish_extra x = { .own = (f.own_hi - f.own_lo) / PAGE, .bases = f.bases,
 				   .base_count = f.base_count, .tracked = scanned };
-	if (snap_publish_snapshot(pool, &src, &snap_region, snap, &l, &x, f.table) < 0)
+	snap_fill_header(pool, &src, &snap_region, snap, &l, &x, f.table);
+	if (seal && snap_seal(snap, snap_region.size) < 0)
 		goto unmap;
 	if (out) {
-		struct page_map m = { .pages = src.pages, .nonzero = h->pages_cxl };
+		/* Unsealed, its counts are the seal's to make: the caller's
+		 * cxlcr_snapshot_seal() gives them. */
+		struct page_map m = { .pages = src.pages, .nonzero = seal ? h->pages_cxl : 0 };
 		snap_describe(out, &snap_region, &src, &m);
 		out->pages_own = h->pages_own;
 		out->base_count = h->base_count;
@@ -616,5 +619,41 @@ unmap:
 	munmap(snap, snap_region.size);
 out:
 	snap_close_source(&src);
+	return rc;
+}
+
+int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out)
+{
+	return finish(pool, arena_generation, name, written, true, out);
+}
+
+int cxlcr_snapshot_finish_unsealed(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+				   const struct cxlcr_written *written, struct cxlcr_snapshot_info *out)
+{
+	return finish(pool, arena_generation, name, written, false, out);
+}
+
+int cxlcr_snapshot_seal(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_snapshot_seal_info *out)
+{
+	uint64_t t0 = cxlcr_mono_ns();
+	struct cxlcr_region r;
+	if (cxlcr_region_get(pool, generation, &r) < 0)
+		return -1;
+	if (r.kind != CXLCR_KIND_SNAPSHOT)
+		return cxlcr_error("region %llu is no snapshot", (unsigned long long)generation);
+	uint8_t *snap = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
+	if (!snap)
+		return -1;
+	struct cxlcr_snapshot_header *h = (void *)snap;
+	cxlcr_refresh(h, sizeof(*h));
+	int rc = h->complete == CXLCR_SNAPSHOT_COMPLETE ? 0 : snap_seal(snap, r.size);
+	if (rc == 0 && out) {
+		out->pages_zero = h->pages_zero;
+		out->pages_cxl = h->pages_cxl;
+		out->runs = h->run_count;
+		out->seal_ns = cxlcr_mono_ns() - t0;
+	}
+	munmap(snap, r.size);
 	return rc;
 }

@@ -75,6 +75,12 @@ struct publish_extra {
 	const struct cxlcr_snapshot_cold *cold; /* a tiered snapshot's (tier/): NULL otherwise */
 };
 
+/* Publishing a snapshot: its header filled in (what must be of the freeze
+ * instant), then sealed (runs, checksums, `complete`: what may follow the
+ * freeze); snap_publish_snapshot() does both (snapshot.c says why two). */
+void snap_fill_header(struct cxlcr_pool *pool, const struct source *src, const struct cxlcr_region *snap_region,
+		      uint8_t *snap, const struct layout *l, const struct publish_extra *x, const uint64_t *table);
+int snap_seal(uint8_t *snap, uint64_t region_size);
 int snap_publish_snapshot(struct cxlcr_pool *pool, const struct source *src, const struct cxlcr_region *snap_region,
 			  uint8_t *snap, const struct layout *l, const struct publish_extra *x, const uint64_t *table);
 void snap_describe(struct cxlcr_snapshot_info *out, const struct cxlcr_region *snap_region, const struct source *src,

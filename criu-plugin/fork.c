@@ -73,7 +73,10 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 		t = cxlcr_track_since_draft(&pool, arena, pid, name, &written, &untracked);
 		if (t < 0)
 			untracked = "its write tracking could not be read";
-		rc = cxlcr_snapshot_finish(&pool, arena, name, t == 0 ? &written : NULL, &info);
+		/* Unsealed: the seal reads only the snapshot's own region, and
+		 * the daemon makes it once CRIU has let the service go on
+		 * (cxlcr_snapshot_seal(), snapshot.h). */
+		rc = cxlcr_snapshot_finish_unsealed(&pool, arena, name, t == 0 ? &written : NULL, &info);
 		cxlcr_written_free(&written);
 		if (rc != 0) {
 			cxlcr_snapshot_region_free(&pool, generation); /* and the draft's holds on its bases */
