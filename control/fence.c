@@ -10,6 +10,7 @@
 #include "../daemon/container.h"
 #include "../daemon/image_store.h"
 #include "../daemon/rpc.h"
+#include "../tracking/track.h"
 #include "fence.h"
 #include "outcome.h"
 #include "owner_state.h"
@@ -81,6 +82,10 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 		if (pod)
 			container_link_attach(pod, veth);
 		container_signal_all(pid, SIGCONT);
+		/* A migrate ends its source's tracker before the freeze
+		 * (cmd_migrate.c): tracked again, from a full round. Only a
+		 * help: without it, snapshots compare. */
+		cxlcr_tracker_ensure(pool, &after);
 		snprintf(where, len, "%s", host);
 		return 1;
 	}

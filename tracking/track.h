@@ -86,5 +86,9 @@ int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *aren
 /* Ends the arena's tracker, if it has one, and waits until it has: before
  * the arena is freed, as the tracker maps its header. */
 int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena);
+/* Starts the tracker of a running service that has none (a migrate ends
+ * its source's before the freeze, and a failed one resumes the source):
+ * the tracker it has, if alive, keeps what it knows. */
+int cxlcr_tracker_ensure(struct cxlcr_pool *pool, const struct cxlcr_region *arena);
 
 #endif

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/persist.h"
 #include "../common/pool.h"
 #include "../common/util.h"
 #include "track.h"
@@ -232,6 +233,15 @@ int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *aren
 		close(pidfd);
 		return h ? cxlcr_error("tracker of %s: pipe: %s", arena->name, strerror(e)) : -1;
 	}
+	/* A new userfaultfd knows nothing of what was written before it: no
+	 * snapshot taken before it may be the base of one taken after it.
+	 * Counted as a scan, which the continuity check of the next draft
+	 * sees (since.c), whatever the kernel reports for pages it never
+	 * tracked (a restored service's whole heap, or tables dropped when
+	 * the last tracker ended, are holes, which kernels have not always
+	 * reported as written). */
+	__atomic_add_fetch(&h->scan_count, 1, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&h->scan_count, sizeof(h->scan_count));
 	fflush(NULL);
 	pid_t child = fork();
 	if (child == 0) {
@@ -266,4 +276,18 @@ int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *aren
 	if (tracker <= 0)
 		return cxlcr_error("tracker of %s: it did not start", arena->name);
 	return 0;
+}
+
+int cxlcr_tracker_ensure(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
+{
+	if (!cxlcr_tracking_enabled())
+		return 0;
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return -1;
+	int pid = __atomic_load_n(&h->tracker_pid, __ATOMIC_ACQUIRE);
+	munmap(h, sizeof(*h));
+	if (pid > 0 && is_tracker_of(pid, pool, arena))
+		return 0;
+	return cxlcr_tracker_start(pool, arena);
 }
