@@ -45,8 +45,48 @@ static int read_file(const char *path, char *dst, uint64_t size)
 	return 0;
 }
 
+/* The region name of a service's image set at an epoch: "SERVICE.EPOCH". */
+static void image_set_name(const struct cxlcr_image_set *meta, char *name, size_t len)
+{
+	snprintf(name, len, "%.*s.%llu", CXLCR_NAME_MAX, meta->service, (unsigned long long)meta->arena_epoch);
+}
+
+int image_store_reserve(struct cxlcr_pool *pool, const struct cxlcr_image_set *meta, uint64_t size,
+			struct cxlcr_region *out)
+{
+	char name[CXLCR_NAME_MAX + 24];
+	image_set_name(meta, name, sizeof(name));
+	if (cxlcr_region_alloc(pool, CXLCR_KIND_IMAGES, name, size, out) < 0)
+		return -1;
+	char *m = cxlcr_pool_map(pool, out->offset, out->size, 0, 0);
+	if (!m) {
+		cxlcr_region_free(pool, out->generation);
+		return -1;
+	}
+	/* Faulted in now, not in the freeze; never complete, and named
+	 * after its service, so that `cxlcr gc` leaves it to the verb that
+	 * made it while that verb lives (cmd_gc.c). */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+	if (madvise(m, out->size, MADV_POPULATE_WRITE) < 0)
+		memset(m, 0, out->size);
+	struct cxlcr_image_set *h = (void *)m;
+	memset(h, 0, sizeof(*h));
+	cxlcr_copy_field(h->service, sizeof(h->service), meta->service);
+	cxlcr_publish(h, sizeof(*h));
+	munmap(m, out->size);
+	return 0;
+}
+
 int image_store_publish(struct cxlcr_pool *pool, const char *dir, struct cxlcr_image_set *meta,
 			uint64_t *bytes)
+{
+	return image_store_publish_in(pool, dir, meta, NULL, bytes);
+}
+
+int image_store_publish_in(struct cxlcr_pool *pool, const char *dir, struct cxlcr_image_set *meta,
+			   const struct cxlcr_region *reserved, uint64_t *bytes)
 {
 	static struct cxlcr_image_file files[MAX_FILES];
 	DIR *d = opendir(dir);
@@ -77,10 +117,17 @@ int image_store_publish(struct cxlcr_pool *pool, const char *dir, struct cxlcr_i
 	uint64_t table = n * sizeof(struct cxlcr_image_file);
 	uint64_t size = sizeof(struct cxlcr_image_set) + table + payload;
 	char name[CXLCR_NAME_MAX + 24];
-	snprintf(name, sizeof(name), "%s.%llu", meta->service, (unsigned long long)meta->arena_epoch);
+	image_set_name(meta, name, sizeof(name));
 	struct cxlcr_region r;
-	if (cxlcr_region_alloc(pool, CXLCR_KIND_IMAGES, name, size, &r) < 0)
-		return -1;
+	if (reserved && reserved->size >= size) {
+		r = *reserved;
+	} else {
+		/* Larger than its reservation: made now, under the same name. */
+		if (reserved)
+			cxlcr_region_free(pool, reserved->generation);
+		if (cxlcr_region_alloc(pool, CXLCR_KIND_IMAGES, name, size, &r) < 0)
+			return -1;
+	}
 	char *m = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
 	if (!m) {
 		cxlcr_region_free(pool, r.generation);
