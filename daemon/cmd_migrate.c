@@ -81,27 +81,46 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 		return -1;
 	if (image_work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
+	/* The images' region, before the freeze (image_store.h): CRIU dumps
+	 * the service's anonymous memory and a few hundred KiB besides. */
+	struct cxlcr_image_set meta;
+	image_set_describe(pool, &s->region, s->region.name, &meta);
+	uint64_t anon = s->rss_anon_kb > 0 ? (uint64_t)s->rss_anon_kb * 1024 : 0;
+	struct cxlcr_region reserved;
+	bool have_reserved = image_store_reserve(pool, &meta, anon + anon / 4 + (2u << 20), &reserved) == 0;
 	/* Whoever takes the lease over from a dead holder resumes or fences
 	 * what it froze. */
 	verb_lease_note_frozen(l, s->region.owner_pid, s->region.owner_epoch);
-	/* Fewer page tables for CRIU to walk in the freeze. */
+	/* Fewer page tables for CRIU to walk in the freeze: none at all once
+	 * the tracker is gone. A tracked heap's dropped tables stay, full of
+	 * the write-protect markers that keep what tracking knows (CRIU's
+	 * smaps read and its guard-page scan walk them: ~2 ms per GiB of
+	 * arena); its last userfaultfd closed, the kernel clears them and
+	 * frees the empty tables. The checkpoint's service is tracked anew
+	 * wherever it runs next (a failed migrate resumes it with a new
+	 * tracker: control/fence.c). */
 	uint64_t s0 = cxlcr_mono_ns();
+	cxlcr_tracker_end(pool, &s->region);
 	service_shed_page_tables(pool, s, SHED_TIMEOUT_MS);
 	uint64_t t0 = cxlcr_mono_ns();
 	parts->shed_ms = (double)(t0 - s0) / 1e6;
 	/* CRIU takes the service's link off the bridge once the tasks are
 	 * frozen: that is its network lock (criu.h). */
 	if (criu_dump(s->region.owner_pid, dir, s->region.veth, true) < 0) {
+		if (have_reserved)
+			cxlcr_region_free(pool, reserved.generation);
 		image_work_dir_failed(dir); /* CRIU's log stays */
 		return -1;
 	}
 	uint64_t t1 = cxlcr_mono_ns();
 	parts->dump_ms = (double)(t1 - t0) / 1e6;
 	criu_read_dump_stats(dir, &parts->criu); /* only figures: zeros if absent */
-	struct cxlcr_image_set meta;
-	image_set_describe(pool, &s->region, s->region.name, &meta);
-	if (verb_lease_check(l, "publishing the checkpoint") < 0 ||
-	    image_store_publish(pool, dir, &meta, image_bytes) < 0)
+	if (verb_lease_check(l, "publishing the checkpoint") < 0) {
+		if (have_reserved)
+			cxlcr_region_free(pool, reserved.generation);
+		return -1;
+	}
+	if (image_store_publish_in(pool, dir, &meta, have_reserved ? &reserved : NULL, image_bytes) < 0)
 		return -1;
 	parts->publish_ms = (double)(cxlcr_mono_ns() - t1) / 1e6;
 	/* Only the newest checkpoint of a service is worth keeping. */
