@@ -127,7 +127,9 @@ int exec_argv_kept(char *const argv[], int timeout_s, const int *fds, int nfds, 
 	return exec_tool(argv, timeout_s, fds, nfds, netns_fd, true);
 }
 
-static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, bool keep)
+/* The tool started: forked, its fds and namespace set, exec'd (through a
+ * keeper if keep). exec_tool_finish() waits for it. */
+int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, bool keep, struct exec_child *c)
 {
 	int err[2];
 	if (pipe2(err, O_CLOEXEC) < 0)
@@ -176,6 +178,22 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 		close(handed_over);
 		handed_over = -1;
 	}
+	c->pid = pid;
+	c->err = err[0];
+	c->keep = keep;
+	snprintf(c->name, sizeof(c->name), "%s", argv[0]);
+	return 0;
+}
+
+/* Waits for a started tool: collects its stderr until it exits, at most
+ * timeout_s seconds, and stops it if the caller of this worker's request
+ * goes. Its exit status, or -1 with the reason. */
+int exec_tool_finish(struct exec_child *c, int timeout_s)
+{
+	pid_t pid = c->pid;
+	int err = c->err;
+	bool keep = c->keep;
+	const char *name = c->name;
 
 	/* Collect stderr until the tool exits or its time is up. The tool's
 	 * exit counts, not the pipe's end: children it leaves behind (a killed
@@ -196,7 +214,7 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 			timed_out = true;
 			break;
 		}
-		struct pollfd p[3] = { { .fd = err[0], .events = POLLIN }, { .fd = pidfd, .events = POLLIN },
+		struct pollfd p[3] = { { .fd = err, .events = POLLIN }, { .fd = pidfd, .events = POLLIN },
 				       { .fd = caller, .events = POLLRDHUP } };
 		int rc = exited ? 1 : poll(p, pidfd >= 0 ? (caller >= 0 ? 3 : 2) : 1,
 					   (int)((deadline - now) / 1000000) + 1);
@@ -211,10 +229,10 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 		if (!exited && pidfd >= 0 && p[1].revents) {
 			/* What it wrote is in the pipe already: read that, no more. */
 			exited = true;
-			fcntl(err[0], F_SETFL, O_NONBLOCK);
+			fcntl(err, F_SETFL, O_NONBLOCK);
 		}
 		char chunk[4096];
-		ssize_t n = read(err[0], chunk, sizeof(chunk));
+		ssize_t n = read(err, chunk, sizeof(chunk));
 		if (n <= 0)
 			break;
 		/* Keep the tail: the last lines say what failed. */
@@ -227,7 +245,7 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 		got += (size_t)n;
 		buf[got] = 0;
 	}
-	close(err[0]);
+	close(err);
 	if (pidfd >= 0)
 		close(pidfd);
 	/* A keeper is told, not killed: killed, it could not end what the
@@ -240,17 +258,25 @@ static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds
 	char line[400];
 	last_line(buf, line, sizeof(line));
 	if (timed_out)
-		return cxlcr_error("%s timed out after %d s", argv[0], timeout_s);
+		return cxlcr_error("%s timed out after %d s", name, timeout_s);
 	if (abandoned)
 		return cxlcr_error("%s stopped: the caller of this request has gone (it gave up or died)",
-				   argv[0]);
+				   name);
 	if (WIFSIGNALED(status))
-		return cxlcr_error("%s killed by signal %d%s%s", argv[0], WTERMSIG(status),
+		return cxlcr_error("%s killed by signal %d%s%s", name, WTERMSIG(status),
 				   line[0] ? ": " : "", line);
 	int code = WEXITSTATUS(status);
 	if (code)
-		cxlcr_error("%s failed (exit %d)%s%s", argv[0], code, line[0] ? ": " : "", line);
+		cxlcr_error("%s failed (exit %d)%s%s", name, code, line[0] ? ": " : "", line);
 	return code;
+}
+
+static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, bool keep)
+{
+	struct exec_child c;
+	if (exec_tool_start(argv, fds, nfds, netns_fd, keep, &c) < 0)
+		return -1;
+	return exec_tool_finish(&c, timeout_s);
 }
 
 int exec_run(int timeout_s, const char *arg0, ...)

@@ -5,6 +5,8 @@
  */
 #ifndef CXLCR_EXEC_H
 #define CXLCR_EXEC_H
+#include <stdbool.h>
+#include <sys/types.h>
 
 /* Runs argv (NULL-terminated) and waits at most timeout_s seconds. Returns
  * its exit status, or -1 (killed, timed out, or could not start) with the
@@ -23,6 +25,20 @@ int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, in
  * a keeper: if the verb dies, the tool and everything it left behind die
  * too (see run_kept() in exec.c). */
 int exec_argv_kept(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd);
+
+/* A tool started and waited for in two steps (a criu swrk, which is sent
+ * its request between them): exec_argv_kept()'s start, with fds[i] as the
+ * tool's fd 3 + i (nfds <= 8), and its wait, which collects the tool's
+ * stderr, bounds it by timeout_s and stops it if the caller of this
+ * worker's request goes. finish returns the tool's exit status, or -1. */
+struct exec_child {
+	pid_t pid;      /* the tool, or its keeper */
+	int err;        /* its stderr */
+	bool keep;
+	char name[32];
+};
+int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, bool keep, struct exec_child *c);
+int exec_tool_finish(struct exec_child *c, int timeout_s);
 
 /* The next tool run from this thread takes fd over (pass it among its fds
  * too): this process closes its own copy as soon as the tool has one, so
