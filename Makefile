@@ -21,7 +21,7 @@ COMMON_SRC  := $(POOL_SRC) \
 PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c preload/track.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_check.c daemon/cmd_pod.c daemon/cmd_pod_host.c daemon/host_files.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/cmd_migrate.c daemon/container.c \
-               daemon/criu.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
+               daemon/criu.c daemon/criu_swrk.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
                daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c tracking/zap_probe.c emulation/hostgroup.c emulation/hostfs.c emulation/host_start.c \
                control/lease.c control/fence.c control/outcome.c control/owner_state.c recovery/drain.c recovery/kmsg.c recovery/points.c recovery/restore_point.c recovery/tombstone.c \
@@ -56,6 +56,9 @@ $(CTL_OBJ): $(CTL_GEN) $(CTL_GEN:.c=.h)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -fPIC -w $(CFLAGS) $(EXTRA_CFLAGS) -I$(O)/proto/gen -c -o $@ $<
 $(O)/daemon/rpc_wire.o: daemon/rpc_wire.c daemon/*.h common/*.h $(CTL_GEN:.c=.h) | $(O)/daemon
 	$(CC) $(BASE) -I$(O)/proto/gen -c -o $@ $<
+# CRIU's restore requests (rpc.proto, generated with CRIU's images below).
+$(O)/daemon/criu_swrk.o: daemon/criu_swrk.c daemon/*.h common/*.h $(O)/rebase/gen/rpc.pb-c.h | $(O)/daemon
+	$(CC) $(BASE) -I$(O)/rebase/gen -c -o $@ $<
 $(O)/proto/gen:
 	mkdir -p $@
 .SECONDARY: $(CTL_GEN) $(CTL_GEN:.c=.h)
@@ -227,7 +230,7 @@ $(O)/daemon/paths.o: BASE += -DCXLCR_CRIU_PLUGIN_DIR='"$(CRIU_PLUGIN_DIR)"'
 # protoc-c into $(O)/rebase/gen at build time: only the images rebase reads
 # or writes, and what they import. Generated code gets a relaxed flag set.
 CRIU_PROTO_DIR   ?= /usr/local/share/cxlcr/criu-images
-REBASE_PROTOS    := opts stats mm vma pagemap fdinfo regfile fown sk-inet sk-opts tcp-stream ns \
+REBASE_PROTOS    := rpc opts stats mm vma pagemap fdinfo regfile fown sk-inet sk-opts tcp-stream ns \
                     packet-sock sk-netlink eventfd eventpoll signalfd tun timerfd fsnotify fh \
                     ext-file sk-unix fifo pipe pidfd tty memfd bpfmap-file netdev macvlan sysctl sit
 REBASE_GEN       := $(REBASE_PROTOS:%=$(O)/rebase/gen/%.pb-c.c) \

@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "cli.h"
 #include "criu.h"
+#include "criu_swrk.h"
 #include "host_files.h"
 #include "exec.h"
 #include "pod.h"
@@ -57,11 +58,16 @@ static int criu_failed(const char *dir, const char *log, const char *what)
 
 /* -v2 (errors and warnings) unless $CXLCR_CRIU_VERBOSITY asks for more:
  * every level costs time on the critical path of a migrate. */
+static int criu_log_level(void)
+{
+	const char *env = getenv("CXLCR_CRIU_VERBOSITY");
+	return env && *env ? atoi(env) : 2;
+}
+
 static const char *verbosity(void)
 {
 	static char v[8];
-	const char *env = getenv("CXLCR_CRIU_VERBOSITY");
-	snprintf(v, sizeof(v), "-v%d", env && *env ? atoi(env) : 2);
+	snprintf(v, sizeof(v), "-v%d", criu_log_level());
 	return v;
 }
 
@@ -69,7 +75,7 @@ static const char *verbosity(void)
  * $CXLCR_TEST_CRIU_HOOK=DIR in the daemons' environment, DIR/action-script
  * is CRIU's action script. Never otherwise: CRIU runs an action script
  * through two shells at each of its ten steps (~15 ms of a migrate). */
-static const char *test_action_script(void)
+const char *criu_test_action_script(void)
 {
 	static char path[PATH_MAX];
 	const char *dir = getenv("CXLCR_TEST_CRIU_HOOK");
@@ -82,7 +88,7 @@ static const char *test_action_script(void)
 /* Appends "--action-script PATH" when a test asks for it. */
 static void add_test_hook(char **argv, size_t *n)
 {
-	const char *script = test_action_script();
+	const char *script = criu_test_action_script();
 	if (script) {
 		argv[(*n)++] = "--action-script";
 		argv[(*n)++] = (char *)script;
@@ -233,34 +239,30 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 }
 
 /* A migrated service takes its established connections along; a fork
- * child restores them closed (they are its parent's). */
+ * child restores them closed (they are its parent's). CRIU runs as a
+ * service worker (criu_swrk.h), given its fds at its start and the restore
+ * in its request: the pool as this host names it (CRIU's fd 3), the host's
+ * netlink socket for the network lock (fd 4), this host's own files the
+ * checkpoint names (fds 5..). */
 static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
 			  int pool_fd, int netns_fd, bool tcp_close, bool leave_stopped, pid_t *pid)
 {
-	char pidfile[PATH_MAX], inherit[PATH_MAX + 16];
-	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
-	char *argv[32] = { "criu", "restore", "-D", (char *)dir, "-o", "restore.log", (char *)verbosity(), "-d",
-			   tcp_close ? "--tcp-close" : "--tcp-established", "--network-lock", "skip",
-			   "--pidfile", pidfile, "--lib", (char *)installed_plugin_dir(), "--manage-cgroups=ignore" };
-	size_t n = 16;
-	if (leave_stopped)
-		argv[n++] = "--leave-stopped";
-	add_test_hook(argv, &n);
+	struct criu_restore_opts o = { .dir = dir, .log_file = "restore.log", .log_level = criu_log_level(),
+				       .tcp_close = tcp_close, .leave_stopped = leave_stopped };
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
 	 * slash): the pool as this host names it. */
 	if (source_pool && pool_fd >= 0) {
-		snprintf(inherit, sizeof(inherit), "fd[3]:%s", source_pool + (source_pool[0] == '/'));
-		argv[n++] = "--inherit-fd";
-		argv[n++] = inherit;
+		o.inherit[o.n_inherit].fd = 3;
+		o.inherit[o.n_inherit++].key = source_pool + (source_pool[0] == '/');
 	}
 	/* The service's log is this host's own (host_files.h): CRIU's fds 5.. */
 	struct host_files own;
 	if (host_files_open(dir, 5, &own) < 0)
 		return -1;
 	for (int i = 0; i < own.n; i++) {
-		argv[n++] = "--inherit-fd";
-		argv[n++] = own.arg[i];
+		o.inherit[o.n_inherit].fd = 5 + i;
+		o.inherit[o.n_inherit++].key = strchr(own.arg[i], ':') + 1;
 	}
 	int rtnl = cxlcr_rtnl_open();
 	if (rtnl < 0) {
@@ -273,22 +275,14 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 	int fds[2 + HOST_FILES_MAX] = { pool_fd, rtnl };
 	for (int i = 0; i < own.n; i++)
 		fds[2 + i] = own.fd[i];
-	int rc = exec_argv_kept(argv, criu_timeout_s(), fds, 2 + own.n, netns_fd);
+	struct criu_swrk w;
+	int rc = criu_swrk_start(&w, fds, 2 + own.n, netns_fd);
 	netlock_env_clear();
 	close(rtnl);
+	if (rc == 0)
+		rc = criu_swrk_restore(&w, &o, criu_timeout_s(), pid);
 	host_files_close(&own);
-	if (rc != 0)
-		return criu_failed(dir, "restore.log", "restore");
-	FILE *f = fopen(pidfile, "r");
-	int p = 0;
-	if (!f || fscanf(f, "%d", &p) != 1 || p <= 0) {
-		if (f)
-			fclose(f);
-		return cxlcr_error("criu restore left no pid in %s", pidfile);
-	}
-	fclose(f);
-	*pid = p;
-	return 0;
+	return rc != 0 ? criu_failed(dir, "restore.log", "restore") : 0;
 }
 
 int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,

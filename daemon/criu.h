@@ -17,6 +17,11 @@
  * tasks mapping its arena, for nobody (docs/control-plane.md). */
 int criu_timeout_s(void);
 
+/* Tests stop CRIU at a step of their choice: with $CXLCR_TEST_CRIU_HOOK=DIR
+ * in the daemons' environment, DIR/action-script is CRIU's action script
+ * (tests/t_faults.sh). NULL otherwise. */
+const char *criu_test_action_script(void);
+
 /*
  * CRIU runs inside the service's network namespace (setns before exec).
  * The namespace is then not one CRIU has to dump or rebuild: the

@@ -170,7 +170,9 @@ static void log_prefetch(const struct child_job *job, pid_t pid, uint64_t pages,
 
 /* In a restore worker, once the child runs: how long its restore took,
  * for collect(). */
-static void note_restored(const struct child_job *job, uint64_t t0)
+/* What a restore worker tells the fork (collect()): the child's pid, in
+ * restored.pid, and how long its restore took. */
+static int note_restored(const struct child_job *job, pid_t pid, uint64_t t0)
 {
 	double restored = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	char path[PATH_MAX + 32];
@@ -180,6 +182,11 @@ static void note_restored(const struct child_job *job, uint64_t t0)
 		fprintf(f, "restored_ms %.3f\n", restored);
 		fclose(f);
 	}
+	snprintf(path, sizeof(path), "%s/restored.pid", job->dir);
+	if (!(f = fopen(path, "we")))
+		return cxlcr_error("%s: %s", path, strerror(errno));
+	bool ok = fprintf(f, "%d\n", (int)pid) > 0;
+	return fclose(f) == 0 && ok ? 0 : cxlcr_error("%s: cannot be written", path);
 }
 
 /*
@@ -237,7 +244,7 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 			 * made (fork_here()): whoever drops it half made finds it
 			 * by that name. */
 			if (rc == 0)
-				note_restored(&jobs[i], t0);
+				rc = note_restored(&jobs[i], pid, t0);
 			if (rc < 0) {
 				container_netns_release(jobs[i].link, true);
 				char path[PATH_MAX + 8];
