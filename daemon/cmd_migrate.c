@@ -33,6 +33,7 @@
 #include "exec.h"
 #include "image_store.h"
 #include "rpc.h"
+#include "restore.h"
 #include "rpc_tcp.h"
 
 #define KILL_WAIT_MS 10000
@@ -188,175 +189,6 @@ int cmd_checkpoint(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* After a failed restore: a criu that was killed half-way leaves the tasks
- * it was rebuilding behind, stuck (they map the pool) and holding the new
- * link, whose name the next try needs. They are our orphans: end them, and
- * take the link away at once (a dead network namespace only goes later). */
-static void discard_restore(const char *link)
-{
-	char why[CXLCR_ERROR_MAX];
-	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-	exec_kill_orphans();
-	container_netns_release(link, true);
-	cxlcr_error("%s", why); /* the reason stays the restore's */
-}
-
-/* What a restore restores: the service's newest checkpoint, or the dump of
- * a recovery point (its snapshot's name and region; the heap was reset
- * from it, recovery/restore_point.c). */
-struct restore_from {
-	const char *point_name;
-	uint64_t point_generation;
-	/* A dead host's service (recovery/takeover.c): the point's heap was
-	 * copied into a fresh arena, which the dump is made to map instead. */
-	const struct recovery_fresh *fresh;
-};
-
-/* Where a restore's time goes (restore --json, and so migrate --json):
- * the service runs again once CRIU is done; what follows it is clean-up
- * and the new tracker. */
-struct restore_parts {
-	uint64_t fetch_ns;   /* finding, claiming and fetching the images */
-	uint64_t prepare_ns; /* the network namespace (if not made before), and so on */
-	uint64_t criu_ns;    /* criu restore, exec to exit: the tasks resume at its end */
-	uint64_t after_ns;   /* after CRIU: clean-up, and the tracker started */
-	uint64_t tracker_ns; /* ... of which starting the tracker */
-	/* Within criu_ns, the plugin's last steps before the tasks run
-	 * (criu-plugin/cxlcr_criu.c): the arenas taken over, the link put on
-	 * the bridge (the network lock released). */
-	uint64_t take_over_ns, netlock_ns;
-};
-
-/* The plugin's figures of a restore in dir (CXLCR_RESTORE_PARTS_FILE):
- * zeros when it left none. */
-static void read_plugin_parts(const char *dir, struct restore_parts *parts)
-{
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_RESTORE_PARTS_FILE);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fscanf(f, "take_over_ns %" SCNu64 " netlock_ns %" SCNu64, &parts->take_over_ns, &parts->netlock_ns) != 2)
-		parts->take_over_ns = parts->netlock_ns = 0;
-	fclose(f);
-}
-
-/* Fetches the newest checkpoint of a service (or its recovery point's
- * dump) and restores it here. */
-static int restore_service(struct cxlcr_pool *pool, const char *name, const struct restore_from *from,
-			   const struct verb_lease *l, pid_t *pid, char *link, uint64_t *image_bytes,
-			   struct restore_parts *parts)
-{
-	uint64_t t0 = cxlcr_mono_ns();
-	if (verb_lease_check(l, "the restore") < 0)
-		return -1;
-	struct cxlcr_region images;
-	struct cxlcr_image_set meta;
-	if (image_store_find(pool, from ? from->point_name : name, &images, &meta) < 0)
-		return -1;
-	struct cxlcr_region arena;
-	uint64_t want = from && from->fresh ? from->fresh->arena.generation : meta.arena_generation;
-	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena) || arena.generation != want)
-		return cxlcr_error("the arena of checkpoint %s is gone", images.name);
-	/* One restore of a checkpoint at a time: a racing one stops here,
-	 * before it has anything to clean up. */
-	uint64_t claim;
-	if (image_store_claim(pool, &images, this_host(), &claim) < 0)
-		return -1;
-	char dir[PATH_MAX];
-	if (image_work_dir("restore", name, dir, sizeof(dir)) < 0) {
-		image_store_release(pool, &images, claim);
-		return -1;
-	}
-	if (image_store_fetch(pool, &images, dir) < 0) {
-		image_store_release(pool, &images, claim);
-		image_work_dir_remove(dir);
-		return -1;
-	}
-	*image_bytes = meta.payload_bytes;
-	uint64_t t1 = cxlcr_mono_ns();
-	parts->fetch_ns = t1 - t0;
-	/* A recovery point's dump says the epoch of its instant; the arena,
-	 * reset from the point under this verb's lease, is taken over from
-	 * the epoch of now. */
-	if (from) {
-		meta.arena_epoch = arena.owner_epoch;
-		int moved = 0;
-		if (from->fresh) {
-			moved = cxlcr_rebase_relocate(dir, from->fresh->moves, from->fresh->n, arena.owner_epoch);
-			meta.arena_generation = arena.generation;
-		}
-		if (moved < 0 || image_store_reseal(dir, meta.arena_generation, arena.owner_epoch) < 0) {
-			image_store_release(pool, &images, claim);
-			image_work_dir_remove(dir);
-			return -1;
-		}
-	}
-	container_link_name(pool->sb->uuid, meta.arena_generation, meta.arena_epoch + 1, link);
-	const struct pod *pod = pod_current(false);
-	/* Hosts may name the pool differently: the mapping is then rebased. */
-	const char *rebase = image_store_renamed_pool(pool, &meta);
-	/* The service's network namespace, made by `restore-prepare` (a
-	 * migrate asks for it before it freezes the source), or now. */
-	int netns = container_netns_open(link);
-	if (!pod)
-		cxlcr_error("host %s is not in a pod", this_host());
-	else if (netns < 0 && container_netns_prepare(link, ntohl(meta.service_ip)) == 0)
-		netns = container_netns_open(link);
-	exec_adopt_orphans();
-	char point[24] = "";
-	if (from)
-		snprintf(point, sizeof(point), "%llu", (unsigned long long)from->point_generation);
-	setenv("CXLCR_RECOVERY_POINT", point, 1); /* the plugin allows this point's dump only */
-	uint64_t t2 = cxlcr_mono_ns();
-	parts->prepare_ns = t2 - t1;
-	int restored = !pod || netns < 0 || verb_lease_check(l, "CRIU's restore") < 0 ? -1
-		       : criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, pid);
-	unsetenv("CXLCR_RECOVERY_POINT");
-	uint64_t t3 = cxlcr_mono_ns();
-	parts->criu_ns = t3 - t2;
-	if (restored < 0) {
-		if (netns >= 0)
-			close(netns);
-		discard_restore(link);
-		/* The checkpoint can be tried again (if the plugin has taken the
-		 * arena over, once it is renewed). Here, where the copy is
-		 * judged at once: a migrate's source may not be able to judge
-		 * it (its host silent), and judges the image set of now when it
-		 * renews (checkpoint_renew_stale()), so it finds this renewal. */
-		if ((from && from->fresh) || !checkpoint_renew_stale(pool, &images, &meta, false)) {
-			char why[CXLCR_ERROR_MAX];
-			snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-			image_store_release(pool, &images, claim);
-			cxlcr_error("%s", why);
-		}
-		image_work_dir_failed(dir); /* CRIU's log stays */
-		return -1;
-	}
-	close(netns);
-	read_plugin_parts(dir, parts);
-	/* The plugin put the link on the bridge (criu-plugin/netlock.c); the
-	 * namespace lives on with the service, without the name. */
-	container_netns_release(link, false);
-	/* The plugin took the arena over (owner, epoch); the checkpoint is
-	 * spent now, as a second restore of it would be refused anyway. */
-	cxlcr_region_set_veth(pool, meta.arena_generation, link);
-	image_store_reclaim(pool, name, 0);
-	if (from) /* a recovery point stays one: it may be restored again */
-		image_store_release(pool, &images, claim);
-	image_work_dir_remove(dir);
-	/* Tracking does not survive a checkpoint (its userfaultfd stayed with
-	 * the source's tracker): the restored service is tracked anew, and
-	 * its first scan reports every page. */
-	struct cxlcr_region now;
-	uint64_t t4 = cxlcr_mono_ns();
-	if (cxlcr_region_get(pool, meta.arena_generation, &now) == 0)
-		cxlcr_tracker_start(pool, &now);
-	parts->tracker_ns = cxlcr_mono_ns() - t4;
-	parts->after_ns = cxlcr_mono_ns() - t3;
-	return 0;
-}
-
 /* Before a migrate freezes the source: the destination makes the network
  * namespace the restore will join (or, with --undo, removes it again when
  * the migrate failed), so that the freeze does not wait for it. */
@@ -482,7 +314,7 @@ int restore_recovered(struct cxlcr_pool *pool, uint64_t generation, const char *
 		char link[16];
 		uint64_t bytes = 0;
 		struct restore_parts parts;
-		rc = restore_service(pool, name, &from, &l, pid, link, &bytes, &parts);
+		rc = restore_service(pool, name, &from, &l, pid, link, &bytes, &parts, NULL);
 		verb_lease_release(&l);
 	}
 	cxlcr_catalog_return(pool, &b);
@@ -491,18 +323,6 @@ int restore_recovered(struct cxlcr_pool *pool, uint64_t generation, const char *
 	return rc;
 }
 
-static void json_restore_parts(struct json *j, const struct restore_parts *p)
-{
-	json_object_begin(j, "restore_parts");
-	json_double(j, "fetch_ms", (double)p->fetch_ns / 1e6);
-	json_double(j, "prepare_ms", (double)p->prepare_ns / 1e6);
-	json_double(j, "criu_restore_ms", (double)p->criu_ns / 1e6);
-	json_double(j, "after_ms", (double)p->after_ns / 1e6);
-	json_double(j, "tracker_ms", (double)p->tracker_ns / 1e6);
-	json_double(j, "plugin_take_over_ms", (double)p->take_over_ns / 1e6);
-	json_double(j, "netlock_release_ms", (double)p->netlock_ns / 1e6);
-	json_object_end(j);
-}
 
 int cmd_restore(int argc, char **argv)
 {
@@ -549,7 +369,8 @@ int cmd_restore(int argc, char **argv)
 		from.point_generation = point.snapshot_generation;
 	}
 	struct restore_parts parts = { 0 };
-	int restored = restore_service(&pool, a.name, a.recovery_point ? &from : NULL, &l, &pid, link, &bytes, &parts);
+	int restored = restore_service(&pool, a.name, a.recovery_point ? &from : NULL, &l, &pid, link, &bytes, &parts,
+				       NULL);
 	if (a.recovery_point)
 		cxlcr_catalog_return(&pool, &point);
 	verb_lease_release(&l);

@@ -238,47 +238,104 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)
 	return rc;
 }
 
-/* A migrated service takes its established connections along; a fork
- * child restores them closed (they are its parent's). CRIU runs as a
- * service worker (criu_swrk.h), given its fds at its start and the restore
- * in its request: the pool as this host names it (CRIU's fd 3), the host's
- * netlink socket for the network lock (fd 4), this host's own files the
- * checkpoint names (fds 5..). */
-static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
-			  int pool_fd, int netns_fd, bool tcp_close, bool leave_stopped, pid_t *pid)
+/* A restore's request: the options, and the fds CRIU was started with
+ * (start_worker()) under the keys the checkpoint names them by. */
+static void restore_opts(struct criu_restore_opts *o, const char *dir, const char *source_pool, int pool_fd,
+			 const struct host_files *own, bool tcp_close, bool leave_stopped)
 {
-	struct criu_restore_opts o = { .dir = dir, .log_file = "restore.log", .log_level = criu_log_level(),
-				       .tcp_close = tcp_close, .leave_stopped = leave_stopped };
+	*o = (struct criu_restore_opts){ .dir = dir, .log_file = "restore.log", .log_level = criu_log_level(),
+					 .tcp_close = tcp_close, .leave_stopped = leave_stopped };
 	/* CRIU opens a mapped file by the path it had at dump time, unless it
 	 * is told to take an inherited fd for that path (without its leading
 	 * slash): the pool as this host names it. */
 	if (source_pool && pool_fd >= 0) {
-		o.inherit[o.n_inherit].fd = 3;
-		o.inherit[o.n_inherit++].key = source_pool + (source_pool[0] == '/');
+		o->inherit[o->n_inherit].fd = 3;
+		o->inherit[o->n_inherit++].key = source_pool + (source_pool[0] == '/');
 	}
-	/* The service's log is this host's own (host_files.h): CRIU's fds 5.. */
+	for (int i = 0; i < own->n; i++) {
+		o->inherit[o->n_inherit].fd = 5 + i;
+		o->inherit[o->n_inherit++].key = strchr(own->arg[i], ':') + 1;
+	}
+}
+
+/* CRIU started as a service worker in netns_fd, with the pool as this host
+ * names it (its fd 3), the host's netlink socket for the network lock (fd
+ * 4: the plugin puts the link on the bridge just before the tasks resume)
+ * and this host's own files the checkpoint names (fds 5..). */
+static int start_worker(struct criu_swrk *w, int pool_fd, const struct host_files *own, const char *link,
+			const char *bridge, int netns_fd)
+{
+	int rtnl = cxlcr_rtnl_open();
+	if (rtnl < 0)
+		return -1;
+	netlock_env(4, link, bridge);
+	int fds[2 + HOST_FILES_MAX] = { pool_fd, rtnl };
+	for (int i = 0; i < own->n; i++)
+		fds[2 + i] = own->fd[i];
+	int rc = criu_swrk_start(w, fds, 2 + own->n, netns_fd);
+	netlock_env_clear();
+	close(rtnl);
+	return rc;
+}
+
+int criu_restore_ahead(struct criu_ahead *a, const char *bridge, const char *link, const char *source_pool,
+		       int pool_fd, int netns_fd, char *const *host_files, int n)
+{
+	memset(a, 0, sizeof(*a));
+	if (host_files_open_paths(host_files, n, 5, &a->own) < 0)
+		return -1;
+	if (source_pool)
+		snprintf(a->source_pool, sizeof(a->source_pool), "%s", source_pool);
+	if (start_worker(&a->w, pool_fd, &a->own, link, bridge, netns_fd) < 0) {
+		host_files_close(&a->own);
+		return -1;
+	}
+	a->started = true;
+	return 0;
+}
+
+void criu_ahead_abort(struct criu_ahead *a)
+{
+	if (!a || !a->started)
+		return;
+	criu_swrk_abort(&a->w);
+	host_files_close(&a->own);
+	a->started = false;
+}
+
+/* Was the worker started ahead with what the checkpoint in dir needs: the
+ * same pool path to rebase (or none), the same files of this host? */
+static bool ahead_fits(const struct criu_ahead *a, const char *dir, const char *source_pool)
+{
+	return a && a->started && (source_pool ? !strcmp(a->source_pool, source_pool) : !a->source_pool[0]) &&
+	       host_files_same(&a->own, dir);
+}
+
+/* A migrated service takes its established connections along; a fork
+ * child restores them closed (they are its parent's). CRIU runs as a
+ * service worker (criu_swrk.h): the one started ahead if it fits the
+ * checkpoint, else one started now. */
+static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
+			  int pool_fd, int netns_fd, bool tcp_close, bool leave_stopped, struct criu_ahead *ahead,
+			  pid_t *pid)
+{
+	struct criu_restore_opts o;
+	int rc;
+	if (ahead_fits(ahead, dir, source_pool)) {
+		restore_opts(&o, dir, source_pool, pool_fd, &ahead->own, tcp_close, leave_stopped);
+		ahead->started = false;
+		rc = criu_swrk_restore(&ahead->w, &o, criu_timeout_s(), pid);
+		host_files_close(&ahead->own);
+		return rc != 0 ? criu_failed(dir, "restore.log", "restore") : 0;
+	}
+	criu_ahead_abort(ahead);
+	/* The service's log is this host's own (host_files.h). */
 	struct host_files own;
 	if (host_files_open(dir, 5, &own) < 0)
 		return -1;
-	for (int i = 0; i < own.n; i++) {
-		o.inherit[o.n_inherit].fd = 5 + i;
-		o.inherit[o.n_inherit++].key = strchr(own.arg[i], ':') + 1;
-	}
-	int rtnl = cxlcr_rtnl_open();
-	if (rtnl < 0) {
-		host_files_close(&own);
-		return -1;
-	}
-	/* The plugin puts the link on the bridge just before the tasks resume,
-	 * through our socket (CRIU's fd 4). */
-	netlock_env(4, link, bridge);
-	int fds[2 + HOST_FILES_MAX] = { pool_fd, rtnl };
-	for (int i = 0; i < own.n; i++)
-		fds[2 + i] = own.fd[i];
+	restore_opts(&o, dir, source_pool, pool_fd, &own, tcp_close, leave_stopped);
 	struct criu_swrk w;
-	int rc = criu_swrk_start(&w, fds, 2 + own.n, netns_fd);
-	netlock_env_clear();
-	close(rtnl);
+	rc = start_worker(&w, pool_fd, &own, link, bridge, netns_fd);
 	if (rc == 0)
 		rc = criu_swrk_restore(&w, &o, criu_timeout_s(), pid);
 	host_files_close(&own);
@@ -286,9 +343,9 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 }
 
 int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
-		 int netns_fd, pid_t *pid)
+		 int netns_fd, struct criu_ahead *ahead, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, false, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, false, ahead, pid);
 }
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
@@ -303,6 +360,6 @@ int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
 int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
 		       int pool_fd, int netns_fd, bool leave_stopped, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, leave_stopped, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, leave_stopped, NULL, pid);
 }
 

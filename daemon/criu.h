@@ -6,9 +6,13 @@
  */
 #ifndef CXLCR_CRIU_H
 #define CXLCR_CRIU_H
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "criu_swrk.h"
+#include "host_files.h"
 
 #define CRIU_TIMEOUT_S 120
 /* CRIU's time: CRIU_TIMEOUT_S, or less when the deadline of the requests
@@ -53,8 +57,28 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped);
  * the tasks resume; *pid receives the restored init's pid. When this host
  * names the pool differently from the source (source_pool), the restored
  * mappings and fds of the pool are rebased onto pool_fd, this host's pool. */
+struct criu_ahead;
 int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
-		 int netns_fd, pid_t *pid);
+		 int netns_fd, struct criu_ahead *ahead, pid_t *pid);
+
+/*
+ * A migrate's restore, its CRIU started before the checkpoint exists
+ * (while the source still runs: cmd_restore_session()), with what it will
+ * most likely need: the pool's fd for source_pool when that host names the
+ * pool otherwise (NULL: it does not), this host's own files of the paths
+ * the source's service has open (host_files.h). criu_restore() uses it
+ * if the checkpoint needs just that, and starts another otherwise; either
+ * way it is spent. criu_ahead_abort() ends one that will not be used.
+ */
+struct criu_ahead {
+	struct criu_swrk w;
+	struct host_files own;
+	char source_pool[PATH_MAX];
+	bool started;
+};
+int criu_restore_ahead(struct criu_ahead *a, const char *bridge, const char *link, const char *source_pool,
+		       int pool_fd, int netns_fd, char *const *host_files, int n);
+void criu_ahead_abort(struct criu_ahead *a);
 
 /* Remote fork (fork.h). The parent is dumped with its tasks left running
  * and no network lock; while CRIU holds them frozen, the plugin snapshots

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -66,6 +67,53 @@ int host_files_open(const char *dir, int first_fd, struct host_files *hf)
 		return -1;
 	}
 	return 0;
+}
+
+int host_files_open_paths(char *const *paths, int n, int first_fd, struct host_files *hf)
+{
+	hf->n = 0;
+	struct walk w = { hf, first_fd, 0 };
+	for (int i = 0; i < n && !w.failed; i++) {
+		const char *rel = paths[i] + (paths[i][0] == '/');
+		if (strncmp(rel, HOST_LOG_DIR + 1, strlen(HOST_LOG_DIR) - 1) || rel[strlen(HOST_LOG_DIR) - 1] != '/' ||
+		    strstr(rel, "/../"))
+			w.failed = cxlcr_error("%s is not a file under %s", paths[i], HOST_LOG_DIR);
+		else
+			add(rel, &w);
+	}
+	if (w.failed < 0) {
+		host_files_close(hf);
+		return -1;
+	}
+	return 0;
+}
+
+struct same {
+	const struct host_files *hf;
+	bool seen[HOST_FILES_MAX];
+	bool other;
+};
+
+static void match(const char *path, void *arg)
+{
+	struct same *m = arg;
+	for (int i = 0; i < m->hf->n; i++)
+		if (!strcmp(strchr(m->hf->arg[i], ':') + 1, path)) {
+			m->seen[i] = true;
+			return;
+		}
+	m->other = true;
+}
+
+bool host_files_same(const struct host_files *hf, const char *dir)
+{
+	struct same m = { .hf = hf };
+	if (rebase_files_under(dir, HOST_LOG_DIR "/", match, &m) < 0 || m.other)
+		return false;
+	for (int i = 0; i < hf->n; i++)
+		if (!m.seen[i])
+			return false;
+	return true;
 }
 
 void host_files_close(struct host_files *hf)

@@ -13,6 +13,7 @@
 #define CXLCR_HOST_FILES_H
 
 #include <limits.h>
+#include <stdbool.h>
 
 #define HOST_LOG_DIR   "/var/log/cxlcr"
 #define HOST_FILES_MAX 4
@@ -28,6 +29,12 @@ struct host_files {
  * one cannot be opened (or there are more than HOST_FILES_MAX). */
 int host_files_open(const char *dir, int first_fd, struct host_files *hf);
 void host_files_close(struct host_files *hf);
+/* The same for files named beforehand (a migrate's source lists the ones
+ * its service has open, so that the destination's CRIU can be started
+ * before the checkpoint exists: criu.h), and whether the checkpoint in dir
+ * names exactly hf's. */
+int host_files_open_paths(char *const *paths, int n, int first_fd, struct host_files *hf);
+bool host_files_same(const struct host_files *hf, const char *dir);
 
 /* Appends "DATE TIME (UTC) line" to this host's log HOST_LOG_DIR/name,
  * made 0640 if new, as every log of a host's (the prefetch and pager
