@@ -74,6 +74,7 @@ int cmd_rm(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork_restore(int argc, char **argv);
 int cmd_restore_prepare(int argc, char **argv);
+int cmd_restore_session(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_hosts(int argc, char **argv);
 int cmd_tier(int argc, char **argv);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../tracking/track.h"
@@ -58,6 +59,7 @@ struct freeze_parts {
 	double dump_ms;               /* criu dump, start to end (the tasks stay frozen after it) */
 	struct criu_dump_stats criu;  /* CRIU's own view of it */
 	double publish_ms;            /* the images into the pool (frozen) */
+	uint64_t published_ns;        /* when they were complete there: the destination may restore */
 };
 
 static void json_freeze_parts(struct json *j, const struct freeze_parts *p)
@@ -123,7 +125,8 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	}
 	if (image_store_publish_in(pool, dir, &meta, have_reserved ? &reserved : NULL, image_bytes) < 0)
 		return -1;
-	parts->publish_ms = (double)(cxlcr_mono_ns() - t1) / 1e6;
+	parts->published_ns = cxlcr_mono_ns();
+	parts->publish_ms = (double)(parts->published_ns - t1) / 1e6;
 	/* Only the newest checkpoint of a service is worth keeping. */
 	char name[CXLCR_NAME_MAX + 24];
 	snprintf(name, sizeof(name), "%s.%llu", s->region.name, (unsigned long long)meta.arena_epoch);
@@ -400,25 +403,112 @@ int cmd_restore(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Asks the destination's daemon to restore, under our lease; its error
- * line comes back so that migrate reports one line. */
-static int restore_on(const char *host, const char *name, const char *lease, char *out, size_t out_len, char *why,
-		      size_t len)
-{
-	char *argv[] = { "restore", (char *)name, "--host", (char *)host, "--quiet", "--json", "--lease", (char *)lease,
-			 NULL };
-	return rpc_call_capture(host, 8, argv, out, out_len, why, len) == 0 ? 0 : -1;
-}
-
 /* The destination makes the restore's network namespace while the source
- * still runs (restore-prepare); only an optimisation: if it fails, the
- * restore makes it itself, or says why not. */
+ * still runs (restore-prepare); with undo, takes it away again. Only
+ * cleaning up after a failed migrate now (the session makes it: below). */
 static void prepare_on(const char *host, const char *name, const char *lease, bool undo, uint64_t epoch)
 {
 	char why[CXLCR_ERROR_MAX], e[24];
 	snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
 	char *argv[] = { "restore-prepare", (char *)name, "--lease", (char *)lease, "--undo", "--epoch", e, NULL };
 	rpc_call_capture(host, undo ? 7 : 4, argv, NULL, 0, why, sizeof(why));
+}
+
+/*
+ * The destination's half of a migrate (restore_session.c): asked for
+ * before the freeze, so that the destination readies the restore (its
+ * network, its CRIU) while the source runs, and answered once the service
+ * runs there. The call runs in a process of its own, forked from this
+ * worker (it dies with it, and so the destination's session ends), and
+ * hands its answer back through a pipe. A thread would share the
+ * environment this worker changes around CRIU.
+ */
+struct session {
+	pid_t pid;
+	int answer; /* the read end of its pipe */
+};
+
+struct session_answer {
+	int rc;
+	char out[1024];
+	char why[CXLCR_ERROR_MAX];
+};
+
+static void session_start(struct session *ss, const char *host, const char *name, const char *lease,
+			  const struct service *s, const struct cxlcr_pool *pool)
+{
+	ss->pid = -1;
+	ss->answer = -1;
+	char epoch[24];
+	snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)s->region.owner_epoch);
+	/* What its checkpoint will name of this host's own files, so that
+	 * the destination starts CRIU with its own of each (host_files.h). */
+	static char files[HOST_FILES_MAX][PATH_MAX];
+	int n = host_files_of(s->region.owner_pid, files, HOST_FILES_MAX);
+	char *argv[16 + 2 * HOST_FILES_MAX] = { "restore-session", (char *)name, "--lease", (char *)lease,
+						"--epoch", epoch, "--source-pool", (char *)pool->path, "--json" };
+	int argc = 9;
+	for (int i = 0; i < n; i++) {
+		argv[argc++] = "--host-file";
+		argv[argc++] = files[i];
+	}
+	argv[argc] = NULL;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
+	int timeout = rpc_timeout_ms();
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		if (exec_die_with(parent) < 0)
+			_exit(1);
+		static struct session_answer a;
+		a.rc = rpc_call_capture_within(host, argc, argv, a.out, sizeof(a.out), a.why, sizeof(a.why), timeout);
+		_exit(write(p[1], &a, sizeof(a)) == (ssize_t)sizeof(a) ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return;
+	}
+	ss->pid = pid;
+	ss->answer = p[0];
+}
+
+/* The session's answer: 0 and the destination's JSON in out, or -1 with
+ * why (its one line, or why there was none). */
+static int session_wait(struct session *ss, char *out, size_t out_len, char *why, size_t why_len)
+{
+	static struct session_answer a;
+	memset(&a, 0, sizeof(a));
+	bool got = false;
+	if (ss->answer >= 0) {
+		size_t have = 0;
+		while (have < sizeof(a)) {
+			ssize_t n = read(ss->answer, (char *)&a + have, sizeof(a) - have);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			have += (size_t)n;
+		}
+		got = have == sizeof(a);
+		close(ss->answer);
+		ss->answer = -1;
+	}
+	if (ss->pid > 0)
+		while (waitpid(ss->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	ss->pid = -1;
+	if (!got) {
+		snprintf(why, why_len, "the restore on the destination did not answer");
+		return -1;
+	}
+	snprintf(out, out_len, "%s", a.out);
+	snprintf(why, why_len, "%s", a.why);
+	return a.rc == 0 ? 0 : -1;
 }
 
 int cmd_migrate(int argc, char **argv)
@@ -445,30 +535,36 @@ int cmd_migrate(int argc, char **argv)
 	char lease[48];
 	verb_lease_arg(&l, lease, sizeof(lease));
 
-	/* 0. The destination readies the service's network. */
-	prepare_on(a.host, a.name, lease, false, 0);
+	/* 0. The destination readies the restore (its network, its CRIU)
+	 * and waits for the checkpoint. */
+	struct session session;
+	session_start(&session, a.host, a.name, lease, &s, &pool);
 	/* 1. Freeze and checkpoint; the source stays frozen until the end. */
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
 	struct freeze_parts parts = { 0 };
+	char why[CXLCR_ERROR_MAX], restored[1024] = "";
 	if (checkpoint_service(&pool, &s, &l, &bytes, &parts) < 0) {
-		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		char where[CXLCR_HOST_MAX + 64] = "";
-		/* The namespace goes first: its name is the next epoch's, which
-		 * the source's resume moves on. */
-		prepare_on(a.host, a.name, lease, true, s.region.owner_epoch);
 		if (pid_alive(s.region.owner_pid))
 			resume_source(&pool, &s, &l, where, sizeof(where));
+		/* The namespace the session made is asked away (under the lease,
+		 * named by the freeze's epoch); the lease let go, the session
+		 * ends, and undoes what else it made. */
+		prepare_on(a.host, a.name, lease, true, s.region.owner_epoch);
 		verb_lease_release(&l);
+		char ignored[CXLCR_ERROR_MAX];
+		session_wait(&session, restored, sizeof(restored), ignored, sizeof(ignored));
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "migrate of %s failed: %s; it goes on running on %s", a.name, why,
 			    where[0] ? where : this_host());
 	}
-	uint64_t t1 = cxlcr_mono_ns();
-	/* 2. The destination restores (the source's link is off the bridge
-	 * since the freeze: its address moves with it). */
-	char why[CXLCR_ERROR_MAX], restored[1024] = "";
-	if (restore_on(a.host, a.name, lease, restored, sizeof(restored), why, sizeof(why)) < 0) {
+	/* From here the destination restores (its session saw the images
+	 * complete; the source's link is off the bridge since the freeze: its
+	 * address moves with it). This worker's clean-up of its dump runs
+	 * meanwhile. */
+	uint64_t t1 = parts.published_ns;
+	if (session_wait(&session, restored, sizeof(restored), why, sizeof(why)) < 0) {
 		char where[CXLCR_HOST_MAX + 64];
 		/* Fenced: the destination's restore took the arena over, and the
 		 * image set is its to keep (a restore that dies after taking
@@ -522,7 +618,7 @@ int cmd_migrate(int argc, char **argv)
 		json_object_begin(&j, "restore_parts");
 		double there = json_find_number(restored, "total_ms");
 		json_double(&j, "request_ms", there > 0 ? (double)(t2 - t1) / 1e6 - there : 0);
-		static const char *const keys[] = { "fetch_ms",	    "prepare_ms",	   "criu_restore_ms",
+		static const char *const keys[] = { "ahead_ms",	    "fetch_ms",	   "prepare_ms",	   "criu_restore_ms",
 						    "after_ms",	    "tracker_ms",	   "plugin_take_over_ms",
 						    "netlock_release_ms" };
 		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)

@@ -134,6 +134,7 @@ static const struct command commands[] = {
 	{ "tier", cmd_tier, "start or stop the cold tier's memory server, or show it" },
 	{ "fork-restore", cmd_fork_restore, "(internal) restore fork children on this host" },
 	{ "restore-prepare", cmd_restore_prepare, "(internal) make a restore's network ahead of a migrate" },
+	{ "restore-session", cmd_restore_session, "(internal) a migrate's destination: readied, then restores its checkpoint" },
 	{ "owner-state", cmd_owner_state, "(internal) whether an arena's owner on this host runs" },
 };
 

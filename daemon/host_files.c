@@ -1,4 +1,5 @@
 /* A host's own files that a checkpoint names: see host_files.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -114,6 +115,34 @@ bool host_files_same(const struct host_files *hf, const char *dir)
 		if (!m.seen[i])
 			return false;
 	return true;
+}
+
+int host_files_of(pid_t pid, char (*paths)[PATH_MAX], int max)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		char link[64 + 256], target[PATH_MAX];
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (strncmp(target, HOST_LOG_DIR "/", strlen(HOST_LOG_DIR) + 1))
+			continue;
+		bool known = false;
+		for (int i = 0; i < n && !known; i++)
+			known = !strcmp(paths[i], target);
+		if (!known)
+			snprintf(paths[n++], PATH_MAX, "%s", target);
+	}
+	closedir(d);
+	return n;
 }
 
 void host_files_close(struct host_files *hf)

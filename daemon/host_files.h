@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define HOST_LOG_DIR   "/var/log/cxlcr"
 #define HOST_FILES_MAX 4
@@ -35,6 +36,9 @@ void host_files_close(struct host_files *hf);
  * names exactly hf's. */
 int host_files_open_paths(char *const *paths, int n, int first_fd, struct host_files *hf);
 bool host_files_same(const struct host_files *hf, const char *dir);
+/* The paths under HOST_LOG_DIR that process pid (of this host) has open:
+ * what its checkpoint will name (at most max). */
+int host_files_of(pid_t pid, char (*paths)[PATH_MAX], int max);
 
 /* Appends "DATE TIME (UTC) line" to this host's log HOST_LOG_DIR/name,
  * made 0640 if new, as every log of a host's (the prefetch and pager
