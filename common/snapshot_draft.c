@@ -15,6 +15,12 @@
 #include "error.h"
 #include "persist.h"
 #include "snapshot_internal.h"
+
+/* Pages of a draft's room faulted in before its finish (64 MiB): more
+ * than the 3,000-13,000 pages a finish found written during the draft of a
+ * recovery point of a 1 GiB Redis under a saturating SET load
+ * (docs/recovery.md). */
+#define DRAFT_ROOM_PREFAULT 16384u
 #include "util.h"
 
 /* ---- incremental drafts ---- */
@@ -211,12 +217,19 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	 * 2 MiB pages where the heap is mapped with them (a pool file on a
 	 * tmpfs with huge pages, devdax), and one write in one makes all 512
 	 * small pages "written". Comparing reads them, which copying would
-	 * have done anyway, and stores only what changed.
+	 * have done anyway, and stores only what changed. A heap tracked at
+	 * 4 KiB (track_small_pages: preload/track.c) reports pages that were
+	 * written, which are hardly ever the same again: comparing them read
+	 * the base's copy of each for nothing (8% of a point's draft under a
+	 * SET load), so it compares only when every page is to be looked at
+	 * (the punch log did not hold every punch since the base).
 	 */
+	const struct cxlcr_arena_header *ah = (const void *)src.base;
+	bool compare = !__atomic_load_n(&ah->track_small_pages, __ATOMIC_ACQUIRE) || (punched && logged < 0);
 	uint64_t own_pages = 0, cxl = 0;
 	for (uint64_t i = snap_next_page_with(&copy, 0, true); i < src.pages; i = snap_next_page_with(&copy, i + 1, true)) {
 		const uint8_t *p = src.heap + i * PAGE;
-		if (i < bh->page_count && CXLCR_LEAF_TIER(base->leaves[i]) == CXLCR_TIER_CXL) {
+		if (compare && i < bh->page_count && CXLCR_LEAF_TIER(base->leaves[i]) == CXLCR_TIER_CXL) {
 			uint64_t leaf = base->leaves[i];
 			int k = candidate_of(cand, n, leaf);
 			const uint8_t *was = cxlcr_snapshot_copy(base, CXLCR_LEAF_OFFSET(leaf));
@@ -262,9 +275,17 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
 	if (!snap)
 		goto out;
-	/* All of it, the room and the tables the finish writes included (see
-	 * write_snapshot() in snapshot.c). */
-	snap_prefault(snap, l.region_size, MADV_POPULATE_WRITE);
+	/* Faulted in before the copy: the tables, the copies, the arena
+	 * header's copy and as much of the room as a finish usually fills, all
+	 * of which the finish writes in the freeze (a fresh 2 MiB page of a
+	 * tmpfs can take milliseconds to find). Not the rest of the room, as
+	 * large as the copies: the kernel zeroes every page it faults in, and
+	 * zeroing the whole region was half of a point's draft under a SET
+	 * load (perf: clear_page from MADV_POPULATE_WRITE). A finish that
+	 * needs more of it faults those pages in the freeze. */
+	uint64_t room_now = spare < DRAFT_ROOM_PREFAULT ? spare : DRAFT_ROOM_PREFAULT;
+	snap_prefault(snap, l.data_offset + (own_pages + room_now) * PAGE, MADV_POPULATE_WRITE);
+	snap_prefault(snap + l.arena_header_offset, l.region_size - l.arena_header_offset, MADV_POPULATE_WRITE);
 	uint64_t copied = 0;
 	for (uint64_t i = snap_next_page_with(&own, 0, true); i < src.pages; i = snap_next_page_with(&own, i + 1, true)) {
 		uint64_t end = snap_next_page_with(&own, i, false);
