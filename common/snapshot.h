@@ -114,6 +114,16 @@ int cxlcr_snapshot_draft_note(struct cxlcr_pool *pool, const char *name, bool tr
 int cxlcr_snapshot_draft_notes(struct cxlcr_pool *pool, const char *name, bool *tracked, uint64_t *fork_count);
 int cxlcr_snapshot_finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 			  const struct cxlcr_written *written, struct cxlcr_snapshot_info *out);
+/* Pre-copy: brings a draft up to date with the pages written since the
+ * last scan (written) while the service runs, so that its finish has less
+ * to copy in the freeze (snapshot_draft.c says why that is safe). 0 and
+ * the pages it changed in *refreshed; 1 if its room ran out, with the
+ * written ranges it could not bring up to date in *left, which the finish
+ * must take as written too (the scan that found them re-armed them: no
+ * later scan reports them); 1 with nothing in *left if the heap grew (its
+ * finish copies afresh); -1 on error (nothing of written is known done). */
+int cxlcr_snapshot_draft_refresh(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+				 const struct cxlcr_written *written, uint64_t *refreshed, struct cxlcr_written *left);
 /* The finish without its seal, for the freeze: the copies and the header
  * of the freeze instant; the snapshot is not one until
  * cxlcr_snapshot_seal() (the run table, the checksums, `complete`), which

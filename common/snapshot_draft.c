@@ -436,7 +436,7 @@ static int refresh_page(struct finish *f, uint64_t i, const uint8_t *p)
 /* The tracked finish: only the pages in the written ranges are brought up
  * to date. */
 static int refresh_written(struct finish *f, const struct source *src, const struct cxlcr_written *written,
-			   uint64_t *looked)
+			   uint64_t *looked, struct cxlcr_written *left)
 {
 	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
 	for (size_t k = 0; k < written->count; k++) {
@@ -444,8 +444,21 @@ static int refresh_written(struct finish *f, const struct source *src, const str
 		uint64_t b = written->ranges[k].end < hi ? written->ranges[k].end : hi;
 		for (uint64_t i = (a - lo) / PAGE; a < b && i < (b - lo + PAGE - 1) / PAGE; i++) {
 			int r = refresh_page(f, i, src->heap + i * PAGE);
-			if (r < 0)
+			if (r < 0) {
+				/* What is left, from this page on, for whoever
+				 * can still bring it up to date (a pre-copy's
+				 * caller hands it to the finish). */
+				if (left) {
+					uint64_t from = lo + i * PAGE;
+					if (cxlcr_written_add(left, from, written->ranges[k].end > from
+									? written->ranges[k].end : from + PAGE) < 0)
+						return -1;
+					for (size_t m = k + 1; m < written->count; m++)
+						if (cxlcr_written_add(left, written->ranges[m].start, written->ranges[m].end) < 0)
+							return -1;
+				}
 				return 1;
+			}
 			f->refreshed += (uint64_t)r;
 			(*looked)++;
 		}
@@ -531,6 +544,78 @@ static void unmap_bases(struct finish *f)
 	f->base_count = 0;
 }
 
+/*
+ * A pass of pre-copy: the pages written since the last scan brought up to
+ * date in the draft while the service runs, as the finish would in the
+ * freeze. Under a write load the first copy of a large heap takes long
+ * enough for tens of thousands of pages to be written meanwhile
+ * (docs/recovery.md: 10,000-60,000 at 1 GiB under SETs, a finish of
+ * 50-400 ms in the freeze); each pass leaves the finish only what was
+ * written during the pass before.
+ *
+ * A page written while it is copied is torn here, and reported again: the
+ * scan that found it re-armed it before this copy, so its next write is
+ * seen by the next scan, a later pass's or the finish's. Pages it gives a
+ * copy of their own take room the draft kept for its finish: the draft's
+ * header then counts them as its own (draft_own), and the room that is
+ * left (draft_spare), so that the finish's layout is the same. 0; 1 if
+ * the draft is not one this can bring up to date (no room, the heap grew):
+ * the finish then decides.
+ */
+int cxlcr_snapshot_draft_refresh(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
+				 const struct cxlcr_written *written, uint64_t *refreshed, struct cxlcr_written *left)
+{
+	*refreshed = 0;
+	struct cxlcr_region snap_region;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &snap_region))
+		return cxlcr_error("no draft snapshot '%s'", name);
+	struct source src;
+	if (snap_open_source(pool, arena_generation, &src) < 0)
+		return -1;
+	int rc = -1;
+	struct layout l;
+	struct finish f = { 0 };
+	uint64_t looked = 0;
+	uint8_t *snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
+	if (!snap)
+		goto out;
+	struct cxlcr_snapshot_header *h = (void *)snap;
+	snap_plan_layout(src.pages, h->draft_own + h->draft_spare, h->draft_run_room, &l);
+	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 || l.region_size > snap_region.size) {
+		rc = cxlcr_error("snapshot '%s' is not a draft of this arena", name);
+		goto unmap;
+	}
+	rc = 1;
+	if (h->page_count != src.pages)
+		goto unmap; /* its finish copies afresh */
+	f.snap = snap;
+	f.snap_offset = snap_region.offset;
+	f.table = (void *)(snap + l.table_offset);
+	f.own_lo = snap_region.offset + l.data_offset;
+	f.own_hi = f.own_lo + h->draft_own * PAGE;
+	f.spare_end = f.own_lo + l.data_size;
+	if (map_bases(&f, pool, h) < 0) {
+		rc = -1;
+		goto unmap;
+	}
+	uint64_t own_before = h->draft_own;
+	rc = refresh_written(&f, &src, written, &looked, left);
+	/* What it copied stands even when it ran out of room: the leaves
+	 * that point at the new copies are in the table already. */
+	uint64_t added = (f.own_hi - f.own_lo) / PAGE - own_before;
+	h->draft_own = own_before + added;
+	h->draft_spare -= (uint32_t)added;
+	cxlcr_fence();
+	cxlcr_publish(h, sizeof(*h));
+	*refreshed = f.refreshed;
+	unmap_bases(&f);
+unmap:
+	munmap(snap, snap_region.size);
+out:
+	snap_close_source(&src);
+	return rc;
+}
+
 static int finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name,
 		  const struct cxlcr_written *written, bool seal, struct cxlcr_snapshot_info *out)
 {
@@ -576,7 +661,7 @@ static int finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char
 	uint32_t logged = 0;
 	const char *compared = written ? NULL : "not tracked";
 	if (written) {
-		rc = refresh_written(&f, &src, written, &looked);
+		rc = refresh_written(&f, &src, written, &looked, NULL);
 		t_holes = cxlcr_mono_ns();
 		if (rc == 0 && punched_since(&src, h)) {
 			rc = refresh_punched(&f, pool, &src, h, &logged, &looked);

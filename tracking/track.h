@@ -31,6 +31,15 @@ struct cxlcr_written {
 };
 
 void cxlcr_written_free(struct cxlcr_written *w);
+/* Appends [start, end), merging with the last range where they touch. A
+ * scan appends in ascending order; ranges appended from elsewhere (what a
+ * pre-copy left for the finish) may come in any order and overlap. */
+int cxlcr_written_add(struct cxlcr_written *w, uint64_t start, uint64_t end);
+/* A set saved into file of directory dirfd (checksummed), and added to w
+ * from there: 0 (nothing added if there is no such file), -1 with one line
+ * if it is not whole. */
+int cxlcr_written_save(int dirfd, const char *file, const struct cxlcr_written *w);
+int cxlcr_written_load(int dirfd, const char *file, struct cxlcr_written *w);
 
 /* /proc/PID/pagemap of a service, opened for scans (-1 on error). */
 int cxlcr_track_open(pid_t pid);
