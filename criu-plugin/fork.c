@@ -73,6 +73,14 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 		t = cxlcr_track_since_draft(&pool, arena, pid, name, &written, &untracked);
 		if (t < 0)
 			untracked = "its write tracking could not be read";
+		/* What the daemon's pre-copy found written and could not bring
+		 * up to date in the draft (its room ran out): written too, for
+		 * no scan reports it again. Unreadable, it is all compared. */
+		if (t == 0 && cxlcr_written_load(dirfd, CXLCR_WRITTEN_PENDING_FILE, &written) < 0) {
+			t = 1;
+			untracked = "the writes a pre-copy left to the finish could not be read";
+		}
+		unlinkat(dirfd, CXLCR_WRITTEN_PENDING_FILE, 0);
 		/* Unsealed: the seal reads only the snapshot's own region, and
 		 * the daemon makes it once CRIU has let the service go on
 		 * (cxlcr_snapshot_seal(), snapshot.h). */

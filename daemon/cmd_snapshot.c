@@ -10,6 +10,7 @@
  * tombstoned and freed when its last child returns it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -272,6 +273,60 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
  * faults all the time for a few ms of freeze ($CXLCR_POINT_SHED=1 lets
  * them); $CXLCR_SNAPSHOT_SHED=0 keeps every snapshot's tables.
  */
+/*
+ * Pre-copy (cxlcr_snapshot_draft_refresh(), common/snapshot.h): while the
+ * service runs, the pages it wrote during the draft are brought up to date
+ * in it, pass after pass, until a pass finds fewer than PRECOPY_ENOUGH
+ * (what a finish copies in about a millisecond) or PRECOPY_PASSES ran: so
+ * that the finish in the freeze has only the last pass's writes to copy.
+ * A pass whose draft ran out of room hands what it could not copy to the
+ * finish, through a file in the dump's directory the plugin reads
+ * (criu-plugin/fork.c): those pages were re-armed by the pass's scan, and
+ * no later scan reports them. Where it cannot even do that, the draft is
+ * noted untracked, and the finish compares every page.
+ */
+#define PRECOPY_PASSES 3
+#define PRECOPY_ENOUGH 2048
+
+static void precopy(struct cxlcr_pool *pool, const struct service *s, const char *dir, struct snapshot_result *out)
+{
+	uint64_t t0 = cxlcr_mono_ns();
+	struct cxlcr_written left = { 0 };
+	for (int pass = 0; pass < PRECOPY_PASSES; pass++) {
+		struct cxlcr_written w = { 0 };
+		const char *why;
+		if (cxlcr_track_since_draft(pool, s->region.generation, s->region.owner_pid, out->name, &w, &why) != 0) {
+			cxlcr_written_free(&w);
+			break; /* not tracked: the finish finds that too, and compares */
+		}
+		uint64_t pages = w.bytes / CXLCR_SNAPSHOT_PAGE_SIZE, refreshed = 0;
+		int rc = pages ? cxlcr_snapshot_draft_refresh(pool, s->region.generation, out->name, &w, &refreshed, &left)
+			       : 0;
+		for (size_t i = 0; rc < 0 && i < w.count; i++)
+			if (cxlcr_written_add(&left, w.ranges[i].start, w.ranges[i].end) < 0)
+				break;
+		out->precopy_passes++;
+		out->precopy_pages += pages;
+		cxlcr_written_free(&w);
+		if (rc != 0 || pages < PRECOPY_ENOUGH)
+			break;
+	}
+	if (left.count) {
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		bool saved = fd >= 0 && cxlcr_written_save(fd, CXLCR_WRITTEN_PENDING_FILE, &left) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (!saved) {
+			bool tracked;
+			uint64_t forks;
+			if (cxlcr_snapshot_draft_notes(pool, out->name, &tracked, &forks) == 0)
+				cxlcr_snapshot_draft_note(pool, out->name, false, forks);
+		}
+	}
+	cxlcr_written_free(&left);
+	out->precopy_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+}
+
 static bool snapshot_may_shed(const struct cxlcr_pool *pool, bool recovery_point)
 {
 	const char *env = getenv(recovery_point ? "CXLCR_POINT_SHED" : "CXLCR_SNAPSHOT_SHED");
@@ -302,6 +357,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	uint64_t d0 = cxlcr_mono_ns();
 	draft(pool, s, full, recovery_point, out);
 	out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
+	precopy(pool, s, dir, out);
 	uint64_t s0 = cxlcr_mono_ns();
 	if (snapshot_may_shed(pool, recovery_point) && service_shed_page_tables(pool, s, SHED_ANSWER_MS))
 		out->shed_ms = (double)(cxlcr_mono_ns() - s0) / 1e6;
@@ -464,6 +520,9 @@ int cmd_snapshot(int argc, char **argv)
 		json_u64(&j, "pages_changed", r.pages_changed);
 		json_double(&j, "draft_ms", r.draft_ms);
 		json_double(&j, "shed_ms", r.shed_ms);
+		json_u64(&j, "precopy_passes", r.precopy_passes);
+		json_u64(&j, "precopy_pages", r.precopy_pages);
+		json_double(&j, "precopy_ms", r.precopy_ms);
 		json_double(&j, "seal_ms", r.seal_ms);
 		json_u64(&j, "pages_refreshed", r.pages_refreshed);
 		json_bool(&j, "write_tracking", r.tracked);

@@ -100,6 +100,9 @@ struct snapshot_result {
 	uint64_t generation;          /* ... and its generation */
 	double draft_ms;              /* copying the heap while the parent ran */
 	double shed_ms;               /* its page tables dropped before the freeze (0: not) */
+	uint32_t precopy_passes;      /* pre-copy passes before the freeze (cmd_snapshot.c) */
+	uint64_t precopy_pages;       /* ... pages they found written */
+	double precopy_ms;
 	double freeze_ms;             /* CRIU's dump ran this long (snapshot included) */
 	double frozen_ms;             /* ... of which the parent was frozen (CRIU's own figure) */
 	double snapshot_ms;           /* part of it: bringing the copy up to date and publishing it */

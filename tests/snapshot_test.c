@@ -801,6 +801,109 @@ static void check_only_bases_live(struct cxlcr_pool *pool, const uint64_t *gens,
 	cxlcr_snapshot_close(&s);
 }
 
+/*
+ * Pre-copy (cxlcr_snapshot_draft_refresh()): passes bring a draft up to
+ * date with what was written since the last scan while the service runs;
+ * the finish then copies only what the last pass did not see. When a pass
+ * runs out of room, what it could not copy comes back in `left`, and a
+ * finish that takes it as written too holds the heap, or refuses (no room)
+ * and a snapshot is made afresh: never one that misses a write.
+ */
+static void test_precopy(struct cxlcr_pool *pool)
+{
+	struct arena_map a;
+	struct cxlcr_snapshot_info info;
+	uint64_t seed = 0x9c0b, nonzero, holes, refreshed;
+
+	SAY("pre-copy: passes between a draft and its finish");
+	make_arena(pool, "psrc", TEST_HEAP, true, &a);
+	fill_heap(&a, seed, &nonzero, &holes);
+	struct cxlcr_arena_header *h = (void *)a.base;
+	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "pc1", &info) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_written pass = { 0 }, left = { 0 }, during = { 0 };
+	uint64_t p0 = h->punches_begun;
+	churn(&a, seed + 1, 50, &pass);
+	h->scan_count++; /* the pass's scan */
+	int rc = cxlcr_snapshot_draft_refresh(pool, a.region.generation, "pc1", &pass, &refreshed, &left);
+	CHECK(rc == 0 && left.count == 0, "a pass with room: rc %d, %zu ranges left: %s", rc, left.count,
+	      cxlcr_last_error());
+	CHECK(refreshed > 0, "the pass brought no page up to date");
+	churn(&a, seed + 2, 400, &during);
+	h->scan_count++; /* the finish's scan */
+	rc = cxlcr_snapshot_finish(pool, a.region.generation, "pc1", &during, &info);
+	CHECK(rc == 0, "the finish after a pass: %d: %s", rc, cxlcr_last_error());
+	CHECK(h->punches_begun - p0 > CXLCR_PUNCH_LOG || info.tracked, "the finish compared every page");
+	/* It looked at what was written after the pass, and at the punched
+	 * pages (a page each) from the punch log: not at the pass's writes. */
+	uint64_t punched = h->punches_begun - p0;
+	CHECK(info.pages_written <= during.bytes / PAGE + punched,
+	      "the finish looked at %llu pages; %llu were written after the pass, %llu punched since the draft",
+	      (unsigned long long)info.pages_written, (unsigned long long)(during.bytes / PAGE),
+	      (unsigned long long)punched);
+	check_is_heap(pool, info.region_generation, &a, "after a pass");
+	cxlcr_snapshot_region_free(pool, info.region_generation);
+	cxlcr_written_free(&pass);
+	cxlcr_written_free(&during);
+
+	SAY("pre-copy: a pass whose room runs out hands the rest to the finish");
+	CHECK(cxlcr_snapshot_draft(pool, a.region.generation, "pc2", &info) == 0, "%s", cxlcr_last_error());
+	/* Pages that were zero at the draft need room of their own: more of
+	 * them than it kept (256 + 1/16 of its copies). */
+	uint64_t made = 0;
+	for (uint64_t i = 0; i < a.pages - TAIL_HOLE_PAGES && made < 256 + nonzero / 8; i++) {
+		uint8_t *p = a.heap + i * PAGE;
+		if (!page_is_zero(p))
+			continue;
+		memset(p, 0x5a, PAGE);
+		written_add(&pass, (uintptr_t)p);
+		made++;
+	}
+	h->scan_count++;
+	rc = cxlcr_snapshot_draft_refresh(pool, a.region.generation, "pc2", &pass, &refreshed, &left);
+	CHECK(rc == 1 && left.count > 0, "a pass without room: rc %d, %zu ranges left", rc, left.count);
+	churn(&a, seed + 3, 400, &during);
+	for (size_t i = 0; i < left.count; i++)
+		cxlcr_written_add(&during, left.ranges[i].start, left.ranges[i].end);
+	h->scan_count++;
+	rc = cxlcr_snapshot_finish(pool, a.region.generation, "pc2", &during, &info);
+	if (rc == 1) { /* no room for them either: afresh, as the plugin does */
+		struct cxlcr_region d;
+		CHECK(cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, "pc2", &d), "the refused draft is gone");
+		cxlcr_snapshot_region_free(pool, d.generation);
+		CHECK(cxlcr_snapshot_create(pool, a.region.generation, "pc2", &info) == 0, "%s", cxlcr_last_error());
+	} else {
+		CHECK(rc == 0, "the finish after a pass without room: %s", cxlcr_last_error());
+	}
+	check_is_heap(pool, info.region_generation, &a, "after a pass without room");
+	SAY("%llu pages made non-zero in the pass, %zu ranges left to the finish, which %s", (unsigned long long)made,
+	    left.count, rc == 1 ? "had no room either (afresh)" : "took them");
+	cxlcr_snapshot_region_free(pool, info.region_generation);
+	cxlcr_written_free(&pass);
+	cxlcr_written_free(&left);
+	cxlcr_written_free(&during);
+
+	SAY("pre-copy: what is left survives its file (cxlcr_written_save/load), and a damaged one is refused");
+	struct cxlcr_written w = { 0 }, back = { 0 };
+	written_add(&w, (uintptr_t)a.heap);
+	written_add(&w, (uintptr_t)a.heap + 9 * PAGE);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	CHECK(dfd >= 0 && cxlcr_written_save(dfd, "pending.img", &w) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_written_load(dfd, "pending.img", &back) == 0 && back.count == 2 && back.bytes == w.bytes,
+	      "loaded %zu ranges", back.count);
+	int f = openat(dfd, "pending.img", O_RDWR);
+	CHECK(f >= 0 && pwrite(f, "x", 1, 20) == 1, "damage");
+	close(f);
+	cxlcr_written_free(&back);
+	CHECK(cxlcr_written_load(dfd, "pending.img", &back) < 0, "a damaged file was taken");
+	CHECK(cxlcr_written_load(dfd, "none.img", &back) == 0 && back.count == 0, "no file: nothing");
+	unlinkat(dfd, "pending.img", 0);
+	close(dfd);
+	cxlcr_written_free(&w);
+	cxlcr_written_free(&back);
+	check_nothing_leaked(pool);
+	drop_arena(pool, &a);
+}
+
 static void test_incremental(struct cxlcr_pool *pool)
 {
 	struct arena_map a;
@@ -1582,6 +1685,7 @@ int main(int argc, char **argv)
 	test_draft_and_finish(&pool);
 	test_tracked_finish_punches(&pool);
 	test_incremental(&pool);
+	test_precopy(&pool);
 	test_extents(&pool);
 	test_refusals(&pool);
 
