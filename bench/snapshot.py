@@ -2,12 +2,18 @@
 """Snapshots with 1% of the heap written since the previous one (issue 14,
 point 5), run by bench/snapshot.sh on an emulated pod it set up.
 
-For each size: a Redis (its heap in the pool) is filled with 1000 B values
-(1,048,576 per GiB); a first snapshot copies the heap (full); then, ROUNDS
-times, 1% of the keys, picked at random over the whole key space, get new
-values and a snapshot is taken (incremental: it copies only what was
-written since the one before). After every snapshot a child is forked on
-h1 and every key is checked in it. Printed, per size: the parent's freeze
+For each size and write pattern: a Redis (its heap in the pool) is filled
+with 1000 B values (1,048,576 per GiB); a first snapshot copies the heap
+(full); then, ROUNDS times, 1% of the keys get new values and a snapshot
+is taken (incremental: it copies only what was written since the one
+before). The keys are picked at random over the whole key space
+(`random`: each SET also frees the old value and rewrites its dict entry,
+on pages of their own, so about 9% of the heap's pages are written), or
+are the next 1% of the key space in the order the fill wrote it
+(`clustered`: about 1% of the heap's pages written). After every snapshot
+a child is forked on h1 (copy mode: it maps nothing of the snapshot, as on
+a devdax pool, so any snapshot can be forked) and every key is checked in
+it. Printed, per size: the parent's freeze
 (median of the incremental rounds), the whole time of a re-snapshot
 against the full one, and the pool bytes a re-snapshot adds against the
 heap; then the freeze at the largest size against the smallest.
@@ -106,8 +112,8 @@ def cxlcr(a, *args):
     return json.loads(p.stdout) if "--json" in args else p.stdout
 
 
-def one_size(a, size, rows):
-    name = "snap%d" % (size // MIB)
+def one_size(a, size, pattern, rows):
+    name = "snap%d%s" % (size // MIB, pattern[0])
     keys = size // GIB * 1048576 if size >= GIB else size // 1024
     arena = size * 3 // 2 + 64 * MIB
     env = []
@@ -131,16 +137,22 @@ def one_size(a, size, rows):
     rng = random.Random(size)
     for rnd in range(a.rounds + 1):
         if rnd:
-            picked = rng.sample(range(keys), keys // 100)
+            if pattern == "random":
+                picked = rng.sample(range(keys), keys // 100)
+            else:
+                n = keys // 100
+                picked = [(rnd * n + i) % keys for i in range(n)]
             set_keys(r, ((k, value(k, rnd)) for k in picked))
             for k in picked:
                 versions[k] = rnd
         snap = cxlcr(a, "snapshot", name, "--json")
-        fork = cxlcr(a, "fork", name, "--to", "h1", "--json")
+        fork = cxlcr(a, "fork", name, "--to", "h1", "--mode", "copy", "--json")
         child = fork["children"][0]
         bad = check_all(child["address"], keys, versions)
         cxlcr(a, "stop", child["name"])
-        row = {"size": size, "round": rnd, "incremental": snap["incremental"],
+        row = {"size": size, "pattern": pattern, "round": rnd, "incremental": snap["incremental"],
+               "shed_ms": snap.get("shed_ms"), "seal_ms": snap.get("seal_ms"),
+               "precopy_passes": snap.get("precopy_passes"), "precopy_pages": snap.get("precopy_pages"),
                "freeze_ms": snap["frozen_ms"], "criu_ms": snap["freeze_ms"], "snapshot_ms": snap["snapshot_ms"],
                "total_ms": snap["total_ms"], "draft_ms": snap["draft_ms"],
                "bytes_added": snap["pages_copied"] * 4096, "heap_used": cxlcr(a, "status", name, "--json")["arena_used"],
@@ -171,31 +183,35 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--sizes", default="64M,1G,4G")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--patterns", default="random,clustered")
     a = p.parse_args()
     sizes = [parse_size(s, "snapshot") for s in a.sizes.split(",")]
+    patterns = a.patterns.split(",")
     rows = []
-    for size in sizes:
-        one_size(a, size, rows)
-    lines = ["size      frozen_ms  criu_ms  snap_part_ms  full_ms  resnap_ms  resnap/full  added/heap  incremental",
-             "--------  ---------  -------  ------------  -------  ---------  -----------  ----------  -----------"]
-    freeze = {}
-    for size in sizes:
-        mine = [x for x in rows if x["size"] == size]
-        full = mine[0]
-        inc = [x for x in mine[1:]]
-        f = median([x["freeze_ms"] for x in inc])
-        t = median([x["total_ms"] for x in inc])
-        added = median([x["bytes_added"] for x in inc])
-        freeze[size] = f
-        lines.append("%-8s  %9.1f  %7.1f  %12.2f  %7.1f  %9.1f  %10.1f%%  %9.2f%%  %d of %d" %
-                     (size_label(size), f,
-                      median([x["criu_ms"] for x in inc]), median([x["snapshot_ms"] for x in inc]),
-                      full["total_ms"], t,
-                      100.0 * t / full["total_ms"], 100.0 * added / full["heap_used"],
-                      sum(1 for x in inc if x["incremental"]), len(inc)))
-    lines.append("frozen (CRIU's own figure) at %s against %s: %.2fx (medians of %d rounds; every key checked in a "
-                 "child after every snapshot)" % (a.sizes.split(",")[-1], a.sizes.split(",")[0],
-                                      freeze[sizes[-1]] / freeze[sizes[0]], a.rounds))
+    for pattern in patterns:
+        for size in sizes:
+            one_size(a, size, pattern, rows)
+    lines = ["size      pattern    frozen_ms  criu_ms  snap_part_ms  full_ms  resnap_ms  resnap/full  added/heap  incremental",
+             "--------  ---------  ---------  -------  ------------  -------  ---------  -----------  ----------  -----------"]
+    for pattern in patterns:
+        freeze = {}
+        for size in sizes:
+            mine = [x for x in rows if x["size"] == size and x["pattern"] == pattern]
+            full = mine[0]
+            inc = [x for x in mine[1:]]
+            f = median([x["freeze_ms"] for x in inc])
+            t = median([x["total_ms"] for x in inc])
+            added = median([x["bytes_added"] for x in inc])
+            freeze[size] = f
+            lines.append("%-8s  %-9s  %9.1f  %7.1f  %12.2f  %7.1f  %9.1f  %10.1f%%  %9.2f%%  %d of %d" %
+                         (size_label(size), pattern, f,
+                          median([x["criu_ms"] for x in inc]), median([x["snapshot_ms"] for x in inc]),
+                          full["total_ms"], t,
+                          100.0 * t / full["total_ms"], 100.0 * added / full["heap_used"],
+                          sum(1 for x in inc if x["incremental"]), len(inc)))
+        lines.append("%s: frozen (CRIU's own figure) at %s against %s: %.2fx (medians of %d rounds; every key checked "
+                     "in a child after every snapshot)" % (pattern, a.sizes.split(",")[-1], a.sizes.split(",")[0],
+                                                           freeze[sizes[-1]] / freeze[sizes[0]], a.rounds))
     publish_rows(lines, a.out, "snapshot", rows)
     return 0
 

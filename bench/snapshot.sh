@@ -4,8 +4,8 @@
 # against a full one, the pool bytes it adds; every key checked in a child
 # forked from every snapshot. See bench/snapshot.py.
 #
-#   bench/snapshot.sh                       (SIZES=64M,1G,4G ROUNDS=5)
-#   SIZES=64M,256M ROUNDS=3 bench/snapshot.sh
+#   bench/snapshot.sh                       (SIZES=64M,1G,4G ROUNDS=5 PATTERNS=random,clustered)
+#   SIZES=64M,256M ROUNDS=3 PATTERNS=random bench/snapshot.sh
 # Output: a table on stdout and bench/out/snapshot.txt, snapshot.jsonl.
 # Needs root, CRIU, redis-server; run it on a quiet machine.
 set -euo pipefail
@@ -14,10 +14,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CXLCR=${CXLCR_BUILD:-$ROOT/build}/cxlcr
 SIZES=${SIZES:-64M,1G,4G}
 ROUNDS=${ROUNDS:-5}
+PATTERNS=${PATTERNS:-random,clustered}
 
 die() { printf 'snapshot: error: %s\n' "$*" >&2; exit 1; }
 # shellcheck source=bench/lib/scratch_pod.sh
 . "$ROOT/bench/lib/scratch_pod.sh"
 scratch_pod snapbench 16G 2
 python3 "$ROOT/bench/snapshot.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
-	--sizes "$SIZES" --rounds "$ROUNDS"
+	--sizes "$SIZES" --rounds "$ROUNDS" --patterns "$PATTERNS"
