@@ -18,7 +18,9 @@
  *       keys kv:str:R (R uniform in [0, K), the same sequence every run),
  *       one at a time on one connection, and adds "requests": {"n",
  *       "p50_us", "p99_us", "total_ms"}: how the child serves its first N
- *       requests, while its pages are still coming in.
+ *       requests, while its pages are still coming in. With --hot-keys H
+ *       --hot-pct P, P % of them read one of kv:str:0 .. kv:str:H-1 (the
+ *       keys a skewed load reads: bench/tier_fork.sh), the rest any key.
  *
  *   fork-probe exec --addr IP --port PORT --key KEY [--timeout S] -- CMD...
  *       starts CMD (e.g. a criu restore) and polls IP:PORT the same way
@@ -113,10 +115,11 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The child's first n requests right after its first answer: GETs of
- * random keys of the whole key space (a fixed seed, so each child is
- * asked the same), one at a time; their p50 and p99. */
-static int first_requests(const char *address, uint16_t port, unsigned n, unsigned keys, double *p50,
-			  double *p99, double *total_ms)
+ * random keys of the whole key space, hot_pct % of them of the first
+ * hot_keys keys (a fixed seed, so each child is asked the same), one at a
+ * time; their p50 and p99. */
+static int first_requests(const char *address, uint16_t port, unsigned n, unsigned keys, unsigned hot_keys,
+			  unsigned hot_pct, double *p50, double *p99, double *total_ms)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
@@ -134,7 +137,9 @@ static int first_requests(const char *address, uint16_t port, unsigned n, unsign
 	for (unsigned i = 0; rc == 0 && i < n; i++) {
 		x ^= x >> 12, x ^= x << 25, x ^= x >> 27; /* xorshift64 */
 		char key[32], req[96];
-		int kl = snprintf(key, sizeof(key), "kv:str:%llu", (unsigned long long)((x * 0x2545f4914f6cdd1dull) % keys));
+		uint64_t r = x * 0x2545f4914f6cdd1dull;
+		bool hot = hot_keys && (r >> 40) % 100 < hot_pct;
+		int kl = snprintf(key, sizeof(key), "kv:str:%llu", (unsigned long long)(r % (hot ? hot_keys : keys)));
 		int rl = snprintf(req, sizeof(req), "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", kl, key);
 		uint64_t t = fa_mono_ns();
 		if (write(fd, req, (size_t)rl) != rl || read_bulk(fd) != 1) {
@@ -156,7 +161,7 @@ static int first_requests(const char *address, uint16_t port, unsigned n, unsign
 
 static int probe_api(const char *endpoint, const char *token, const char *service, const char *host,
 		     unsigned count, const char *mode, const char *fetch, uint16_t port, const char *request,
-		     double timeout_s, unsigned requests, unsigned keys)
+		     double timeout_s, unsigned requests, unsigned keys, unsigned hot_keys, unsigned hot_pct)
 {
 	static struct fa_fork f;
 	f.mode = mode;
@@ -168,7 +173,7 @@ static int probe_api(const char *endpoint, const char *token, const char *servic
 	const struct cxlcr_fork_result *r = &f.result;
 	double p50 = 0, p99 = 0, req_ms = 0;
 	if (rc == 0 && requests &&
-	    first_requests(r->child[0].address, port, requests, keys, &p50, &p99, &req_ms) < 0)
+	    first_requests(r->child[0].address, port, requests, keys, hot_keys, hot_pct, &p50, &p99, &req_ms) < 0)
 		rc = 1;
 	printf("{\"request_ms\": %.3f, \"freeze_ms\": %.3f, \"snapshot_ms\": %.3f, \"restore_ms\": %.3f, "
 	       "\"total_ms\": %.3f, \"mode\": \"%s\", \"children\": [",
@@ -231,7 +236,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: fork-probe api --api ENDPOINT [--token-file FILE] --service NAME --to HOST "
 			"[--count N] [--mode share|copy] [--fetch background|eager|lazy] --port PORT --key KEY "
-			"[--timeout S] [--first-keys N] [--requests N [--keys K]]\n"
+			"[--timeout S] [--first-keys N] [--requests N [--keys K] [--hot-keys H --hot-pct P]]\n"
 			"       fork-probe exec --addr IP --port PORT --key KEY [--timeout S] -- CMD...\n");
 	exit(2);
 }
@@ -243,7 +248,7 @@ int main(int argc, char **argv)
 	bool api_mode = !strcmp(argv[1], "api");
 	const char *endpoint = NULL, *token_file = NULL, *service = NULL, *host = NULL, *addr = NULL, *key = NULL,
 		   *mode = NULL, *fetch = NULL;
-	unsigned count = 1, port = 0, requests = 0, keys = 0, first_keys = 0;
+	unsigned count = 1, port = 0, requests = 0, keys = 0, first_keys = 0, hot_keys = 0, hot_pct = 0;
 	double timeout_s = 60;
 	const struct option opts[] = { { "api", required_argument, 0, 'a' },
 				       { "token-file", required_argument, 0, 'k' },
@@ -259,6 +264,8 @@ int main(int argc, char **argv)
 				       { "requests", required_argument, 0, 'R' },
 				       { "keys", required_argument, 0, 'N' },
 				       { "first-keys", required_argument, 0, 'F' },
+				       { "hot-keys", required_argument, 0, 'h' },
+				       { "hot-pct", required_argument, 0, 'P' },
 				       { 0, 0, 0, 0 } };
 	int c;
 	optind = 2;
@@ -278,6 +285,8 @@ int main(int argc, char **argv)
 		case 'R': requests = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'N': keys = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'F': first_keys = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'h': hot_keys = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'P': hot_pct = (unsigned)strtoul(optarg, NULL, 10); break;
 		default: usage();
 		}
 	}
@@ -298,7 +307,7 @@ int main(int argc, char **argv)
 		if (token_file && fa_read_token("fork-probe", token_file, token, sizeof(token)) < 0)
 			return 1;
 		return probe_api(endpoint, token_file ? token : NULL, service, host, count, mode, fetch,
-				 (uint16_t)port, request, timeout_s, requests, keys);
+				 (uint16_t)port, request, timeout_s, requests, keys, hot_keys, hot_pct);
 	}
 	if (!addr || optind >= argc)
 		usage();

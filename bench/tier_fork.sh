@@ -22,14 +22,16 @@
 # (FIRST=get: a GET of one key; FIRST=working-set: a script that reads the
 # HOT_PCT % of keys the skew reads, as a function's first invocation
 # touches its working set),
-# then the p50/p99 of its first REQUESTS requests (GETs of random keys of
-# the whole key space, one at a time, the same sequence for every child).
+# then the p50/p99 of its first REQUESTS requests (GETs one at a time, the
+# same sequence for every child: SKEW % of them of the HOT_PCT % of keys
+# the hot window saw read, the rest of random keys of the whole key space;
+# the skew tiering is for. SKEW=0: all of the whole key space, uniformly).
 # Then, from the tiered snapshot, CHILDREN copy-mode children at once:
 # request to the last one's first answer, and the median child's. Medians
 # over ROUNDS rounds, and the ratios tiered/cxl (goal <= 1.15) and
 # remote/tiered for the first answer (goal >= 2).
 #
-#   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 WINDOW=2 CHILDREN=8 FIRST=get,
+#   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 SKEW=95 WINDOW=2 CHILDREN=8 FIRST=get,
 #                           CXLCR_TIER_WARM=1: hosts configured for the tier)
 # Output: lines on stdout, bench/out/tier_fork.jsonl (every child) and
 # bench/out/tier_fork.txt (the table). Needs root, CRIU, redis-server, gcc.
@@ -46,6 +48,7 @@ KEYS=${KEYS:-100000}
 ROUNDS=${ROUNDS:-5}
 REQUESTS=${REQUESTS:-10000}
 HOT_PCT=${HOT_PCT:-5}
+SKEW=${SKEW:-95}
 WINDOW=${WINDOW:-2}
 CHILDREN=${CHILDREN:-8}
 FIRST=${FIRST:-get}
@@ -112,7 +115,7 @@ print("%s:%d" % (h["address"], h["port"]))')
 POD_DIR=
 for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CXLCR_POOL")" ] && POD_DIR=$d; done
 [ -n "$POD_DIR" ] || die "no pod directory for $CXLCR_POOL under /run/cxlcr"
-say "redis, $KEYS keys x 1000 B, arena ${ARENA}M; $ROUNDS rounds; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+say "redis, $KEYS keys x 1000 B, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of the hot $HOT_PCT% of keys; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The skew: one connection reading the first HOT_PCT % of the keys over and over.
 seq 0 $((KEYS * HOT_PCT / 100 - 1)) | sed 's/^/GET kv:str:/' >"$WORK/hot.cmds"
@@ -140,7 +143,7 @@ snapshot() { # KIND: the parent's snapshot of that kind, its JSON in $WORK/snap.
 fork_kids() { # KIND ROUND COUNT [FETCH]: COUNT copy-mode children, timed, then stopped
 	local kind=$1 r=$2 n=$3 fetch=() reqs=() kids
 	[ -n "${4:-}" ] && fetch=(--fetch "$4")
-	[ "$n" -eq 1 ] && reqs=(--requests "$REQUESTS" --keys "$KEYS")
+	[ "$n" -eq 1 ] && reqs=(--requests "$REQUESTS" --keys "$KEYS" --hot-keys $((KEYS * HOT_PCT / 100)) --hot-pct "$SKEW")
 	timeout $VERB_TIMEOUT "$PROBE" api --api "$API" --token-file "$POD_DIR/api-token" --service redis --to h1 \
 		--count "$n" --mode copy "${fetch[@]}" --port $PORT --key "kv:str:$((KEYS / 2))" --timeout 120 \
 		"${FIRST_ARGS[@]}" "${reqs[@]}" >"$WORK/fork.json" 2>"$WORK/probe.err" || {
