@@ -544,6 +544,66 @@ static void unmap_bases(struct finish *f)
 	f->base_count = 0;
 }
 
+/* A draft opened to be brought up to date (its finish, or a pre-copy
+ * pass): its region mapped, its arena's heap, the layout it planned (its
+ * copies, the room after them and room for the runs a finish may add), and
+ * f set to copy into it, its bases mapped. */
+struct open_draft {
+	struct cxlcr_region region;
+	struct source src;
+	uint8_t *snap;
+	struct layout l;
+	struct finish f;
+};
+
+/* 0; 1 if the heap grew since the draft (its finish copies afresh); -1 with
+ * the error. Only a 0 leaves anything to close_draft(). */
+static int open_draft(struct cxlcr_pool *pool, uint64_t arena_generation, const char *name, struct open_draft *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (!cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &d->region))
+		return cxlcr_error("no draft snapshot '%s'", name);
+	if (snap_open_source(pool, arena_generation, &d->src) < 0)
+		return -1;
+	int rc = -1;
+	d->snap = cxlcr_pool_map(pool, d->region.offset, d->region.size, 0, 0);
+	if (!d->snap)
+		goto fail;
+	const struct cxlcr_snapshot_header *h = (const void *)d->snap;
+	snap_plan_layout(d->src.pages, h->draft_own + h->draft_spare, h->draft_run_room, &d->l);
+	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 || d->l.region_size > d->region.size) {
+		cxlcr_error("snapshot '%s' is not a draft of this arena", name);
+		goto fail;
+	}
+	if (h->page_count != d->src.pages) {
+		rc = 1;
+		goto fail;
+	}
+	struct finish *f = &d->f;
+	f->snap = d->snap;
+	f->snap_offset = d->region.offset;
+	f->table = (void *)(d->snap + d->l.table_offset);
+	f->own_lo = d->region.offset + d->l.data_offset;
+	f->own_hi = f->own_lo + h->draft_own * PAGE;
+	f->spare_end = f->own_lo + d->l.data_size;
+	if (map_bases(f, pool, h) < 0)
+		goto fail;
+	return 0;
+fail:
+	unmap_bases(&d->f);
+	if (d->snap)
+		munmap(d->snap, d->region.size);
+	snap_close_source(&d->src);
+	return rc;
+}
+
+static void close_draft(struct open_draft *d)
+{
+	unmap_bases(&d->f);
+	munmap(d->snap, d->region.size);
+	snap_close_source(&d->src);
+}
+
 /*
  * A pass of pre-copy: the pages written since the last scan brought up to
  * date in the draft while the service runs, as the finish would in the
@@ -566,53 +626,22 @@ int cxlcr_snapshot_draft_refresh(struct cxlcr_pool *pool, uint64_t arena_generat
 				 const struct cxlcr_written *written, uint64_t *refreshed, struct cxlcr_written *left)
 {
 	*refreshed = 0;
-	struct cxlcr_region snap_region;
-	if (!cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &snap_region))
-		return cxlcr_error("no draft snapshot '%s'", name);
-	struct source src;
-	if (snap_open_source(pool, arena_generation, &src) < 0)
-		return -1;
-	int rc = -1;
-	struct layout l;
-	struct finish f = { 0 };
-	uint64_t looked = 0;
-	uint8_t *snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
-	if (!snap)
-		goto out;
-	struct cxlcr_snapshot_header *h = (void *)snap;
-	snap_plan_layout(src.pages, h->draft_own + h->draft_spare, h->draft_run_room, &l);
-	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 || l.region_size > snap_region.size) {
-		rc = cxlcr_error("snapshot '%s' is not a draft of this arena", name);
-		goto unmap;
-	}
-	rc = 1;
-	if (h->page_count != src.pages)
-		goto unmap; /* its finish copies afresh */
-	f.snap = snap;
-	f.snap_offset = snap_region.offset;
-	f.table = (void *)(snap + l.table_offset);
-	f.own_lo = snap_region.offset + l.data_offset;
-	f.own_hi = f.own_lo + h->draft_own * PAGE;
-	f.spare_end = f.own_lo + l.data_size;
-	if (map_bases(&f, pool, h) < 0) {
-		rc = -1;
-		goto unmap;
-	}
-	uint64_t own_before = h->draft_own;
-	rc = refresh_written(&f, &src, written, &looked, left);
+	struct open_draft d;
+	int rc = open_draft(pool, arena_generation, name, &d);
+	if (rc != 0)
+		return rc;
+	struct cxlcr_snapshot_header *h = (void *)d.snap;
+	uint64_t own_before = h->draft_own, looked = 0;
+	rc = refresh_written(&d.f, &d.src, written, &looked, left);
 	/* What it copied stands even when it ran out of room: the leaves
 	 * that point at the new copies are in the table already. */
-	uint64_t added = (f.own_hi - f.own_lo) / PAGE - own_before;
+	uint64_t added = (d.f.own_hi - d.f.own_lo) / PAGE - own_before;
 	h->draft_own = own_before + added;
 	h->draft_spare -= (uint32_t)added;
 	cxlcr_fence();
 	cxlcr_publish(h, sizeof(*h));
-	*refreshed = f.refreshed;
-	unmap_bases(&f);
-unmap:
-	munmap(snap, snap_region.size);
-out:
-	snap_close_source(&src);
+	*refreshed = d.f.refreshed;
+	close_draft(&d);
 	return rc;
 }
 
@@ -620,39 +649,13 @@ static int finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char
 		  const struct cxlcr_written *written, bool seal, struct cxlcr_snapshot_info *out)
 {
 	uint64_t start = cxlcr_mono_ns();
-	struct cxlcr_region snap_region;
-	if (!cxlcr_region_find(pool, CXLCR_KIND_SNAPSHOT, name, &snap_region))
-		return cxlcr_error("no draft snapshot '%s'", name);
-	struct source src;
-	if (snap_open_source(pool, arena_generation, &src) < 0)
-		return -1;
-	int rc = -1;
-	struct layout l;
-	struct finish f = { 0 };
+	struct open_draft d;
+	int rc = open_draft(pool, arena_generation, name, &d);
+	if (rc != 0)
+		return rc; /* 1: the heap grew since the draft, the caller snapshots afresh */
+	struct finish *f = &d.f;
+	const struct cxlcr_snapshot_header *h = (const void *)d.snap;
 	uint64_t looked = 0;
-	uint8_t *snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
-	if (!snap)
-		goto out;
-	const struct cxlcr_snapshot_header *h = (const void *)snap;
-	/* The layout the draft planned: its copies, the room after them and
-	 * room for the runs its finish may add. */
-	snap_plan_layout(src.pages, h->draft_own + h->draft_spare, h->draft_run_room, &l);
-	if (h->complete == CXLCR_SNAPSHOT_COMPLETE || h->magic != 0 || l.region_size > snap_region.size) {
-		rc = cxlcr_error("snapshot '%s' is not a draft of this arena", name);
-		goto unmap;
-	}
-	if (h->page_count != src.pages) {
-		rc = 1; /* the heap grew since the draft: the caller snapshots afresh */
-		goto unmap;
-	}
-	f.snap = snap;
-	f.snap_offset = snap_region.offset;
-	f.table = (void *)(snap + l.table_offset);
-	f.own_lo = snap_region.offset + l.data_offset;
-	f.own_hi = f.own_lo + h->draft_own * PAGE;
-	f.spare_end = f.own_lo + l.data_size;
-	if (map_bases(&f, pool, h) < 0)
-		goto unmap;
 	uint64_t t_written = cxlcr_mono_ns(), t_holes = t_written;
 	/* Pages punched out since the draft (see punched_since()) come from
 	 * the punch log; if it does not hold them all, every page is
@@ -661,10 +664,10 @@ static int finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char
 	uint32_t logged = 0;
 	const char *compared = written ? NULL : "not tracked";
 	if (written) {
-		rc = refresh_written(&f, &src, written, &looked, NULL);
+		rc = refresh_written(f, &d.src, written, &looked, NULL);
 		t_holes = cxlcr_mono_ns();
-		if (rc == 0 && punched_since(&src, h)) {
-			rc = refresh_punched(&f, pool, &src, h, &logged, &looked);
+		if (rc == 0 && punched_since(&d.src, h)) {
+			rc = refresh_punched(f, pool, &d.src, h, &logged, &looked);
 			if (rc < 0) {
 				written = NULL;
 				compared = "pages were punched out since the draft, more than its punch log holds";
@@ -675,40 +678,40 @@ static int finish(struct cxlcr_pool *pool, uint64_t arena_generation, const char
 		if (written)
 			goto publish;
 	}
-	snap_prefault(snap + l.data_offset, snap_region.size - l.data_offset, MADV_POPULATE_READ);
+	snap_prefault(d.snap + d.l.data_offset, d.region.size - d.l.data_offset, MADV_POPULATE_READ);
 	/* Pool-file holes are zero pages: not read. */
-	uint64_t end = src.heap_size, at = 0, lo, hi;
+	uint64_t end = d.src.heap_size, at = 0, lo, hi;
 	for (bool more = true; more; at = hi) {
-		more = snap_heap_next_data(pool, &src, at, &lo, &hi);
+		more = snap_heap_next_data(pool, &d.src, at, &lo, &hi);
 		if (!more)
 			lo = hi = end;
-		snap_prefault((void *)(uintptr_t)(src.heap + lo), hi - lo, MADV_POPULATE_READ);
+		snap_prefault((void *)(uintptr_t)(d.src.heap + lo), hi - lo, MADV_POPULATE_READ);
 		for (uint64_t i = at / PAGE; i < hi / PAGE; i++) {
 			bool in_data = i >= lo / PAGE;
-			int r = refresh_page(&f, i, in_data ? src.heap + i * PAGE : NULL);
+			int r = refresh_page(f, i, in_data ? d.src.heap + i * PAGE : NULL);
 			if (r < 0) {
 				rc = 1; /* the caller snapshots afresh */
 				goto unmap;
 			}
-			f.refreshed += (uint64_t)r;
+			f->refreshed += (uint64_t)r;
 		}
 	}
 publish:
 	cxlcr_fence();
 	uint64_t t_publish = cxlcr_mono_ns();
-	struct publish_extra x = { .own = (f.own_hi - f.own_lo) / PAGE, .bases = f.bases,
-				   .base_count = f.base_count, .tracked = scanned };
-	snap_fill_header(pool, &src, &snap_region, snap, &l, &x, f.table);
-	if (seal && snap_seal(snap, snap_region.size) < 0)
+	struct publish_extra x = { .own = (f->own_hi - f->own_lo) / PAGE, .bases = f->bases,
+				   .base_count = f->base_count, .tracked = scanned };
+	snap_fill_header(pool, &d.src, &d.region, d.snap, &d.l, &x, f->table);
+	if (seal && snap_seal(d.snap, d.region.size) < 0)
 		goto unmap;
 	if (out) {
 		/* Unsealed, its counts are the seal's to make: the caller's
 		 * cxlcr_snapshot_seal() gives them. */
-		struct page_map m = { .pages = src.pages, .nonzero = seal ? h->pages_cxl : 0 };
-		snap_describe(out, &snap_region, &src, &m);
+		struct page_map m = { .pages = d.src.pages, .nonzero = seal ? h->pages_cxl : 0 };
+		snap_describe(out, &d.region, &d.src, &m);
 		out->pages_own = h->pages_own;
 		out->base_count = h->base_count;
-		out->pages_refreshed = f.refreshed;
+		out->pages_refreshed = f->refreshed;
 		out->pages_written = looked;
 		out->tracked = written != NULL;
 		out->punches_logged = logged;
@@ -721,10 +724,7 @@ publish:
 	}
 	rc = 0;
 unmap:
-	unmap_bases(&f);
-	munmap(snap, snap_region.size);
-out:
-	snap_close_source(&src);
+	close_draft(&d);
 	return rc;
 }
 
