@@ -388,15 +388,8 @@ int cmd_restore(int argc, char **argv)
 		return EXIT_OK;
 	if (a.json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "name", a.name);
-		json_str(&j, "host", this_host());
-		json_i64(&j, "pid", pid);
-		json_double(&j, "restore_ms", ms);
-		json_restore_parts(&j, &parts);
-		json_double(&j, "total_ms", ms);
-		json_u64(&j, "image_bytes", bytes);
-		json_end(&j);
+		json_restore_begin(&j, a.name, pid);
+		json_restore_end(&j, ms, &parts, bytes);
 	} else {
 		printf("%s restored on %s: pid %d, %.1f ms\n", a.name, this_host(), pid, ms);
 	}

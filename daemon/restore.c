@@ -175,3 +175,20 @@ void json_restore_parts(struct json *j, const struct restore_parts *p)
 	json_double(j, "netlock_release_ms", (double)p->netlock_ns / 1e6);
 	json_object_end(j);
 }
+
+void json_restore_begin(struct json *j, const char *name, pid_t pid)
+{
+	json_begin(j, stdout);
+	json_str(j, "name", name);
+	json_str(j, "host", this_host());
+	json_i64(j, "pid", pid);
+}
+
+void json_restore_end(struct json *j, double ms, const struct restore_parts *parts, uint64_t image_bytes)
+{
+	json_double(j, "restore_ms", ms);
+	json_restore_parts(j, parts);
+	json_double(j, "total_ms", ms);
+	json_u64(j, "image_bytes", image_bytes);
+	json_end(j);
+}

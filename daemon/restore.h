@@ -51,5 +51,9 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 		    struct restore_parts *parts, struct criu_ahead *ahead);
 
 void json_restore_parts(struct json *j, const struct restore_parts *p);
+/* A restore's --json object on stdout: its name, this host and the pid
+ * first (begin), its time, parts and image bytes last (end). */
+void json_restore_begin(struct json *j, const char *name, pid_t pid);
+void json_restore_end(struct json *j, double ms, const struct restore_parts *parts, uint64_t image_bytes);
 
 #endif

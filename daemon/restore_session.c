@@ -207,18 +207,11 @@ int cmd_restore_session(int argc, char **argv)
 	double ms = (double)(cxlcr_mono_ns() - t1) / 1e6;
 	if (a.json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "name", a.name);
-		json_str(&j, "host", this_host());
-		json_i64(&j, "pid", pid);
+		json_restore_begin(&j, a.name, pid);
 		/* Before the checkpoint was there: readied and waiting. */
 		json_double(&j, "ahead_ms", (double)(t1 - t0) / 1e6);
 		json_bool(&j, "criu_ahead", ready);
-		json_double(&j, "restore_ms", ms);
-		json_restore_parts(&j, &parts);
-		json_double(&j, "total_ms", ms);
-		json_u64(&j, "image_bytes", bytes);
-		json_end(&j);
+		json_restore_end(&j, ms, &parts, bytes);
 	}
 	return EXIT_OK;
 }

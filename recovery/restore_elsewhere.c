@@ -25,6 +25,7 @@
 #include "../control/fence.h"
 #include "../control/lease.h"
 #include "../daemon/cli.h"
+#include "../daemon/restore.h"
 #include "recovery.h"
 
 static const char *usage =
@@ -168,10 +169,7 @@ int cmd_restore_verb(int argc, char **argv)
 		return code;
 	if (a.json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "name", a.name);
-		json_str(&j, "host", this_host());
-		json_i64(&j, "pid", pid);
+		json_restore_begin(&j, a.name, pid);
 		json_str(&j, "recovery_point", point);
 		json_str(&j, "from_host", from);
 		json_double(&j, "restore_ms", ms);
