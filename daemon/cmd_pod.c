@@ -35,6 +35,7 @@
 #include "../pod/membership.h"
 #include "exec.h"
 #include "rpc.h"
+#include "service_there.h"
 
 #define MAX_HOSTS       16
 #define NET_TIMEOUT_S   10
@@ -359,28 +360,42 @@ static int pod_up(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Ends the services that ran on a host that goes away, and frees their
- * arenas; checkpointed services (no process) keep theirs. */
-static void stop_host_services(const char *host)
+/*
+ * The services that a host about to go away runs, by the generations of
+ * their regions (at most CXLCR_REGION_MAX): its daemon says which (their
+ * pids are its own: daemon/service_there.h). None if it does not answer
+ * (crashed: what it ran is gone already, and its services are its
+ * recovery's).
+ */
+static size_t services_running_on(struct cxlcr_pool *pool, const char *host, uint64_t *gens)
 {
-	struct cxlcr_pool pool;
-	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
-		return;
-	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+	struct service *all = calloc(CXLCR_REGION_MAX, sizeof(*all));
+	size_t n = 0, running = 0;
+	for (uint32_t i = 0; all && i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
-		cxlcr_region_slot(&pool, i, &r);
-		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind) ||
-		    strncmp(r.owner_host, host, CXLCR_HOST_MAX) || r.owner_pid <= 1)
-			continue;
-		struct service s;
-		service_load(&pool, &r, &s);
-		if (!s.running) /* the pid may be another process's by now */
-			continue;
-		service_signal(&s, SIGKILL);
-		pid_wait_exit(r.owner_pid, STOP_WAIT_MS);
-		service_free(&pool, &r);
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state == CXLCR_REGION_LIVE && cxlcr_kind_is_service(r.kind) &&
+		    !strncmp(r.owner_host, host, CXLCR_HOST_MAX) && r.owner_pid > 1)
+			service_load(pool, &r, &all[n++]);
 	}
-	cxlcr_pool_close(&pool);
+	service_ask_hosts(pool, all, n);
+	for (size_t i = 0; i < n; i++)
+		if (all[i].running)
+			gens[running++] = all[i].region.generation;
+	free(all);
+	return running;
+}
+
+/* Once a host has gone with every process of it: the arenas of the
+ * services it ran are freed; checkpointed services (no process) keep
+ * theirs. */
+static void free_host_services(struct cxlcr_pool *pool, const char *host, const uint64_t *gens, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct cxlcr_region r;
+		if (cxlcr_region_get(pool, gens[i], &r) == 0 && !strncmp(r.owner_host, host, CXLCR_HOST_MAX))
+			service_free(pool, &r);
+	}
 }
 
 static int pod_down(int argc, char **argv)
@@ -396,6 +411,9 @@ static int pod_down(int argc, char **argv)
 		return EXIT_OK;
 	}
 	int hosts = 0;
+	struct cxlcr_pool pool;
+	bool pool_open = cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0;
+	static uint64_t gens[CXLCR_REGION_MAX];
 	for (int i = 0; i < MAX_HOSTS; i++) {
 		char host[16], path[128], ns[32], link[16];
 		snprintf(host, sizeof(host), "h%d", i);
@@ -405,16 +423,17 @@ static int pod_down(int argc, char **argv)
 		int pid = daemon_pid(pod, host);
 		if (!pid && access(path, F_OK) != 0)
 			continue;
-		stop_host_services(host);
+		size_t running = pool_open ? services_running_on(&pool, host, gens) : 0;
 		if (pid) {
 			kill(pid, SIGTERM);
 			if (pid_wait_exit(pid, STOP_WAIT_MS) != 1)
 				kill(pid, SIGKILL);
 		}
 		unlink(pid_path(pod, host, path, sizeof(path)));
-		unlink(host_socket_path(host, path, sizeof(path)));
 		pod_remove_net(ns, link);
 		hostgroup_remove(pod, host); /* and whatever it still held */
+		if (pool_open)
+			free_host_services(&pool, host, gens, running);
 		hostfs_remove(pod, host);
 		printf("%s down\n", host);
 		hosts++;
@@ -426,8 +445,7 @@ static int pod_down(int argc, char **argv)
 		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", pod->netns, NULL);
 	hostgroup_remove_pod(pod);
 	pod_forget(pod);
-	struct cxlcr_pool pool;
-	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
+	if (pool_open) {
 		membership_forget(pool.sb->uuid);
 		cxlcr_pool_close(&pool);
 	}
