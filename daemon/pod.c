@@ -158,22 +158,6 @@ const struct pod *pod_current(bool create)
 	return NULL;
 }
 
-bool pod_host_is_emulated_here(const struct pod *p, const char *host)
-{
-	int index, end = 0;
-	if (sscanf(host, "h%d%n", &index, &end) != 1 || host[end] || index < 0)
-		return false;
-	const char *env = getenv("CXLCR_POD"), *apart = getenv("CXLCR_TEST_HOSTS_APART");
-	/* $CXLCR_TEST_HOSTS_APART, a test of a real pod's paths: inside the
-	 * hosts every other host is another machine's (control/owner_state.h,
-	 * tests/t_owner_apart.sh); this machine still sees them all. */
-	if (env && *env)
-		return !(apart && *apart);
-	char pin[128];
-	struct stat st;
-	return stat(hostfs_pin_path(p, host, pin, sizeof(pin)), &st) == 0;
-}
-
 void pod_host_netns(const struct pod *p, const char *host, char *buf, size_t len)
 {
 	snprintf(buf, len, "cxlcr%d-%s", p->index, host);
