@@ -31,6 +31,7 @@
 #include "../emulation/host_start.h"
 #include "../emulation/hostfs.h"
 #include "../emulation/hostgroup.h"
+#include "../emulation/hostpid.h"
 #include "config.h"
 #include "../pod/membership.h"
 #include "exec.h"
@@ -252,9 +253,19 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 		return cxlcr_error("pipe: %s", strerror(errno));
 	}
 	char *argv[] = { "cxlcrd", "--config", DAEMON_CONFIG_DEFAULT, "--ready-fd", "3", NULL };
-	struct host_start s = { .netns = ns_path, .log = HOSTFS_DAEMON_LOG, .bin = bin, .argv = argv,
-				.setup = daemon_setup, .alongside = daemon_alongside, .arg = &d };
+	/* In the host's pid namespace while its init lives (a daemon that
+	 * stopped while its services ran), else in a new one: the host boots
+	 * (emulation/hostpid.h). */
+	pid_t init = 0;
+	struct host_start s = { .host = host, .netns = ns_path, .log = HOSTFS_DAEMON_LOG, .bin = bin,
+				.argv = argv, .setup = daemon_setup, .alongside = daemon_alongside, .arg = &d,
+				.own_pid_ns = true, .init_fd = hostpid_open(pod, host), .init_made = &init };
 	int pid = host_start(&s, msg, sizeof(msg));
+	if (s.init_fd >= 0)
+		close(s.init_fd);
+	char init_file[128];
+	if (init > 0)
+		pod_pid_write(hostpid_file(pod, host, init_file, sizeof(init_file)), init);
 	if (pid < 0 && msg[0])
 		return cxlcr_error("the daemon of %s did not start: %s (cxlcr pod logs %s)", host, msg, host);
 	if (pid < 0)
@@ -431,7 +442,10 @@ static int pod_down(int argc, char **argv)
 		}
 		unlink(pid_path(pod, host, path, sizeof(path)));
 		pod_remove_net(ns, link);
-		hostgroup_remove(pod, host); /* and whatever it still held */
+		/* Every process of the host ends: its cgroup's, and its pid
+		 * namespace's with its init. */
+		hostgroup_remove(pod, host);
+		hostpid_end(pod, host);
 		if (pool_open)
 			free_host_services(&pool, host, gens, running);
 		hostfs_remove(pod, host);

@@ -12,6 +12,7 @@
 #include "../common/pool.h"
 #include "../common/util.h"
 #include "../emulation/hostfs.h"
+#include "../emulation/hostpid.h"
 #include "pod.h"
 
 static void describe(struct pod *p, int index)
@@ -164,7 +165,8 @@ void pod_host_netns(const struct pod *p, const char *host, char *buf, size_t len
 }
 
 /* Everything in the pod's directory goes, the pins of its hosts' mount
- * namespaces (emulation/hostfs.h) unmounted first. */
+ * namespaces (emulation/hostfs.h) unmounted first, and the hosts whose
+ * init still runs (a stale pod's: emulation/hostpid.h) ended. */
 void pod_forget(const struct pod *p)
 {
 	DIR *d = opendir(p->dir);
@@ -173,6 +175,12 @@ void pod_forget(const struct pod *p)
 		char path[PATH_MAX];
 		if (e->d_name[0] == '.')
 			continue;
+		size_t n = strlen(e->d_name);
+		if (n > 5 && n < 64 && !strcmp(e->d_name + n - 5, ".init")) {
+			char host[64];
+			snprintf(host, sizeof(host), "%.*s", (int)(n - 5), e->d_name);
+			hostpid_end(p, host);
+		}
 		snprintf(path, sizeof(path), "%s/%s", p->dir, e->d_name);
 		umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
 		unlink(path);
