@@ -32,7 +32,7 @@ for h in h0 h1; do
 done
 pod_redis r h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size 500 --seed 3 --quiet
-pid=$(status_field r pid)
+pid=$(service_pid r) # this machine's pid of it (cgroup.procs here names those)
 in_group h0 "$pid" || die "the service is not in h0's cgroup"
 in_group h1 "$pid" && die "the service is in h1's cgroup"
 ok "daemons and services live in their host's cgroup"
@@ -49,7 +49,7 @@ ok "a frozen host's processes stop and resume with every value"
 
 say "migrate the service to h1: it moves to h1's cgroup"
 "$CXLCR" migrate r --to h1 >/dev/null || die "migrate failed"
-pid=$(status_field r pid)
+pid=$(service_pid r)
 in_group h1 "$pid" || die "the migrated service is not in h1's cgroup ($(cat /proc/$pid/cgroup | tr '\n' ' '))"
 in_group h0 "$pid" && die "the migrated service is still in h0's cgroup"
 ok "a restored service lives in its new host's cgroup"
