@@ -314,6 +314,12 @@ void service_print_json(struct json *j, const struct service *s)
 {
 	json_str(j, "name", s->region.name);
 	json_str(j, "state", s->state);
+	/* Why it is unknown: its host did not answer (daemon/service_there.h). */
+	if (s->state_reason[0])
+		json_str(j, "state_reason", s->state_reason);
+	else
+		json_null_value(j, "state_reason");
+	/* The pid on its host: a host's pids are its own. */
 	if (s->region.owner_pid)
 		json_i64(j, "pid", s->region.owner_pid);
 	else
