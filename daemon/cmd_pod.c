@@ -2,9 +2,10 @@
  * cxlcr pod up | pod down: an emulated pod on this machine (see pod.h).
  *
  * Host hI is a network namespace with an address on the pod's bridge, its
- * own UTS name hI, and a cxlcrd. The bridge is in the machine's network
- * namespace, so clients here reach every host and service address. All
- * hosts map the same pool; nothing else ties them to one machine.
+ * own UTS name hI, file system (emulation/hostfs.h) and pid namespace
+ * (emulation/hostpid.h), and a cxlcrd. The bridge is in the machine's
+ * network namespace, so clients here reach every host and service address.
+ * All hosts map the same pool; nothing else ties them to one machine.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -307,8 +308,10 @@ static int pod_up(int argc, char **argv)
 			       "Starts emulated hosts h0..hN-1 (default 2) on this machine, each with its\n"
 			       "own network namespace and address on the pod's bridge, its own file system\n"
 			       "(/run/cxlcr, /run/netns, /var/lib/cxlcr, /var/log/cxlcr, /etc/cxlcr: cxlcr pod\n"
-			       "logs, pod exec) and a cxlcrd. The hosts share only the pool and the bridge.\n"
-			       "Each pool has its own pod. Hosts already up are left as they are.\n"
+			       "logs, pod exec), its own processes (a pid namespace and its /proc) and a\n"
+			       "cxlcrd. The hosts share only the pool and the bridge. Each pool has its own\n"
+			       "pod. Hosts already up are left as they are. --json gives this machine's pid\n"
+			       "of each host's daemon.\n"
 			       "--host-pool: host hI sees the pool under PATH (another name of the same\n"
 			       "device or file); restores there rebase the pool's mappings onto it.\n");
 			return EXIT_OK;

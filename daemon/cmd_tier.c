@@ -2,11 +2,11 @@
  * cxlcr tier up [--size S] | tier down | tier status: the cold tier's
  * memory server in the emulated pod (docs/cold-tier.md). The server,
  * cxlcr-memd, runs on a memory host of its own: a network namespace with
- * an address on the pod's bridge (.0.200), and a file system of its own
- * (emulation/hostfs.h), like the pod's hosts, sharing nothing with them but
- * the pool and the bridge: its log is in m0's own /var/log/cxlcr (`cxlcr
- * pod logs m0`). On real machines it is started on a memory host by hand or
- * by a unit, with the same options.
+ * an address on the pod's bridge (.0.200), a file system and processes of
+ * its own (emulation/hostfs.h, hostpid.h), like the pod's hosts, sharing
+ * nothing with them but the pool and the bridge: its log is in m0's own
+ * /var/log/cxlcr (`cxlcr pod logs m0`). On real machines it is started on
+ * a memory host by hand or by a unit, with the same options.
  */
 #include <errno.h>
 #include <getopt.h>
