@@ -122,7 +122,7 @@ pager_end() { # NAME PID
 }
 
 child() { # KIND ROUND: a snapshot of KIND, a lazy copy-mode child of it on h1, GETs, its pager's times
-	local kind=$1 r=$2 args=(--full) name addr pid rss0 grown=0 sent=0 b=0 line times n
+	local kind=$1 r=$2 args=(--full) name addr pid mpid rss0 grown=0 sent=0 b=0 line times n
 	[ "$kind" = cold ] && args=(--tier --hot-window 0.001)
 	timeout $VERB_TIMEOUT "$CXLCR" snapshot redis "${args[@]}" --json >"$WORK/snap.json" 2>"$WORK/snap.err" ||
 		die "cxlcr snapshot redis ${args[*]} failed: $(cat "$WORK/snap.err")"
@@ -132,8 +132,10 @@ child() { # KIND ROUND: a snapshot of KIND, a lazy copy-mode child of it on h1, 
 c = json.load(open(sys.argv[1]))["children"][0]
 print(c["name"], c["address"], c["pid"])' "$WORK/fork.json")
 	SERVICES+=("$name")
-	python3 "$KV" wait --host "$addr" --port $PORT --pid "$pid" >/dev/null || die "$name does not answer at $addr"
-	rss0=$(rss_kb "$pid")
+	# (the fork says h1's own pid of the child: this machine's reads /proc here)
+	mpid=$(python3 "$ROOT/tests/lib/hostpid.py" machine h1 "$pid") || die "$name ($pid on h1) is not found"
+	python3 "$KV" wait --host "$addr" --port $PORT --pid "$mpid" >/dev/null || die "$name does not answer at $addr"
+	rss0=$(rss_kb "$mpid")
 	while [ "$grown" -lt $((FAULTS * 21 / 20)) ]; do
 		[ "$sent" -lt "$MAX_GETS" ] ||
 			die "$name ($kind): $sent GETs made only $grown pages its own (KEYS too few for $FAULTS faults?)"
@@ -141,7 +143,7 @@ print(c["name"], c["address"], c["pid"])' "$WORK/fork.json")
 		timeout $VERB_TIMEOUT redis-cli -h "$addr" -p $PORT <"$WORK/gets.cmds" >/dev/null ||
 			die "GETs to $name failed"
 		sent=$((sent + BATCH)) b=$((b + 1))
-		grown=$((($(rss_kb "$pid") - rss0) / 4))
+		grown=$((($(rss_kb "$mpid") - rss0) / 4))
 	done
 	timeout $VERB_TIMEOUT "$CXLCR" stop "$name" >/dev/null || die "cxlcr stop $name failed"
 	SERVICES=("${SERVICES[@]:0:${#SERVICES[@]}-1}")

@@ -209,7 +209,8 @@ bench_parent() { # BYTES INDEX
 		>/dev/null 2>"$WORK/run.err" || die "cxlcr run $name failed: $(cat "$WORK/run.err")"
 	"$CXLCR" status "$name" --json >"$WORK/status.json"
 	addr=$(field "$WORK/status.json" address)
-	python3 "$KV" wait --host "$addr" --port $PORT --pid "$(field "$WORK/status.json" pid)" ||
+	python3 "$KV" wait --host "$addr" --port $PORT \
+		--pid "$(python3 "$ROOT/tests/lib/hostpid.py" machine h0 "$(field "$WORK/status.json" pid)")" ||
 		die "$name does not answer at $addr"
 	kv fill "$addr" "$count" --quiet || die "fill of $name failed"
 	"$CXLCR" status "$name" --json >"$WORK/status.json"
@@ -292,7 +293,10 @@ print(max(c["first_answer_ms"] for c in json.load(open(sys.argv[1]))["children"]
 			if [ "$kind" = share ]; then
 				echo '{"rss_anon_kb": -1, "ms": -1}' >"$WORK/settled.json"
 			else
-				settle "$(field "$WORK/fork.json" children 0 pid)" "$(field "$WORK/fork.json" request_ms)" \
+				# (the fork says the child's pid on its host, which has a
+				# pid namespace of its own: this machine's reads /proc here)
+				settle "$(python3 "$ROOT/tests/lib/hostpid.py" machine "$(field "$WORK/fork.json" children 0 host)" \
+					"$(field "$WORK/fork.json" children 0 pid)")" "$(field "$WORK/fork.json" request_ms)" \
 					>"$WORK/settled.json"
 			fi
 			raw e "$size" "$r" copy=$(case $kind in share) echo 0 ;; copy) echo 1 ;; *) echo 2 ;; esac) arena_used="$used" \

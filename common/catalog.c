@@ -990,11 +990,6 @@ int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report
 	return reap(pool, cxlcr_host_name(), NULL, 0, report);
 }
 
-int cxlcr_catalog_reap_as(struct cxlcr_pool *pool, const char *host, struct cxlcr_reap_report *report)
-{
-	return reap(pool, host, NULL, 0, report);
-}
-
 int cxlcr_catalog_reap_watched(struct cxlcr_pool *pool, struct cxlcr_hosts_watch *watch, uint64_t now,
 			       struct cxlcr_reap_report *report)
 {

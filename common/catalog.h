@@ -115,10 +115,6 @@ int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *fre
  * borrows dropped, or -1.
  */
 int cxlcr_catalog_reap(struct cxlcr_pool *pool, struct cxlcr_reap_report *report);
-/* The same, judging the borrows recorded for host's processes instead of
- * this host's: for an emulated pod host of this machine (its processes are
- * ours, and the slot's pid namespace must still match ours). */
-int cxlcr_catalog_reap_as(struct cxlcr_pool *pool, const char *host, struct cxlcr_reap_report *report);
 
 /*
  * Holds: borrows made in the name of a snapshot region (an incremental

@@ -33,8 +33,7 @@ static bool other_owner_runs(const struct cxlcr_region *now, int32_t pid, const 
 {
 	char owner[CXLCR_HOST_MAX + 1];
 	cxlcr_copy_field(owner, sizeof(owner), now->owner_host);
-	if (now->owner_pid <= 0 ||
-	    (now->owner_pid == pid && (!strcmp(owner, host) || host_on_this_machine(owner))))
+	if (now->owner_pid <= 0 || (now->owner_pid == pid && !strcmp(owner, host)))
 		return false;
 	return owner_state(now, false, HELD_WAIT_MS) == OWNER_RUNS;
 }
@@ -175,8 +174,8 @@ int verb_begin(struct cxlcr_pool *pool, struct service *s, const char *verb, con
 		 * the task run: the restore's own last steps. */
 		struct cxlcr_region owner;
 		if (cxlcr_region_get(pool, s->region.generation, &owner) == 0 &&
-		    owner.owner_epoch == meta.arena_epoch + 1 && host_is_local_pod_host(owner.owner_host) &&
-		    pid_alive(owner.owner_pid))
+		    owner.owner_epoch == meta.arena_epoch + 1 &&
+		    !strncmp(owner.owner_host, this_host(), CXLCR_HOST_MAX) && pid_alive(owner.owner_pid))
 			finish_taken_over(pool, &owner);
 	}
 	struct cxlcr_region now;

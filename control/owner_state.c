@@ -73,7 +73,8 @@ enum owner_state owner_state(const struct cxlcr_region *r, bool until_exit, int 
 	cxlcr_copy_field(host, sizeof(host), r->owner_host);
 	if (r->owner_pid <= 0)
 		return OWNER_GONE;
-	if (host_on_this_machine(host))
+	/* Its pid is its host's own: only that host may look at it. */
+	if (!strncmp(host, this_host(), CXLCR_HOST_MAX))
 		return judge_here(r->owner_pid, until_exit, wait_ms);
 	return judge_there(r, until_exit, wait_ms);
 }

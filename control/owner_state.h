@@ -4,12 +4,14 @@
  * A frozen source that ends its freeze must know whether a restored copy
  * owns its arena and runs (control/fence.c): resuming the source beside it
  * would make two writers of one heap. A task can be looked at (/proc, its
- * tracer) only from its own machine. So an owner on a host of this machine
- * is judged here, and one on another machine is judged by its host's
- * daemon, asked over the network (the internal verb `owner-state`): pod
- * hosts share nothing but the pool and the network. An owner whose host
- * does not answer counts as running: the source is then fenced, and the
- * service is that host's (and, if the host has died, its recovery's).
+ * tracer) only from its own host: a pid in the pool is its host's own (an
+ * emulated host has a pid namespace of its own, emulation/hostpid.h). So
+ * an owner on this host is judged here, and one on any other is judged by
+ * its host's daemon, asked over the network (the internal verb
+ * `owner-state`): pod hosts share nothing but the pool and the network. An
+ * owner whose host does not answer counts as running: the source is then
+ * fenced, and the service is that host's (and, if the host has died, its
+ * recovery's).
  */
 #ifndef CXLCR_CONTROL_OWNER_STATE_H
 #define CXLCR_CONTROL_OWNER_STATE_H

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../common/error.h"
 #include "../common/pool.h"
 #include "json.h"
 
@@ -138,8 +139,11 @@ int pool_path_abs(char *out, size_t len);
 /* Everything `ps` and `status` show about one service. */
 struct service {
 	struct cxlcr_region region;   /* a copy of its arena's table entry */
-	const char *state;            /* running, exited, starting, remote */
-	bool local;                   /* its owner is on this host */
+	const char *state;            /* running, exited, checkpointed, starting, lost, failed, recovering;
+	                               * remote: of another host, not asked (service_ask_hosts());
+	                               * unknown: its host did not answer (state_reason says so) */
+	char state_reason[CXLCR_ERROR_MAX]; /* why the state is unknown ("" otherwise) */
+	bool local;                   /* its owner is on this host (its pid is this host's) */
 	bool running;
 	int64_t used;                 /* arena bytes in use */
 	uint64_t fallback_allocs, fallback_bytes, early_allocs;
@@ -167,7 +171,12 @@ struct service {
 	bool has_last_verb;
 };
 
+/* What the pool and, for a service of this host, /proc say about it (one
+ * of another host is "remote": its pid means nothing here). */
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s);
+/* Its state once whether its process runs is known (judged here, or said
+ * by its host: running, else checkpointed, exited, lost or failed). */
+void service_judged(struct cxlcr_pool *pool, struct service *s, bool runs);
 /* Opens the pool and loads the named service, or prints why not and
  * returns the exit status; on success the pool is left open. */
 int service_find(struct cxlcr_pool *pool, const char *name, struct service *s);

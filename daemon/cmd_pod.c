@@ -2,9 +2,10 @@
  * cxlcr pod up | pod down: an emulated pod on this machine (see pod.h).
  *
  * Host hI is a network namespace with an address on the pod's bridge, its
- * own UTS name hI, and a cxlcrd. The bridge is in the machine's network
- * namespace, so clients here reach every host and service address. All
- * hosts map the same pool; nothing else ties them to one machine.
+ * own UTS name hI, file system (emulation/hostfs.h) and pid namespace
+ * (emulation/hostpid.h), and a cxlcrd. The bridge is in the machine's
+ * network namespace, so clients here reach every host and service address.
+ * All hosts map the same pool; nothing else ties them to one machine.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,10 +32,12 @@
 #include "../emulation/host_start.h"
 #include "../emulation/hostfs.h"
 #include "../emulation/hostgroup.h"
+#include "../emulation/hostpid.h"
 #include "config.h"
 #include "../pod/membership.h"
 #include "exec.h"
 #include "rpc.h"
+#include "service_there.h"
 
 #define MAX_HOSTS       16
 #define NET_TIMEOUT_S   10
@@ -251,9 +254,19 @@ static int start_daemon(const struct pod *pod, const char *host, const char *poo
 		return cxlcr_error("pipe: %s", strerror(errno));
 	}
 	char *argv[] = { "cxlcrd", "--config", DAEMON_CONFIG_DEFAULT, "--ready-fd", "3", NULL };
-	struct host_start s = { .netns = ns_path, .log = HOSTFS_DAEMON_LOG, .bin = bin, .argv = argv,
-				.setup = daemon_setup, .alongside = daemon_alongside, .arg = &d };
+	/* In the host's pid namespace while its init lives (a daemon that
+	 * stopped while its services ran), else in a new one: the host boots
+	 * (emulation/hostpid.h). */
+	pid_t init = 0;
+	struct host_start s = { .host = host, .netns = ns_path, .log = HOSTFS_DAEMON_LOG, .bin = bin,
+				.argv = argv, .setup = daemon_setup, .alongside = daemon_alongside, .arg = &d,
+				.own_pid_ns = true, .init_fd = hostpid_open(pod, host), .init_made = &init };
 	int pid = host_start(&s, msg, sizeof(msg));
+	if (s.init_fd >= 0)
+		close(s.init_fd);
+	char init_file[128];
+	if (init > 0)
+		pod_pid_write(hostpid_file(pod, host, init_file, sizeof(init_file)), init);
 	if (pid < 0 && msg[0])
 		return cxlcr_error("the daemon of %s did not start: %s (cxlcr pod logs %s)", host, msg, host);
 	if (pid < 0)
@@ -295,8 +308,10 @@ static int pod_up(int argc, char **argv)
 			       "Starts emulated hosts h0..hN-1 (default 2) on this machine, each with its\n"
 			       "own network namespace and address on the pod's bridge, its own file system\n"
 			       "(/run/cxlcr, /run/netns, /var/lib/cxlcr, /var/log/cxlcr, /etc/cxlcr: cxlcr pod\n"
-			       "logs, pod exec) and a cxlcrd. The hosts share only the pool and the bridge.\n"
-			       "Each pool has its own pod. Hosts already up are left as they are.\n"
+			       "logs, pod exec), its own processes (a pid namespace and its /proc) and a\n"
+			       "cxlcrd. The hosts share only the pool and the bridge. Each pool has its own\n"
+			       "pod. Hosts already up are left as they are. --json gives this machine's pid\n"
+			       "of each host's daemon.\n"
 			       "--host-pool: host hI sees the pool under PATH (another name of the same\n"
 			       "device or file); restores there rebase the pool's mappings onto it.\n");
 			return EXIT_OK;
@@ -359,28 +374,42 @@ static int pod_up(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Ends the services that ran on a host that goes away, and frees their
- * arenas; checkpointed services (no process) keep theirs. */
-static void stop_host_services(const char *host)
+/*
+ * The services that a host about to go away runs, by the generations of
+ * their regions (at most CXLCR_REGION_MAX): its daemon says which (their
+ * pids are its own: daemon/service_there.h). None if it does not answer
+ * (crashed: what it ran is gone already, and its services are its
+ * recovery's).
+ */
+static size_t services_running_on(struct cxlcr_pool *pool, const char *host, uint64_t *gens)
 {
-	struct cxlcr_pool pool;
-	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
-		return;
-	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+	struct service *all = calloc(CXLCR_REGION_MAX, sizeof(*all));
+	size_t n = 0, running = 0;
+	for (uint32_t i = 0; all && i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
-		cxlcr_region_slot(&pool, i, &r);
-		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind) ||
-		    strncmp(r.owner_host, host, CXLCR_HOST_MAX) || r.owner_pid <= 1)
-			continue;
-		struct service s;
-		service_load(&pool, &r, &s);
-		if (!s.running) /* the pid may be another process's by now */
-			continue;
-		service_signal(&s, SIGKILL);
-		pid_wait_exit(r.owner_pid, STOP_WAIT_MS);
-		service_free(&pool, &r);
+		cxlcr_region_slot(pool, i, &r);
+		if (r.state == CXLCR_REGION_LIVE && cxlcr_kind_is_service(r.kind) &&
+		    !strncmp(r.owner_host, host, CXLCR_HOST_MAX) && r.owner_pid > 1)
+			service_load(pool, &r, &all[n++]);
 	}
-	cxlcr_pool_close(&pool);
+	service_ask_hosts(pool, all, n);
+	for (size_t i = 0; i < n; i++)
+		if (all[i].running)
+			gens[running++] = all[i].region.generation;
+	free(all);
+	return running;
+}
+
+/* Once a host has gone with every process of it: the arenas of the
+ * services it ran are freed; checkpointed services (no process) keep
+ * theirs. */
+static void free_host_services(struct cxlcr_pool *pool, const char *host, const uint64_t *gens, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct cxlcr_region r;
+		if (cxlcr_region_get(pool, gens[i], &r) == 0 && !strncmp(r.owner_host, host, CXLCR_HOST_MAX))
+			service_free(pool, &r);
+	}
 }
 
 static int pod_down(int argc, char **argv)
@@ -396,6 +425,9 @@ static int pod_down(int argc, char **argv)
 		return EXIT_OK;
 	}
 	int hosts = 0;
+	struct cxlcr_pool pool;
+	bool pool_open = cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0;
+	static uint64_t gens[CXLCR_REGION_MAX];
 	for (int i = 0; i < MAX_HOSTS; i++) {
 		char host[16], path[128], ns[32], link[16];
 		snprintf(host, sizeof(host), "h%d", i);
@@ -405,16 +437,20 @@ static int pod_down(int argc, char **argv)
 		int pid = daemon_pid(pod, host);
 		if (!pid && access(path, F_OK) != 0)
 			continue;
-		stop_host_services(host);
+		size_t running = pool_open ? services_running_on(&pool, host, gens) : 0;
 		if (pid) {
 			kill(pid, SIGTERM);
 			if (pid_wait_exit(pid, STOP_WAIT_MS) != 1)
 				kill(pid, SIGKILL);
 		}
 		unlink(pid_path(pod, host, path, sizeof(path)));
-		unlink(host_socket_path(host, path, sizeof(path)));
 		pod_remove_net(ns, link);
-		hostgroup_remove(pod, host); /* and whatever it still held */
+		/* Every process of the host ends: its cgroup's, and its pid
+		 * namespace's with its init. */
+		hostgroup_remove(pod, host);
+		hostpid_end(pod, host);
+		if (pool_open)
+			free_host_services(&pool, host, gens, running);
 		hostfs_remove(pod, host);
 		printf("%s down\n", host);
 		hosts++;
@@ -426,8 +462,7 @@ static int pod_down(int argc, char **argv)
 		exec_run(NET_TIMEOUT_S, "ip", "netns", "del", pod->netns, NULL);
 	hostgroup_remove_pod(pod);
 	pod_forget(pod);
-	struct cxlcr_pool pool;
-	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
+	if (pool_open) {
 		membership_forget(pool.sb->uuid);
 		cxlcr_pool_close(&pool);
 	}

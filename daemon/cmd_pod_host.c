@@ -6,14 +6,21 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/error.h"
 #include "../emulation/hostfs.h"
+#include "../emulation/hostgroup.h"
+#include "../emulation/hostpid.h"
 #include "cli.h"
 #include "pod.h"
 
@@ -70,12 +77,19 @@ int pod_logs(int argc, char **argv)
 	return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
-/* Runs CMD as if on the host: in its mount, network and UTS namespaces. */
+/*
+ * Runs CMD as if on the host: in its mount, network, UTS and pid
+ * namespaces (those of its init: emulation/hostpid.h; its /proc shows the
+ * host's processes) and its cgroup, as a process logged in there would. A
+ * pid namespace is entered by children only: CMD runs in a child, whose
+ * exit status this one passes on, and which dies with it (as a command
+ * run over ssh dies with its connection).
+ */
 int pod_exec(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		printf("usage: cxlcr pod exec HOST [--] CMD [ARGS...]\n\nRuns CMD on emulated host HOST: in its own "
-		       "file system, network and host name.\n");
+		       "file system, network, host name and processes (its /proc).\n");
 		return argc >= 2 ? EXIT_OK : EXIT_USAGE;
 	}
 	const char *host = argv[1];
@@ -85,21 +99,51 @@ int pod_exec(int argc, char **argv)
 	const struct pod *pod = host_of_pod("exec", host);
 	if (!pod)
 		return EXIT_USAGE;
-	char name[32], ns[64];
-	pod_host_netns(pod, host, name, sizeof(name));
-	snprintf(ns, sizeof(ns), "/run/netns/%s", name);
-	int net = open(ns, O_RDONLY | O_CLOEXEC);
-	if (net < 0)
-		return fail(EXIT_FAIL, "pod exec: host %s is not up (%s: %s)", host, ns, strerror(errno));
-	if (hostfs_enter(pod, host) < 0)
-		return fail(EXIT_FAIL, "pod exec: %s", cxlcr_last_error());
-	if (setns(net, CLONE_NEWNET) < 0 || unshare(CLONE_NEWUTS) < 0 || sethostname(host, strlen(host)) < 0)
+	int init = hostpid_open(pod, host);
+	if (init < 0)
+		return fail(EXIT_FAIL, "pod exec: host %s is not up (no init of its own runs: cxlcr pod up)", host);
+	/* Entering the mount namespace moves to its root: the same directory
+	 * as here is taken again there (the hosts share all but their own
+	 * directories), if it exists. */
+	char cwd[PATH_MAX];
+	bool had_cwd = getcwd(cwd, sizeof(cwd)) != NULL;
+	/* Joined from here: this process does not enter the pid namespace
+	 * (its children do), so the host's /proc has no /proc/self for it. */
+	hostgroup_join(pod, host); /* a pod host's: the memory host has none */
+	if (setns(init, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWPID) < 0)
 		return fail(EXIT_FAIL, "pod exec: cannot enter the namespaces of %s: %s", host, strerror(errno));
-	close(net);
+	close(init);
+	if (had_cwd && chdir(cwd) < 0 && chdir("/") < 0)
+		return fail(EXIT_FAIL, "pod exec: no directory to run in on %s", host);
 	/* As the host's daemon: its command line judges the pod as it does. */
 	char index[16];
 	snprintf(index, sizeof(index), "%d", pod->index);
 	setenv("CXLCR_POD", index, 1);
-	execvp(argv[first], argv + first);
-	return fail(127, "pod exec: %s: %s", argv[first], strerror(errno));
+	int alive[2];
+	if (pipe2(alive, O_CLOEXEC) < 0)
+		return fail(EXIT_FAIL, "pod exec: pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0) {
+		/* Its parent is outside the namespace (getppid() says 0): the
+		 * pipe's hang-up tells a parent that died before the prctl. */
+		close(alive[1]);
+		struct pollfd p = { .fd = alive[0], .events = POLLIN };
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || poll(&p, 1, 0) != 0)
+			_exit(127);
+		execvp(argv[first], argv + first);
+		fprintf(stderr, "cxlcr: pod exec: %s: %s\n", argv[first], strerror(errno));
+		_exit(127);
+	}
+	close(alive[0]);
+	if (child < 0)
+		return fail(EXIT_FAIL, "pod exec: fork: %s", strerror(errno));
+	/* The terminal's signals are the command's: it decides. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	int status;
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			return fail(EXIT_FAIL, "pod exec: waitpid: %s", strerror(errno));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

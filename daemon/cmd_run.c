@@ -30,6 +30,7 @@
 #include "config.h"
 #include "host_files.h"
 #include "container.h"
+#include "service_there.h"
 
 #define DEFAULT_ARENA_SIZE (1ull << 30)
 #define READY_TIMEOUT_MS   60000
@@ -342,11 +343,11 @@ int cmd_run(int argc, char **argv)
 	struct cxlcr_region old;
 	if (cxlcr_region_find(&pool, CXLCR_KIND_ARENA, name, &old)) {
 		struct service s;
-		service_load(&pool, &old, &s);
+		service_load_asking(&pool, &old, &s); /* one of another host: its host says */
 		cxlcr_pool_close(&pool);
 		if (s.running)
-			return fail(EXIT_FAIL, "service '%s' is already running (pid %d)", name,
-				    s.region.owner_pid);
+			return fail(EXIT_FAIL, "service '%s' is already running (pid %d on %.*s)", name,
+				    s.region.owner_pid, (int)CXLCR_HOST_MAX, s.region.owner_host);
 		return fail(EXIT_FAIL, "an arena named '%s' is left from an earlier run (%s); "
 				       "free it with `cxlcr rm %s`", name, s.state, name);
 	}

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/arena.h"
@@ -18,6 +19,7 @@
 #include "fork.h"
 #include "rpc.h"
 #include "rpc_tcp.h"
+#include "service_there.h"
 
 #define STOP_GRACE_MS 10000
 
@@ -40,29 +42,41 @@ int cmd_ps(int argc, char **argv)
 		printf("%-20s %-8s %8s %-12s %10s %10s %9s  %s\n", "NAME", "STATE", "PID", "HOST",
 		       "ARENA", "USED", "FALLBACKS", "COMMAND");
 	}
+	/* Every service first, then one question to each other host about
+	 * those it runs (daemon/service_there.h). */
+	struct service *all = calloc(CXLCR_REGION_MAX, sizeof(*all));
+	if (!all) {
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "out of memory");
+	}
+	size_t n = 0;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
 		cxlcr_region_slot(&pool, i, &r);
-		if (r.state != CXLCR_REGION_LIVE || !cxlcr_kind_is_service(r.kind))
-			continue;
-		struct service s;
-		service_load(&pool, &r, &s);
+		if (r.state == CXLCR_REGION_LIVE && cxlcr_kind_is_service(r.kind))
+			service_load(&pool, &r, &all[n++]);
+	}
+	service_ask_hosts(&pool, all, n);
+	for (size_t i = 0; i < n; i++) {
+		const struct service *s = &all[i];
+		const struct cxlcr_region *r = &s->region;
 		if (json) {
 			json_object_begin(&j, NULL);
-			service_print_json(&j, &s);
+			service_print_json(&j, s);
 			json_object_end(&j);
 			continue;
 		}
 		char size[32], used[32];
 		/* A fork child has no arena of its own: its heap is its parent's
 		 * snapshot, copy-on-write. */
-		bool child = r.kind == CXLCR_KIND_CHILD;
-		printf("%-20s %-8s %8d %-12.12s %10s %10s %9llu  %.*s\n", r.name, s.state, r.owner_pid,
-		       r.owner_host,
-		       child ? "-" : cxlcr_format_size(s.heap_size ? s.heap_size : r.size, size, sizeof(size)),
-		       child ? "-" : cxlcr_format_size((uint64_t)s.used, used, sizeof(used)),
-		       (unsigned long long)s.fallback_allocs, 60, s.command);
+		bool child = r->kind == CXLCR_KIND_CHILD;
+		printf("%-20s %-8s %8d %-12.12s %10s %10s %9llu  %.*s\n", r->name, s->state, r->owner_pid,
+		       r->owner_host,
+		       child ? "-" : cxlcr_format_size(s->heap_size ? s->heap_size : r->size, size, sizeof(size)),
+		       child ? "-" : cxlcr_format_size((uint64_t)s->used, used, sizeof(used)),
+		       (unsigned long long)s->fallback_allocs, 60, s->command);
 	}
+	free(all);
 	if (json) {
 		json_array_end(&j);
 		json_end(&j);
@@ -84,6 +98,7 @@ int cmd_status(int argc, char **argv)
 	int rc = service_find_for(&pool, name, &s, true);
 	if (rc)
 		return rc;
+	service_ask_hosts(&pool, &s, 1); /* one of another host: its host says */
 	if (json) {
 		struct json j;
 		json_begin(&j, stdout);
@@ -91,8 +106,9 @@ int cmd_status(int argc, char **argv)
 		json_end(&j);
 	} else {
 		char sz[32], b[32], c[32];
-		printf("service   %s (%s)\n", s.region.name, s.state);
-		printf("pid       %d on host %s\n", s.region.owner_pid, s.region.owner_host);
+		printf("service   %s (%s%s%s)\n", s.region.name, s.state, s.state_reason[0] ? ": " : "",
+		       s.state_reason);
+		printf("pid       %d on host %s (its own pid there)\n", s.region.owner_pid, s.region.owner_host);
 		if (s.region.service_ip) {
 			char ip[16];
 			printf("address   %s (link %s)\n", ip_string(ntohl(s.region.service_ip), ip), s.region.veth);
@@ -174,17 +190,38 @@ static int free_arena(struct cxlcr_pool *pool, struct service *s)
 		image_store_reclaim(pool, s->region.name, 0);
 		snapshot_forget(pool, s->region.name);
 	}
-	/* The child's borrow is recorded for its pid on its host, which may
-	 * be a pod host other than the one stop runs as. */
-	if (s->region.kind == CXLCR_KIND_CHILD) {
+	/* The child's borrow is recorded for its pid on its host: this one
+	 * (a service of another host is stopped by that host's daemon). */
+	if (s->region.kind == CXLCR_KIND_CHILD)
 		cxlcr_catalog_reap(pool, NULL);
-		if (host_on_this_machine(s->region.owner_host))
-			cxlcr_catalog_reap_as(pool, s->region.owner_host, NULL);
-	}
 	return EXIT_OK;
 }
 
 static int stop_under_lease(struct cxlcr_pool *pool, struct service *sp, const char *name, bool json);
+
+/*
+ * A service whose process is another host's (its pid means nothing here)
+ * is stopped or removed by that host's daemon, reached over the control
+ * protocol: true when the verb was handed there or refused (the pool
+ * closed, *code its exit status). One whose state the pool alone says
+ * (lost, failed: recovery left no process of it) is the business of
+ * whoever asks.
+ */
+static bool handed_to_owner(struct cxlcr_pool *pool, const struct service *s, const char *verb, int argc,
+			    char **argv, int *code)
+{
+	if (s->local || !s->region.owner_pid || strcmp(s->state, "remote"))
+		return false;
+	cxlcr_pool_close(pool);
+	char owner[CXLCR_HOST_MAX + 1];
+	cxlcr_copy_field(owner, sizeof(owner), s->region.owner_host);
+	if (!cli_host && rpc_host_up(owner))
+		*code = forward_to_host(owner, argc, argv);
+	else
+		*code = fail(EXIT_FAIL, "service '%.*s' is on host %s; %s it there", (int)CXLCR_NAME_MAX, s->region.name,
+			     owner, verb);
+	return true;
+}
 
 int cmd_stop(int argc, char **argv)
 {
@@ -199,17 +236,8 @@ int cmd_stop(int argc, char **argv)
 	int rc = service_find(&pool, name, &s);
 	if (rc)
 		return rc;
-	if (!s.local && s.region.owner_pid) {
-		cxlcr_pool_close(&pool);
-		/* A service of another machine (or of a pod host whose socket
-		 * this command line cannot see): its host's daemon stops it,
-		 * reached over the control protocol. */
-		char owner[CXLCR_HOST_MAX];
-		cxlcr_copy_field(owner, sizeof(owner), s.region.owner_host);
-		if (!cli_host && rpc_host_up(owner))
-			return forward_to_host(owner, argc, argv);
-		return fail(EXIT_FAIL, "service '%s' runs on host %s; stop it there", name, owner);
-	}
+	if (handed_to_owner(&pool, &s, "stop", argc, argv, &rc))
+		return rc;
 	struct verb_lease l;
 	if ((rc = verb_begin(&pool, &s, "stop", a.lease, &l))) {
 		cxlcr_pool_close(&pool);
@@ -274,12 +302,14 @@ int cmd_rm(int argc, char **argv)
 	int rc = service_find(&pool, name, &s);
 	if (rc)
 		return rc;
+	if (handed_to_owner(&pool, &s, "rm", argc, argv, &rc))
+		return rc;
 	struct verb_lease l;
 	if ((rc = verb_begin(&pool, &s, "rm", a.lease, &l))) {
 		cxlcr_pool_close(&pool);
 		return rc;
 	}
-	if (s.running || (!s.local && s.region.owner_pid)) {
+	if (s.running || !strcmp(s.state, "remote")) {
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "service '%s' is %s (pid %d on %s); use `cxlcr stop %s`", name,

@@ -2,11 +2,11 @@
  * cxlcr tier up [--size S] | tier down | tier status: the cold tier's
  * memory server in the emulated pod (docs/cold-tier.md). The server,
  * cxlcr-memd, runs on a memory host of its own: a network namespace with
- * an address on the pod's bridge (.0.200), and a file system of its own
- * (emulation/hostfs.h), like the pod's hosts, sharing nothing with them but
- * the pool and the bridge: its log is in m0's own /var/log/cxlcr (`cxlcr
- * pod logs m0`). On real machines it is started on a memory host by hand or
- * by a unit, with the same options.
+ * an address on the pod's bridge (.0.200), a file system and processes of
+ * its own (emulation/hostfs.h, hostpid.h), like the pod's hosts, sharing
+ * nothing with them but the pool and the bridge: its log is in m0's own
+ * /var/log/cxlcr (`cxlcr pod logs m0`). On real machines it is started on
+ * a memory host by hand or by a unit, with the same options.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +21,7 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "../emulation/hostfs.h"
+#include "../emulation/hostpid.h"
 #include "../tier/format.h"
 #include "../tier/tier.h"
 #include "cli.h"
@@ -70,9 +71,17 @@ static int start_memd(const struct pod *pod, const char *ns, const char *ip, con
 	char *argv[] = { "cxlcr-memd", "--name", MEM_HOST, "--address", (char *)ip, "--size", (char *)size,
 			 "--ready-fd", "3", NULL };
 	struct memd_start m = { .pod = pod, .pool = pool };
-	struct host_start s = { .netns = ns_path, .log = MEMD_LOG, .bin = bin, .argv = argv, .setup = memd_setup,
-				.arg = &m };
+	/* A pid namespace of its own, as a pod host's (emulation/hostpid.h). */
+	pid_t init = 0;
+	struct host_start s = { .host = MEM_HOST, .netns = ns_path, .log = MEMD_LOG, .bin = bin, .argv = argv,
+				.setup = memd_setup, .arg = &m, .own_pid_ns = true,
+				.init_fd = hostpid_open(pod, MEM_HOST), .init_made = &init };
 	int pid = host_start(&s, said, len);
+	if (s.init_fd >= 0)
+		close(s.init_fd);
+	char init_file[128];
+	if (init > 0)
+		pod_pid_write(hostpid_file(pod, MEM_HOST, init_file, sizeof(init_file)), init);
 	if (pid < 0 && said[0])
 		return cxlcr_error("the memory server did not start: %s (its log: cxlcr pod logs %s)", said,
 				   MEM_HOST);
@@ -171,6 +180,7 @@ void tier_host_down(const struct pod *pod)
 			kill(pid, SIGKILL);
 	}
 	unlink(pidfile);
+	hostpid_end(pod, MEM_HOST);
 	pod_remove_net(ns, link);
 }
 

@@ -13,6 +13,7 @@
 #include "../recovery/recovery.h"
 #include "cli.h"
 #include "rpc.h"
+#include "service_there.h"
 
 #define CXLCR_VERSION "0.2.0"
 
@@ -136,6 +137,7 @@ static const struct command commands[] = {
 	{ "restore-prepare", cmd_restore_prepare, "(internal) make a restore's network ahead of a migrate" },
 	{ "restore-session", cmd_restore_session, "(internal) a migrate's destination: readied, then restores its checkpoint" },
 	{ "owner-state", cmd_owner_state, "(internal) whether an arena's owner on this host runs" },
+	{ "service-state", cmd_service_state, "(internal) whether services of this host run, and their memory" },
 };
 
 static void usage(FILE *out)

@@ -12,6 +12,7 @@
 #include "../common/pool.h"
 #include "../common/util.h"
 #include "../emulation/hostfs.h"
+#include "../emulation/hostpid.h"
 #include "pod.h"
 
 static void describe(struct pod *p, int index)
@@ -158,29 +159,14 @@ const struct pod *pod_current(bool create)
 	return NULL;
 }
 
-bool pod_host_is_emulated_here(const struct pod *p, const char *host)
-{
-	int index, end = 0;
-	if (sscanf(host, "h%d%n", &index, &end) != 1 || host[end] || index < 0)
-		return false;
-	const char *env = getenv("CXLCR_POD"), *apart = getenv("CXLCR_TEST_HOSTS_APART");
-	/* $CXLCR_TEST_HOSTS_APART, a test of a real pod's paths: inside the
-	 * hosts every other host is another machine's (control/owner_state.h,
-	 * tests/t_owner_apart.sh); this machine still sees them all. */
-	if (env && *env)
-		return !(apart && *apart);
-	char pin[128];
-	struct stat st;
-	return stat(hostfs_pin_path(p, host, pin, sizeof(pin)), &st) == 0;
-}
-
 void pod_host_netns(const struct pod *p, const char *host, char *buf, size_t len)
 {
 	snprintf(buf, len, "cxlcr%d-%s", p->index, host);
 }
 
 /* Everything in the pod's directory goes, the pins of its hosts' mount
- * namespaces (emulation/hostfs.h) unmounted first. */
+ * namespaces (emulation/hostfs.h) unmounted first, and the hosts whose
+ * init still runs (a stale pod's: emulation/hostpid.h) ended. */
 void pod_forget(const struct pod *p)
 {
 	DIR *d = opendir(p->dir);
@@ -189,6 +175,12 @@ void pod_forget(const struct pod *p)
 		char path[PATH_MAX];
 		if (e->d_name[0] == '.')
 			continue;
+		size_t n = strlen(e->d_name);
+		if (n > 5 && n < 64 && !strcmp(e->d_name + n - 5, ".init")) {
+			char host[64];
+			snprintf(host, sizeof(host), "%.*s", (int)(n - 5), e->d_name);
+			hostpid_end(p, host);
+		}
 		snprintf(path, sizeof(path), "%s/%s", p->dir, e->d_name);
 		umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
 		unlink(path);

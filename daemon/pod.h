@@ -30,11 +30,6 @@ const struct pod *pod_current(bool create);
 int pod_dir_write_pool(const struct pod *p, const char *pool);
 /* The name of host's network namespace (cxlcrN-HOST, under /run/netns). */
 void pod_host_netns(const struct pod *p, const char *host, char *buf, size_t len);
-/* Whether host is one of the emulated pod's hosts that this machine runs,
- * whose processes are this machine's: seen from the machine, its mount
- * namespace is pinned here (emulation/hostfs.h); seen from inside an
- * emulated host ($CXLCR_POD), every hI is (hosts share no path to tell). */
-bool pod_host_is_emulated_here(const struct pod *p, const char *host);
 /* Forgets the pod of the current pool (pod down). */
 void pod_forget(const struct pod *p);
 /* The pid file of a program of the pod (POD_DIR/HOST.pid: a host's

@@ -49,14 +49,6 @@ bool host_is_local_pod_host(const char *host)
 	       S_ISSOCK(st.st_mode);
 }
 
-bool host_on_this_machine(const char *host)
-{
-	const struct pod *pod;
-	return host && *host &&
-	       (!strncmp(host, this_host(), CXLCR_HOST_MAX) || host_is_local_pod_host(host) ||
-		((pod = pod_current(false)) && pod_host_is_emulated_here(pod, host)));
-}
-
 int rpc_timeout_ms(void)
 {
 	const char *env = getenv(RPC_TIMEOUT_ENV);

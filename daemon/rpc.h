@@ -20,11 +20,6 @@
 const char *host_socket_path(const char *host, char *buf, size_t len);
 /* Is host a pod host whose daemon's Unix socket is here? */
 bool host_is_local_pod_host(const char *host);
-/* Are host's processes this machine's (its pid namespace: they can be
- * looked at in /proc and signalled from here)? This host itself, a host
- * whose socket is here, or a host of the emulated pod this machine runs
- * (pod_host_is_emulated_here()). */
-bool host_on_this_machine(const char *host);
 
 /* Every call has a whole-request deadline: connecting, sending and
  * waiting for the answer together take at most $CXLCR_RPC_TIMEOUT_MS

@@ -196,6 +196,20 @@ static void load_recovery_point(struct cxlcr_pool *pool, struct service *s)
 	munmap((void *)(uintptr_t)h, sizeof(*h));
 }
 
+/* A service whose process does not run may be one that recovery gave up
+ * on: its host was declared dead with nothing to recover it from
+ * (recovery/takeover.c), or its recovery failed again and again (left
+ * down for an operator). */
+static void settle_down(struct service *s)
+{
+	if (s->running)
+		return;
+	if (s->lost)
+		s->state = "lost";
+	else if (s->failed)
+		s->state = "failed";
+}
+
 int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct service *s)
 {
 	int pidfd;
@@ -209,37 +223,41 @@ int service_load(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct s
 		s->pool_dev = st.st_dev;
 		s->pool_ino = st.st_ino;
 	}
-	/* Pod hosts are processes of this machine: their services are local. */
-	s->local = !strncmp(r->owner_host, this_host(), CXLCR_HOST_MAX) ||
-		   host_on_this_machine(r->owner_host);
-	if (r->owner_pid == 0) {
-		s->state = "starting";
-	} else if (!s->local) {
-		s->state = "remote";
-	} else if ((pidfd = service_pidfd(s)) >= 0) {
+	/* Its pid is its host's own (hosts share no pid namespace): only a
+	 * service of this host is looked at here; another host's is that
+	 * host's to judge (service_ask_hosts(), daemon/service_there.h). */
+	s->local = !strncmp(r->owner_host, this_host(), CXLCR_HOST_MAX);
+	bool runs = false;
+	if (s->local && r->owner_pid != 0 && (pidfd = service_pidfd(s)) >= 0) {
 		close(pidfd);
-		s->state = "running";
-		s->running = true;
+		runs = true;
 		read_rss(r->owner_pid, s);
-	} else {
-		struct cxlcr_region images;
-		struct cxlcr_image_set meta;
-		s->state = image_store_find(pool, r->name, &images, &meta) == 0 &&
-					   meta.arena_epoch == r->owner_epoch
-				   ? "checkpointed"
-				   : "exited";
 	}
 	cxlcr_copy_field(s->command, sizeof(s->command), r->command);
 	read_arena_stats(pool, s);
-	/* Its host was declared dead, and there was nothing to recover it
-	 * from (recovery/takeover.c). */
-	if (s->lost && !s->running)
-		s->state = "lost";
-	/* Its recovery failed, again and again: left down for an operator. */
-	else if (s->failed && !s->running)
-		s->state = "failed";
+	if (r->owner_pid != 0 && s->local) {
+		service_judged(pool, s, runs);
+	} else {
+		s->state = r->owner_pid == 0 ? "starting" : "remote";
+		settle_down(s);
+	}
 	load_recovery_point(pool, s);
 	return 0;
+}
+
+void service_judged(struct cxlcr_pool *pool, struct service *s, bool runs)
+{
+	struct cxlcr_region images;
+	struct cxlcr_image_set meta;
+	s->running = runs;
+	if (runs)
+		s->state = "running";
+	else
+		s->state = image_store_find(pool, s->region.name, &images, &meta) == 0 &&
+					   meta.arena_epoch == s->region.owner_epoch
+				   ? "checkpointed"
+				   : "exited";
+	settle_down(s);
 }
 
 /* The arena of a service whose host was declared dead, quarantined by a
@@ -296,6 +314,12 @@ void service_print_json(struct json *j, const struct service *s)
 {
 	json_str(j, "name", s->region.name);
 	json_str(j, "state", s->state);
+	/* Why it is unknown: its host did not answer (daemon/service_there.h). */
+	if (s->state_reason[0])
+		json_str(j, "state_reason", s->state_reason);
+	else
+		json_null_value(j, "state_reason");
+	/* The pid on its host: a host's pids are its own. */
 	if (s->region.owner_pid)
 		json_i64(j, "pid", s->region.owner_pid);
 	else

@@ -27,6 +27,7 @@
 #include "../common/util.h"
 #include "../daemon/cli.h"
 #include "../daemon/json.h"
+#include "../daemon/service_there.h"
 #include "recovery.h"
 
 #define MIGRATE_TRIES 3
@@ -125,7 +126,7 @@ int drain_host(struct cxlcr_pool *pool, const char *host, const char *only_to, u
 			continue;
 		}
 		struct service s;
-		service_load(pool, &reg, &s);
+		service_load_asking(pool, &reg, &s); /* drained from elsewhere: the host says */
 		if (!s.running) {
 			snprintf(it->why, sizeof(it->why), "not running (%s)", s.state);
 			r->skipped++;

@@ -132,7 +132,7 @@ for c in conns:
 PYEOF
 python3 "$KV" verify --host "$addr" --port 11211 --proto memcached --count 20000 --size 500 --seed 13 --quiet ||
 	die "memcached lost values"
-threads=$(ls "/proc/$(field mc pid)/task" | wc -l)
+threads=$(on "$(field mc host)" ls "/proc/$(field mc pid)/task" | wc -l) # (its host's pid)
 fb=$(field mc glibc_fallbacks)
 [ "$threads" -ge 64 ] || die "memcached runs $threads threads"
 [ "$fb" -eq 0 ] || die "$fb allocations of memcached's $threads threads fell back to glibc"

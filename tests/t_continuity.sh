@@ -184,7 +184,7 @@ for t in $(seq 1 "$TRIALS"); do
 		die "trial $t: epoch $(status_field "$NAME" owner_epoch), expected $((epoch + 1))"
 	pid=$(status_field "$NAME" pid)
 	m=$(mappers)
-	[ "$m" = "$pid " ] || die "trial $t: processes mapping the pool: ${m:-none}; expected only the service ($pid)"
+	[ "$m" = "$win:$pid " ] || die "trial $t: processes mapping the pool: ${m:-none}; expected only the service ($win:$pid)"
 	verify "trial $t"
 	if [ "$win" = h0 ]; then wins_h0=$((wins_h0 + 1)); else wins_h1=$((wins_h1 + 1)); fi
 done
@@ -216,7 +216,7 @@ if [ "$(status_field "$NAME" pid)" != "$pid" ] || [ "$(status_field "$NAME" host
 	[ "$(status_field "$NAME" state)" != running ]; then
 	die "the service did not go on running on h0"
 fi
-[ "$(mappers)" = "$pid " ] || die "processes mapping the pool: $(mappers); expected only $pid"
+[ "$(mappers)" = "h0:$pid " ] || die "processes mapping the pool: $(mappers); expected only h0:$pid"
 verify "refused stale restores"
 # The next checkpoint and restore leave no image set behind, the old one included.
 "$CXLCR" checkpoint "$NAME" >/dev/null || die "checkpoint after the refusals failed"

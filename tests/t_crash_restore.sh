@@ -45,7 +45,7 @@ say "a: killed after later writes: its daemon restores it from the newest point"
 for round in 1 2; do
 pid=$(status_field cr pid)
 python3 "$KV" fill --host "$addr" --port $PORT --count 500 --size 300 --seed $((20 + round)) --prefix late --quiet
-kill -KILL "$pid"
+kill -KILL "$(service_pid cr)" # (its status pid is its host's own)
 for _ in $(seq 300); do
 	s=$("$CXLCR" status cr --json)
 	echo "$s" | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d["state"] == "running" and d["pid"] != int(sys.argv[1]) else 1)' "$pid" && break
@@ -71,13 +71,14 @@ echo pre-dump >"$HOOK/pause-at"
 python3 "$KV" fill --host "$addr" --port $PORT --count 1000 --size 300 --seed 32 --prefix after --quiet
 for _ in $(seq 300); do [ -s "$HOOK/criu.pid" ] && break; python3 -c 'import time; time.sleep(0.05)'; done
 [ -s "$HOOK/criu.pid" ] || die "no recovery point's CRIU reached pre-dump"
-criu=$(cat "$HOOK/criu.pid")
+criu=$(hook_pid criu.pid)
 pid=$(status_field cr pid)
+spid=$(service_pid cr)
 rm -f "$HOOK/pause-at"
 # Points of a service are taken one at a time: while this one is held,
 # the newest whole point cannot change.
 good=$(recovery_point cr)
-kill -KILL "$(criu_worker "$criu")" "$criu" "$pid"
+kill -KILL "$(criu_worker "$criu")" "$criu" "$spid"
 for _ in $(seq 300); do
 	"$CXLCR" status cr --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d["state"] == "running" and d["pid"] != int(sys.argv[1]) else 1)' "$pid" && break
 	python3 -c 'import time; time.sleep(0.05)'

@@ -29,7 +29,7 @@ workers() { cat /proc/"$DAEMON"/task/*/children | wc -w; }
 ok "h0 at $H0_IP, its daemon $DAEMON runs $(workers) workers"
 
 # The peer: the service's network namespace (its own address on the bridge).
-spid=$(status_field redis pid)
+spid=$(service_pid redis) # this machine's pid of it: nsenter runs here
 READY=$POOL_DIR/ready
 nsenter -t "$spid" -n "$PYTHON3" - "$H0_IP" "$READY" >"$POOL_DIR/peer.out" 2>&1 <<'PYEOF' &
 import os, select, socket, struct, sys, time

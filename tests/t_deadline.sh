@@ -75,7 +75,7 @@ echo post-dump >"$HOOK/pause-at"
 "$CXLCR" migrate "$NAME" --to h0 >/dev/null 2>"$POOL_DIR/b.err" &
 mpid=$!
 criu_reached "$mpid" || { cat "$POOL_DIR/b.err" >&2; die "b: CRIU never reached post-dump"; }
-criu=$(cat "$HOOK/criu.pid")
+criu=$(hook_pid criu.pid)
 worker=$(criu_worker "$criu") # (CRIU's parent is its keeper)
 kill -KILL "$worker"
 rc=0

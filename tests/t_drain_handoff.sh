@@ -33,7 +33,7 @@ for n in ra rb; do
 	next_recovery_point "$n" "$p" >/dev/null || die "no recovery point of $n after its writes"
 done
 inc0=$(host_field h0 incarnation)
-old_pids="$(status_field ra pid) $(status_field rb pid)"
+old_pids="$(service_pid ra) $(service_pid rb)" # this machine's pids of them
 
 rc=0
 "$CXLCR" host drain h0 --bound 1 --json >"$POOL_DIR/drain.json" 2>"$POOL_DIR/drain.err" || rc=$?

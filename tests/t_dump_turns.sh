@@ -30,8 +30,8 @@ python3 "$KV" fill --host "$a1" --port $PORT --count 500 --size 300 --seed 1 --q
 python3 "$KV" fill --host "$a2" --port $PORT --count 500 --size 300 --seed 2 --quiet
 
 say "a: a proc.crtools left in the services' working directory"
-cwd=$(readlink "/proc/$(status_field d1 pid)/cwd")
-[ "$cwd" = "$(readlink "/proc/$(status_field d2 pid)/cwd")" ] || die "the two services run from different directories"
+cwd=$(on h0 readlink "/proc/$(status_field d1 pid)/cwd") # (h0's pids)
+[ "$cwd" = "$(on h0 readlink "/proc/$(status_field d2 pid)/cwd")" ] || die "the two services run from different directories"
 left=$cwd/proc.crtools
 mkdir "$left"
 "$CXLCR" snapshot d1 >/dev/null 2>"$POOL_DIR/snap.err" || die "snapshot failed: $(cat "$POOL_DIR/snap.err")"
@@ -64,8 +64,8 @@ echo pre-dump >"$HOOK/kill-at"
 cli=$!
 criu_reached $cli || die "c: CRIU never reached pre-dump: $(cat "$POOL_DIR/c.err")"
 [ -s "$HOOK/helper.pid" ] || die "c: the hook started no helper"
-helper=$(cat "$HOOK/helper.pid")
-kill -KILL "$(cat "$HOOK/criu.pid")"
+helper=$(hook_pid helper.pid)
+kill -KILL "$(hook_pid criu.pid)"
 if wait $cli; then die "c: the snapshot whose CRIU was killed succeeded"; fi
 wait_exit "$helper" 30
 "$CXLCR" snapshot d2 >/dev/null 2>"$POOL_DIR/c2.err" || die "c: the next snapshot failed: $(cat "$POOL_DIR/c2.err")"

@@ -53,7 +53,7 @@ killed() {
 	"$@" >/dev/null 2>"$POOL_DIR/killed.err" &
 	pid=$!
 	criu_reached "$pid" || { cat "$POOL_DIR/killed.err" >&2; die "$what: CRIU never reached $action"; }
-	kill -KILL "$(cat "$HOOK/criu.pid")"
+	kill -KILL "$(hook_pid criu.pid)"
 	wait "$pid" || rc=$?
 	rm -f "$HOOK/kill-at"
 	err=$(cat "$POOL_DIR/killed.err")
@@ -131,7 +131,7 @@ echo post-restore >"$HOOK/pause-at"
 "$CXLCR" migrate "$NAME" --to $to >/dev/null 2>"$POOL_DIR/worker.err" &
 mpid=$!
 criu_reached "$mpid" || { cat "$POOL_DIR/worker.err" >&2; die "CRIU never reached post-restore"; }
-criu=$(cat "$HOOK/criu.pid")
+criu=$(hook_pid criu.pid)
 worker=$(criu_worker "$criu")
 kill -KILL "$worker"
 rc=0

@@ -27,7 +27,8 @@ point_redis rd h0
 python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 11 --quiet
 two_new_points rd ||
 	die "no recovery point after the writes"
-old=$(status_field rd pid)
+old=$(status_field rd pid)  # h0's own pid of it
+old_m=$(service_pid rd)      # this machine's
 
 say "h0 frozen: h1 recovers rd"
 "$CXLCR" pod freeze h0 >/dev/null || die "pod freeze h0 failed"
@@ -41,7 +42,7 @@ done
 python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "the recovered redis does not answer"
 python3 "$KV" verify --host "$addr" --port $PORT --count 2000 --size 300 --seed 11 --quiet ||
 	die "the recovered redis lacks values written before its point"
-kill -0 "$old" || die "the frozen host's redis is gone already"
+kill -0 "$old_m" || die "the frozen host's redis is gone already"
 ok "recovered on h1 from $(status_field rd restored_from_point) while h0 is frozen"
 
 # h1's recovery is over only once it says so in the host table (rd runs
@@ -71,7 +72,7 @@ print(hashlib.sha256(heap).hexdigest())' "$CXLCR_POOL" "$POOL_DIR/heap.$1"
 "$CXLCR" pod freeze h1 >/dev/null || die "pod freeze h1 failed"
 before=$(heap_sum before)
 "$CXLCR" pod thaw h0 >/dev/null || die "pod thaw h0 failed"
-wait_exit "$old" 10
+wait_exit "$old_m" 10
 end=$((SECONDS + 20))
 while [ $SECONDS -lt $end ]; do # h0's daemon acknowledges once its old services are gone
 	"$CXLCR" pod logs h0 | grep -q "fence .* acknowledged" && break

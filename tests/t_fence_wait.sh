@@ -23,7 +23,8 @@ point_redis "$NAME" h0
 python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 7 --quiet
 two_new_points "$NAME" ||
 	die "no recovery point after the writes"
-old=$(status_field "$NAME" pid)
+old=$(status_field "$NAME" pid) # h0's own pid of it
+old_m=$(service_pid "$NAME")    # this machine's
 quarantined() {
 	"$CXLCR" pool check --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["quarantined"])'
 }
@@ -34,7 +35,7 @@ echo pre-restore >"$HOOK/pause-at"
 "$CXLCR" pod freeze h0 >/dev/null || die "pod freeze h0 failed"
 criu_reached || die "h1's recovery did not reach CRIU's restore"
 "$CXLCR" pod thaw h0 >/dev/null || die "pod thaw h0 failed"
-wait_exit "$old" 10
+wait_exit "$old_m" 10
 end=$((SECONDS + 20))
 while [ $SECONDS -lt $end ] && ! h0_says "waiting for host entry 1 to finish"; do
 	python3 -c 'import time; time.sleep(0.05)'

@@ -26,8 +26,10 @@ for c in json.load(sys.stdin)["children"]:
     print(c["name"], c["address"], c["pid"])'; }
 verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $SIZE --types $TYPES \
 	--seed 5 --quiet; }
-# The pid of the pager of child pid $1: the process that traces it.
-pager_of() { awk '/^TracerPid:/ { print $2 }' "/proc/$1/status"; }
+# The pid of the pager of child pid $1: the process that traces it. The
+# children run on h1, and their pids are h1's own: looked at there.
+pager_of() { on h1 awk '/^TracerPid:/ { print $2 }' "/proc/$1/status"; }
+rss_anon() { on h1 awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
 # The line the pager of child $1 (pid $2) logged on h1 when it ended.
 pager_end() {
 	local l
@@ -61,7 +63,7 @@ for k in "${kids[@]}"; do
 	[ "$(status_field "$name" state)" = running ] || die "$name is not running"
 	"$CXLCR" status "$name" | grep -q "copy mode" || die "status of $name does not say copy mode"
 	[ "$(pager_of "$pid")" -gt 0 ] || die "$name (pid $pid) has no pager tracing it"
-	grep -q "/dev/shm" "/proc/$pid/maps" && die "$name maps the pool: $(grep /dev/shm "/proc/$pid/maps" | head -1)"
+	on h1 grep -q "/dev/shm" "/proc/$pid/maps" && die "$name maps the pool: $(on h1 grep /dev/shm "/proc/$pid/maps" | head -1)"
 	verify "$addr" || die "$name does not hold its parent's values"
 	ok "$name (copy mode, maps nothing of the pool) holds every value of its parent"
 done
@@ -89,7 +91,7 @@ read -r kid3 addr3 pid3 < <(echo "$out" | kids_of)
 SERVICES+=("$kid3")
 # Untouched, it gets its whole heap all the same: the background fetch.
 for _ in $(seq 100); do
-	anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid3/status")
+	anon=$(rss_anon "$pid3")
 	[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && break
 	sleep 0.1 # polling a condition, bounded: not a synchronisation
 done
@@ -100,7 +102,7 @@ ok "writes stay in the child that made them (parent, sibling and a later child o
 
 # --- the pager killed: its child dies with it, and status says why
 pager=$(pager_of "$pid2")
-kill -9 "$pager"
+on h1 kill -9 "$pager"
 for _ in $(seq 100); do
 	[ "$(status_field "$kid2" state)" != running ] && "$CXLCR" status "$kid2" | grep -q pager && break
 	sleep 0.1 # polling a condition, bounded: not a synchronisation
@@ -119,7 +121,7 @@ ok "the parent and the other children go on"
 out=$("$CXLCR" fork redis --to h1 --mode copy --fetch eager --json) || die "an eager copy-mode fork failed"
 read -r kid addr pid < <(echo "$out" | kids_of)
 SERVICES+=("$kid")
-anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status")
+anon=$(rss_anon "$pid")
 used=$(status_field redis arena_used)
 [ $((anon * 1024)) -ge $((used * 9 / 10)) ] || die "eager $kid owned $anon kB when it ran, less than the parent's heap ($used bytes)"
 verify "$addr" || die "eager $kid does not hold its parent's values"
@@ -130,9 +132,9 @@ ok "eager $kid: RssAnon $anon kB when it ran (parent heap $((used >> 10)) kB), e
 out=$("$CXLCR" fork redis --to h1 --mode copy --fetch lazy --json) || die "a lazy copy-mode fork failed"
 read -r kid addr pid < <(echo "$out" | kids_of)
 SERVICES+=("$kid")
-before=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status")
+before=$(rss_anon "$pid")
 verify "$addr" || die "lazy $kid does not hold its parent's values"
-after=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status")
+after=$(rss_anon "$pid")
 [ "$after" -gt $((before + COUNT * SIZE / 2048)) ] || die "lazy $kid had its pages before it read them ($before kB, then $after kB)"
 ok "lazy $kid: RssAnon $before kB when it ran, $after kB once it had read every key, each value right"
 "$CXLCR" stop "$kid" >/dev/null

@@ -21,13 +21,14 @@ PORT=6379
 KIDS=8
 verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $SIZE --types strings --seed 5 --quiet; }
 redis_at() { redis-cli -h "$1" -p $PORT "${@:2}"; }
-pager_of() { awk '/^TracerPid:/ { print $2 }' "/proc/$1/status"; }
+# (The children run on h1, and their pids are h1's own: looked at there.)
+pager_of() { on h1 awk '/^TracerPid:/ { print $2 }' "/proc/$1/status"; }
 expect_fail() { if "$@" >/dev/null 2>"$POOL_DIR/err"; then die "$* succeeded"; fi; }
 # A copy-mode child: traced by its pager, and maps nothing of the pool.
 is_copy() {
 	[ "$(pager_of "$2")" -gt 0 ] || die "$1 (pid $2) has no pager tracing it"
-	if grep -q "$POOL_DIR/pool" "/proc/$2/maps"; then
-		die "$1 maps the devdax pool: $(grep "$POOL_DIR/pool" "/proc/$2/maps" | head -1)"
+	if on h1 grep -q "$POOL_DIR/pool" "/proc/$2/maps"; then
+		die "$1 maps the devdax pool: $(on h1 grep "$POOL_DIR/pool" "/proc/$2/maps" | head -1)"
 	fi
 }
 

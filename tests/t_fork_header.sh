@@ -37,6 +37,7 @@ import json, sys
 c = json.load(sys.stdin)["children"][0]
 print(c["name"], c["address"], c["pid"])')
 SERVICES+=("$kid")
+kpid=$(machine_pid h1 "$kpid") # the fork says h1's own pid of it; HDR reads this machine's /proc
 field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 before=$(python3 "$HDR" read "$kpid" "$at") || die "cannot read $kid's header"
 [ "$(field "$before" magic_ok)" = True ] || die "$kid has no arena header at $at: $before"

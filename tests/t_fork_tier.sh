@@ -53,7 +53,7 @@ read -r kid3 addr3 pid3 < <(echo "$out" | kids_of)
 SERVICES+=("$kid3")
 used=$(status_field redis arena_used)
 for _ in $(seq 100); do
-	anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid3/status")
+	anon=$(on h1 awk '/^RssAnon:/ { print $2 }' "/proc/$pid3/status") # (h1's pid)
 	[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && break
 	sleep 0.1 # polling a condition, bounded: not a synchronisation
 done

@@ -28,7 +28,7 @@ echo post-dump >"$HOOK/kill-at"
 "$CXLCR" checkpoint "$NAME" >/dev/null 2>&1 &
 verb=$!
 criu_reached "$verb" || die "CRIU never reached post-dump"
-kill -KILL "$(cat "$HOOK/criu.pid")"
+kill -KILL "$(hook_pid criu.pid)"
 wait "$verb" && die "the checkpoint succeeded although CRIU was killed"
 rm -f "$HOOK/kill-at"
 workdir=$(on_h0 find /var/lib/cxlcr -mindepth 2 -maxdepth 2 -name "dump.$NAME.*" | head -n1)
@@ -59,7 +59,7 @@ echo pre-dump >"$HOOK/pause-at"
 "$CXLCR" snapshot "$NAME" >/dev/null 2>&1 &
 verb=$!
 criu_reached "$verb" || die "CRIU never reached pre-dump"
-criu=$(cat "$HOOK/criu.pid")
+criu=$(hook_pid criu.pid)
 kill -KILL "$(criu_worker "$criu")" "$criu"
 wait "$verb" && die "the snapshot succeeded although its worker was killed"
 rm -f "$HOOK/pause-at"

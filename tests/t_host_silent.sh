@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A host whose daemon does not answer (issue 15): a verb that needs another
 # host's daemon ends within its deadlines with one line and loses nothing.
-# Real Redis on a two-host emulated pod whose daemons take every other host
-# as another machine's (CXLCR_TEST_HOSTS_APART: a copy's state is asked of
-# its host's daemon over TCP, control/owner_state.c), with requests of a 3 s
+# Real Redis on a two-host emulated pod (each host a pid namespace of its
+# own: a copy's state is asked of its host's daemon over TCP,
+# control/owner_state.c), with requests of a 3 s
 # deadline (CXLCR_RPC_TIMEOUT_MS) and a lease long enough that a silent
 # host is not judged dead (recovery is tests/t_recovery*.sh's business).
 # h1 is made silent two ways: its daemon stopped (SIGSTOP: the kernel still
@@ -31,7 +31,6 @@ COUNT=2000
 SIZE=200
 PORT=6379
 export CXLCR_RPC_TIMEOUT_MS=3000 CXLCR_LEASE_MS=600000
-export CXLCR_TEST_HOSTS_APART=1
 
 new_pool 8G
 criu_hook silent
@@ -132,8 +131,8 @@ for how in stop drop; do
 	"$CXLCR" migrate "$NAME" --to h1 >/dev/null 2>"$POOL_DIR/b.err" &
 	mpid=$!
 	criu_reached "$mpid" || { cat "$POOL_DIR/b.err" >&2; die "b ($how): CRIU never reached pre-resume"; }
-	criu=$(cat "$HOOK/criu.pid")
-	copy=$(cat "$HOOK/init.pid")
+	criu=$(hook_pid criu.pid)
+	copy=$(hook_pid init.pid)
 	silence $how
 	# Bounded here only so that a hang fails the test: the rpc deadline,
 	# then the judgement's (its wait and margin: 20 s), then the fence.

@@ -33,7 +33,7 @@ python3 "$KV" fill --host "$addr" --port $PORT --count 1000 --size 300 --seed 5 
 # (or "closed") into OUT. The connect completes in the kernel at once.
 held_client() {
 	local pid
-	pid=$(status_field "$NAME" pid)
+	pid=$(service_pid "$NAME") # this machine's pid of it: nsenter runs here
 	nsenter -t "$pid" -n python3 -c '
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=60)
@@ -60,11 +60,11 @@ except OSError as e:
 held_verb() {
 	local what=$1 rc=0
 	shift
-	kill -STOP "$(status_field "$NAME" pid)"
+	kill -STOP "$(service_pid "$NAME")"
 	held_client "$POOL_DIR/$what.client"
 	"$CXLCR" "$@" >/dev/null 2>"$POOL_DIR/$what.err" || rc=$?
 	echo $rc >"$POOL_DIR/$what.rc"
-	kill -CONT "$(status_field "$NAME" pid)"
+	kill -CONT "$(service_pid "$NAME")"
 }
 
 say "a: a snapshot while a client connects"

@@ -22,7 +22,7 @@ pod_up 2 --host-pool "h1=$POOL_DIR/pool-h1"
 
 # maps_pool PATH: the service maps its arena from the pool named PATH.
 maps_pool() {
-	grep -q " $1\$" "/proc/$(status_field redis pid)/maps" ||
+	on "$(status_field redis host)" grep -q " $1\$" "/proc/$(status_field redis pid)/maps" ||
 		die "the service does not map its arena from $1 on $(status_field redis host)"
 }
 
@@ -41,8 +41,8 @@ verify() {
 
 # migrate TO: a successful migrate, its JSON, and where the service is now.
 migrate() {
-	local before_pid before_epoch out
-	before_pid=$(status_field redis pid)
+	local before_epoch out before
+	before=$(service_pid redis)
 	before_epoch=$(status_field redis owner_epoch)
 	out=$("$CXLCR" migrate redis --to "$1" --json) || die "migrate to $1 failed"
 	echo "$out" | python3 -c '
@@ -68,9 +68,11 @@ print("timings: freeze %.1f ms, checkpoint %.1f ms, restore %.1f ms, images %d b
 		die "migrate --json: $out"
 	[ "$(status_field redis host)" = "$1" ] || die "after migrate, redis is not on $1"
 	[ "$(status_field redis state)" = running ] || die "after migrate, redis is not running"
-	[ "$(status_field redis pid)" != "$before_pid" ] || die "after migrate, same pid"
+	# (Pids are each host's own: the same number on another host is
+	# another process; this machine's pids tell them apart.)
+	[ "$(service_pid redis)" != "$before" ] || die "after migrate, the same process"
 	[ "$(status_field redis owner_epoch)" -gt "$before_epoch" ] || die "epoch did not move on"
-	wait_exit "$before_pid" 30
+	wait_exit "$before" 30
 }
 
 maps_pool "$CXLCR_POOL"

@@ -3,9 +3,8 @@
 # took a frozen source's arena over runs is judged on the copy's own
 # machine, by its host's daemon asked over the network (the internal verb
 # owner-state, control/owner_state.h), not in the source's /proc, which on
-# a real pod does not show another machine's tasks. The daemons run with
-# CXLCR_TEST_HOSTS_APART: inside the emulated hosts every other host is
-# another machine's, as on a real pod.
+# a real pod does not show another machine's tasks (nor does an emulated
+# host's: each has a pid namespace of its own, emulation/hostpid.h).
 #   The fault matrix's cases where that judgement decides (tests/lib/
 #   faults.sh): a migrate whose source worker is killed while the
 #   destination's CRIU holds the restored task at pre-resume (not run yet:
@@ -21,7 +20,6 @@ set -euo pipefail
 # shellcheck source=tests/lib/faults.sh
 . "$ROOT/tests/lib/faults.sh"
 
-export CXLCR_TEST_HOSTS_APART=1
 fault_setup apart
 fault_matrix \
 	"migrate pre-resume src:kill" \

@@ -5,9 +5,10 @@
 #      and `stop` must not signal the newcomer (it killed it before), yet
 #      free the arena;
 #   b. the holder of a restore's claim on a checkpoint (a daemon worker
-#      killed mid-restore; here tests/claim_tool): the next restore takes
-#      the dead holder's claim over (it was refused for as long as the
-#      newcomer ran: "is being restored on h0 already");
+#      killed mid-restore; here tests/claim_tool, run on h0, whose pids are
+#      its own): the next restore takes the dead holder's claim over (it
+#      was refused for as long as the newcomer ran: "is being restored on
+#      h0 already");
 #   c. a host's daemon: `pod down` leaves the newcomer alone (it signalled
 #      it before);
 #   d. a pod whose pool file is gone, its daemon's pid another process's:
@@ -45,6 +46,30 @@ reuse_pid() {
 	on_exit "kill $NEWCOMER 2>/dev/null"
 }
 
+# reuse_pid_on HOST PID: the same on emulated host HOST, whose pids are
+# its own (emulation/hostpid.h): once HOST's process PID has ended, a
+# `sleep` there gets PID; NEWCOMER is this machine's pid of it.
+reuse_pid_on() {
+	local host=$1 pid=$2
+	# shellcheck disable=SC2016 # expanded on the host
+	on "$host" bash -c '
+		pid=$1
+		for _ in $(seq 1 200); do [ -e "/proc/$pid" ] || break; sleep 0.05; done
+		[ -e "/proc/$pid" ] && { echo "it was not reaped"; exit 1; }
+		for _ in $(seq 1 50); do
+			echo $((pid - 1)) >/proc/sys/kernel/ns_last_pid
+			sleep 3600 </dev/null >/dev/null 2>&1 &
+			[ $! -eq "$pid" ] && exit 0
+			kill $! 2>/dev/null
+			wait $! 2>/dev/null
+		done
+		echo "not handed out in 50 tries"
+		exit 1' _ "$pid" >"$POOL_DIR/reuse.out" 2>&1 || skip "pid $pid of $host: $(cat "$POOL_DIR/reuse.out")"
+	say "pid $pid of $host handed to another process"
+	NEWCOMER=$(machine_pid "$host" "$pid")
+	on_exit "kill $NEWCOMER 2>/dev/null"
+}
+
 new_pool 1G
 
 say "a: a service's pid"
@@ -67,19 +92,19 @@ PORT=6379
 pod_redis pc h0 64M
 python3 "$KV" fill --host "$addr" --port $PORT --count 200 --size 100 --seed 7 --quiet
 "$CXLCR" checkpoint pc >/dev/null || die "checkpoint failed"
-"$CLAIM_TOOL" pc h0 >"$POOL_DIR/claim.out" 2>&1 &
-holder=$!
+on h0 "$CLAIM_TOOL" pc h0 >"$POOL_DIR/claim.out" 2>&1 &
+job=$!
 for _ in $(seq 1 200); do [ -s "$POOL_DIR/claim.out" ] && break; sleep 0.05; done
-read -r word _ images <"$POOL_DIR/claim.out" && [ "$word" = claimed ] ||
+read -r word holder images <"$POOL_DIR/claim.out" && [ "$word" = claimed ] ||
 	die "claim_tool did not claim the checkpoint: $(cat "$POOL_DIR/claim.out")"
 if "$CXLCR" restore pc --host h0 >/dev/null 2>"$POOL_DIR/held.err"; then
 	die "the checkpoint was restored while its claim's holder ran"
 fi
 grep -q "being restored on h0 already" "$POOL_DIR/held.err" ||
 	die "the refusal does not name the claim: $(cat "$POOL_DIR/held.err")"
-kill -KILL "$holder"
-wait "$holder" 2>/dev/null || true
-reuse_pid "$holder"
+kill -KILL "$(machine_pid h0 "$holder")"
+wait "$job" 2>/dev/null || true
+reuse_pid_on h0 "$holder"
 "$CXLCR" restore pc --host h0 >/dev/null 2>"$POOL_DIR/restore.err" ||
 	die "the restore was refused, pid $holder (now a sleep) taken for the claim's holder: $(cat "$POOL_DIR/restore.err")"
 kill -0 "$NEWCOMER" || die "the process that reused the holder's pid is gone"

@@ -3,8 +3,10 @@
 # process of a host lives in its cgroup (emulation/hostgroup.h), its
 # daemon, the services it runs, their trackers, and a service migrated
 # there; none of another host's. freeze stops them all and thaw resumes
-# them, with every value intact; crash ends them all at once, and the other
-# host goes on; pod down cleans up after a crashed host.
+# them, with every value intact (meanwhile `status` says the frozen host's
+# service is unknown: only that host may say whether it runs); crash ends
+# them all at once, and the other host goes on; pod down cleans up after a
+# crashed host.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -32,7 +34,7 @@ for h in h0 h1; do
 done
 pod_redis r h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count $COUNT --size 500 --seed 3 --quiet
-pid=$(status_field r pid)
+pid=$(service_pid r) # this machine's pid of it (cgroup.procs here names those)
 in_group h0 "$pid" || die "the service is not in h0's cgroup"
 in_group h1 "$pid" && die "the service is in h1's cgroup"
 ok "daemons and services live in their host's cgroup"
@@ -41,15 +43,22 @@ say "freeze h0, thaw it"
 "$CXLCR" pod freeze h0 >/dev/null || die "pod freeze h0 failed"
 [ "$(frozen h0)" = 1 ] || die "h0 is not frozen"
 [ "$(frozen h1)" = 0 ] || die "h1 froze with h0"
+# Whether the service runs is h0's to say (its pid is h0's own), and h0
+# says nothing: its state is unknown, with the reason, and the rest of its
+# status is the pool's.
+"$CXLCR" status r --json >"$POOL_DIR/frozen.json" || die "status of a frozen host's service failed"
+[ "$(json state <"$POOL_DIR/frozen.json")" = unknown ] && [ "$(json state_reason <"$POOL_DIR/frozen.json")" != None ] &&
+	[ "$(json host <"$POOL_DIR/frozen.json")" = h0 ] || die "status of a frozen host's service: $(cat "$POOL_DIR/frozen.json")"
 "$CXLCR" pod thaw h0 >/dev/null || die "pod thaw h0 failed"
 [ "$(frozen h0)" = 0 ] || die "h0 is still frozen"
 python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size 500 --seed 3 --quiet ||
 	die "values lost across a freeze"
-ok "a frozen host's processes stop and resume with every value"
+[ "$(status_field r state)" = running ] || die "the service is $(status_field r state) once h0 is thawed"
+ok "a frozen host's processes stop and resume with every value; meanwhile its service's state is unknown ($(json state_reason <"$POOL_DIR/frozen.json"))"
 
 say "migrate the service to h1: it moves to h1's cgroup"
 "$CXLCR" migrate r --to h1 >/dev/null || die "migrate failed"
-pid=$(status_field r pid)
+pid=$(service_pid r)
 in_group h1 "$pid" || die "the migrated service is not in h1's cgroup ($(cat /proc/$pid/cgroup | tr '\n' ' '))"
 in_group h0 "$pid" && die "the migrated service is still in h0's cgroup"
 ok "a restored service lives in its new host's cgroup"

@@ -11,6 +11,12 @@
 #   c. a host's daemon stopped while its service runs: the service goes on,
 #      the host is `left`; started again (`pod up`) it is `alive` with a new
 #      incarnation, finds its own files, and the service migrates off it.
+#   d. each host has a pid namespace of its own (emulation/hostpid.h): from
+#      inside h0, no process of h1 (its daemon, its service) is in h0's
+#      /proc, and the pid h1's service has (its status pid, h1's own) is no
+#      process of it on h0; status, migrate and stop of that service work
+#      from this machine and from inside h0 (`pod exec h0 -- cxlcr ...`),
+#      through h1's daemon.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -18,7 +24,6 @@ set -euo pipefail
 new_pool 2G
 pod_up 2
 pod=$(basename "$(for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CXLCR_POOL")" ] && echo "$d"; done)")
-on() { local h=$1; shift; "$CXLCR" pod exec "$h" -- "$@"; }
 
 say "a: each host's own directories"
 for d in /run/cxlcr /run/netns /var/lib/cxlcr /var/log/cxlcr /etc/cxlcr; do
@@ -88,7 +93,7 @@ wait_exit "$pid1"
 [ "$(field h1 state)" = left ] || die "h1 is $(field h1 state) with its daemon stopped, want left"
 at=$(ticks h1)
 advance h1 "$at"
-kill -0 "$svc" || die "the service died with its host's daemon"
+on h1 kill -0 "$svc" || die "the service died with its host's daemon"
 ok "h1's daemon stopped: h1 left; the service runs on (tick $(ticks h1))"
 "$CXLCR" pod up --hosts 2 >/dev/null || die "pod up did not start h1 again"
 [ "$(field h1 state)" = alive ] || die "h1 is $(field h1 state) after its daemon started again"
@@ -98,4 +103,42 @@ ok "h1's daemon stopped: h1 left; the service runs on (tick $(ticks h1))"
 at=$(ticks h0)
 advance h0 "$at"
 ok "c: h1 alive again, incarnation $((inc + 1)), with its files; the service migrated off it to h0"
+
+say "d: each host's own processes"
+SERVICES+=(iso)
+MARK=$((900000 + RANDOM))
+"$CXLCR" run --host h1 --name iso --arena 64M -- sleep "$MARK" >/dev/null || die "cxlcr run on h1 failed"
+spid=$(status_field iso pid)
+# cmdline_on HOST PID: the command line of process PID of HOST's /proc.
+cmdline_on() { on "$1" cat "/proc/$2/cmdline" 2>/dev/null | tr '\0' ' '; }
+[ "$(cmdline_on h1 "$spid")" = "sleep $MARK " ] || die "h1 does not see its service as pid $spid: $(cmdline_on h1 "$spid")"
+# The pid namespaces (by this machine's view): h1's (its daemon's, as
+# started again in c) and the service's own, nested in it.
+pid1=$("$CXLCR" pod up --hosts 2 --json | python3 -c 'import json, sys
+print([h for h in json.load(sys.stdin)["hosts"] if h["host"] == "h1"][0]["daemon_pid"])')
+h1ns=$(readlink "/proc/$pid1/ns/pid")
+sns=$(readlink "/proc/$(machine_pid h1 "$spid")/ns/pid")
+[ "$h1ns" != "$(readlink /proc/self/ns/pid)" ] || die "h1's daemon runs in this machine's pid namespace"
+# namespaces HOST: the pid namespace of every process in HOST's /proc.
+namespaces() { on "$1" sh -c 'for p in /proc/[0-9]*; do readlink "$p/ns/pid"; done' 2>/dev/null | sort -u; }
+seen1=$(namespaces h1)
+seen0=$(namespaces h0)
+grep -qFx "$h1ns" <<<"$seen1" || die "h1's /proc does not show its own processes"
+grep -qFx "$sns" <<<"$seen1" || die "h1's /proc does not show its service"
+! grep -qFx -e "$h1ns" -e "$sns" <<<"$seen0" || die "h0's /proc shows processes of h1"
+[ -z "$(on h0 pgrep -f "^sleep $MARK")" ] || die "h0 sees h1's service: $(on h0 pgrep -a -f "^sleep $MARK")"
+[ "$(cmdline_on h0 "$spid")" != "sleep $MARK " ] || die "pid $spid is h1's service on h0 too"
+ok "d: h0's /proc shows nothing of h1 (pid namespace $h1ns) nor of its service ($sns); pid $spid is not it there"
+[ "$(on h0 "$CXLCR" status iso --json | json pid)" = "$spid" ] || die "status from h0 does not give the pid h1 gives"
+[ "$(on h0 "$CXLCR" status iso --json | json state)" = running ] || die "status from h0: $(on h0 "$CXLCR" status iso)"
+on h0 "$CXLCR" migrate iso --to h0 >/dev/null 2>"$POOL_DIR/d1.err" || die "migrate from inside h0 failed: $(cat "$POOL_DIR/d1.err")"
+[ "$(status_field iso host)" = h0 ] && [ "$(status_field iso state)" = running ] ||
+	die "after the migrate from inside h0 the service is $(status_field iso state) on $(status_field iso host)"
+[ "$(cmdline_on h0 "$(status_field iso pid)")" = "sleep $MARK " ] || die "h0 does not see the service it took"
+"$CXLCR" migrate iso --to h1 >/dev/null 2>"$POOL_DIR/d2.err" || die "migrate back to h1 failed: $(cat "$POOL_DIR/d2.err")"
+on h0 "$CXLCR" stop iso >/dev/null 2>"$POOL_DIR/d3.err" || die "stop from inside h0 failed: $(cat "$POOL_DIR/d3.err")"
+SERVICES=("$NAME")
+! "$CXLCR" status iso >/dev/null 2>&1 || die "the service is still there after its stop from inside h0"
+[ -z "$(pgrep -f "^sleep $MARK")" ] || die "the service's process runs on after its stop"
+ok "d: status, migrate and stop of h1's service from inside h0 and from this machine"
 stop_service $NAME

@@ -42,7 +42,8 @@ SERVICES+=(parent)
 	redis-server --port $PORT --protected-mode no --save '' --appendonly no >/dev/null ||
 	die "cxlcr run failed"
 addr=$(status_field parent address)
-pid=$(status_field parent pid)
+hpid=$(status_field parent pid) # h0's own pid of it
+pid=$(service_pid parent)       # this machine's
 # The service's link on the bridge: the peer of its eth0.
 peer=$(nsenter -t "$pid" -n ip -o link show eth0 | sed -n 's/^[0-9]*: eth0@if\([0-9]*\):.*/\1/p')
 line=$(ip -o link show | grep "^$peer: ") || die "no link with index $peer (the peer of the service's eth0)"
@@ -70,9 +71,10 @@ say "snapshot the frozen arena, dump the parent, resume it"
 read -r gen pages_cxl pages_zero < <("$SNAPTOOL" create parent parent-snap) || die "snapshot failed"
 say "snapshot $gen: $pages_cxl pages copied, $pages_zero zero"
 [ "$pages_cxl" -gt 100 ] || die "the snapshot holds only $pages_cxl pages: the heap is not in the arena"
-# CRIU dumps the parent from its own mount namespace (its host's: a task
-# in another one would be a nested mount namespace to CRIU).
-timeout 60 nsenter -t "$pid" -m -- criu dump -t "$pid" -D "$WORK/parent" -o dump.log -v2 --leave-running \
+# CRIU dumps the parent on its host (`pod exec`: in h0's mount namespace,
+# as a task in another one would be a nested mount namespace to CRIU, and
+# in its pid namespace, where the parent's pid is $hpid).
+timeout 60 "$CXLCR" pod exec h0 -- criu dump -t "$hpid" -D "$WORK/parent" -o dump.log -v2 --leave-running \
 	--external "veth[eth0]:$link" --tcp-established --network-lock skip --lib "$ROOT/build/criu" ||
 	{ tail -n 20 "$WORK/parent/dump.log" >&2; die "criu dump failed"; }
 kill -CONT "$pid"
@@ -143,7 +145,7 @@ python3 "$KV" verify --host "$child_ip" --port $PORT --count $COUNT --size $SIZE
 	die "the child lost its own writes"
 ok "child and parent are copy-on-write of each other"
 
-[ "$(status_field parent pid)" = "$pid" ] && [ "$(status_field parent state)" = running ] ||
+[ "$(status_field parent pid)" = "$hpid" ] && [ "$(status_field parent state)" = running ] ||
 	die "the parent is not the same running service"
 kill -KILL "$child"
 wait_exit "$child" 30

@@ -55,7 +55,7 @@ say "a: a service that dies soon after each restore"
 run_redis loop 2000
 for death in 1 2 3 4; do
 	pid=$(status_field loop pid)
-	kill -KILL "$pid"
+	kill -KILL "$(service_pid loop)" # (its status pid is its host's own)
 	[ $death = 4 ] && break
 	end=$((SECONDS + 60))
 	while [ $SECONDS -lt $end ]; do
@@ -93,7 +93,7 @@ for try in 1 2 3 4; do
 	end=$((SECONDS + 60))
 	while [ $SECONDS -lt $end ] && [ ! -s "$HOOK/criu.pid" ]; do python3 -c 'import time; time.sleep(0.05)'; done
 	[ -s "$HOOK/criu.pid" ] || die "b: try $try of h1's recovery did not reach CRIU's restore: $("$CXLCR" pod logs h1 | tail -n 3)"
-	kill -KILL "$(cat "$HOOK/criu.pid")"
+	kill -KILL "$(hook_pid criu.pid)"
 done
 wait_state "$NAME" failed ||
 	die "b: not failed after 4 tries: $(status_field "$NAME" state); h1: $("$CXLCR" pod logs h1 | grep -E "recover|try|left down")"

@@ -26,7 +26,7 @@ say "h0 crashes; h1's first restore is killed at CRIU's pre-restore"
 echo pre-restore >"$HOOK/kill-at"
 "$CXLCR" pod crash h0 >/dev/null || die "pod crash h0 failed"
 criu_reached || die "h1's recovery did not reach CRIU's restore"
-kill -KILL "$(cat "$HOOK/criu.pid")"
+kill -KILL "$(hook_pid criu.pid)"
 end=$((SECONDS + 30))
 while [ $SECONDS -lt $end ] && ! h1_says "$NAME not recovered"; do python3 -c 'import time; time.sleep(0.05)'; done
 h1_says "$NAME not recovered" || die "h1 does not say the first recovery failed: $("$CXLCR" pod logs h1 | tail -n 3)"

@@ -16,10 +16,10 @@ SERVICES+=(wrapped)
 	sh -c 'exec redis-server --port 6379 --protected-mode no --save "" --appendonly no' >/dev/null ||
 	die "cxlcr run of a service that execs failed"
 addr=$(status_field wrapped address)
-python3 "$KV" wait --host "$addr" --port 6379 --pid "$(status_field wrapped pid)" ||
+python3 "$KV" wait --host "$addr" --port 6379 --pid "$(service_pid wrapped)" ||
 	{ cat "$POOL_DIR/wrapped.log" >&2; die "the exec'd service does not answer"; }
 python3 "$KV" fill --host "$addr" --port 6379 --count 60000 --size 1000 --seed 4 --quiet
-pid=$(status_field wrapped pid)
+pid=$(service_pid wrapped) # this machine's pid of it (its status pid is h0's)
 [ "$(cat "/proc/$pid/comm")" = redis-server ] || die "pid $pid is $(cat "/proc/$pid/comm"), not the exec'd server"
 tr '\0' '\n' <"/proc/$pid/environ" | grep -qx CXLCR_TEST_MARK=42 || die "--env did not reach the service"
 # It runs from /, not from where `cxlcr run` ran (what it writes where it

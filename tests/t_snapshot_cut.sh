@@ -24,7 +24,7 @@ pod_redis cut h0 256M
 # pool bytes (there must be none: each piece of the pool is mapped once, by
 # the heap) or by write(2) into it (nothing but the service's own threads
 # write its memory; its fork children are counted, see tracking/since.c).
-python3 - "$(status_field cut pid)" "$CXLCR_POOL" <<'PYEOF' || die "the service maps pool bytes twice"
+python3 - "$(service_pid cut)" "$CXLCR_POOL" <<'PYEOF' || die "the service maps pool bytes twice"
 import sys
 pid, pool = sys.argv[1], sys.argv[2]
 seen = []
@@ -40,7 +40,8 @@ for line in open("/proc/%s/maps" % pid):
 print("the service maps %d pieces of the pool, each once" % len(seen))
 PYEOF
 
-python3 - "$CXLCR" "$addr" $PORT $KEYS $ROUNDS "$POOL_DIR" <<'PYEOF' || die "a child does not hold a consistent cut"
+python3 - "$CXLCR" "$addr" $PORT $KEYS $ROUNDS "$POOL_DIR" "$(service_pid cut)" <<'PYEOF' ||
+	die "a child does not hold a consistent cut"
 import json, random, socket, subprocess, sys, threading
 
 cxlcr, addr, port, nkeys, rounds, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
@@ -149,7 +150,8 @@ for r in range(rounds):
 
 # Tracking lost: the tracker of the service is killed; the next snapshot
 # compares, says why, and is just as right.
-pid = json.loads(run("status", "cut", "--json"))["pid"]
+# (this machine's pid of it, as its /proc names it: the status pid is h0's)
+pid = int(sys.argv[7])
 import os, signal
 killed = 0
 for p in os.listdir("/proc"):

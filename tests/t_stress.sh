@@ -105,8 +105,8 @@ remover() {
 		verify "$addr" "$seed" || { failed "$name (of $p, generation $gen, on $host) lost its values"; return; }
 		n=$((n + 1))
 		if [ $((n % 3)) -eq 0 ]; then
-			pid=$(status_field "$name" pid)
-			kill -KILL "$pid" 2>/dev/null || true
+			# (its status pid is its host's own: $host runs it)
+			on "$host" kill -KILL "$(status_field "$name" pid)" 2>/dev/null || true
 			echo killed >>"$W/removed"
 		else
 			echo stopped >>"$W/removed"

@@ -49,7 +49,8 @@ say "cxlcr run --host h0 redis-server; fill $COUNT keys"
 pod_redis redis h0 $ARENA
 raddr=$addr
 python3 "$KV" fill --host "$raddr" --port $PORT --count $COUNT --size $SIZE --types strings --seed 5
-pid=$(status_field redis pid)
+pid=$(status_field redis pid) # h0's own pid of it
+rpid=$(service_pid redis)     # this machine's
 heap_pages=$(( $(status_field redis arena_size) / 4096 ))
 for bad in "--tier --hot-window 0" "--tier --hot-window 61" "--tier --hot-window 1x" "--hot-window 1"; do
 	rc=0
@@ -69,7 +70,8 @@ ok "no memory server: $(cat "$POOL_DIR/err")"
 
 # --- the memory server
 out=$("$CXLCR" tier up --size 256M --json) || die "cxlcr tier up failed"
-memd=$(echo "$out" | json pid)
+memd=$(echo "$out" | json pid) # this machine's pid of it
+memd_there=$(awk '/^NSpid:/ { print $NF }' "/proc/$memd/status") # m0's own (it has a pid namespace of its own)
 st=$("$CXLCR" tier status --json)
 [ "$(echo "$st" | json servers 0 name)" = m0 ] && [ "$(echo "$st" | json servers 0 up)" = True ] ||
 	die "the tier table does not show m0 up: $st"
@@ -84,9 +86,9 @@ NS=cxlcr$pod-h0
 	die "cxlcr-memd (pid $memd) does not run in the namespace of memory host cxlcr$pod-m0"
 [ "$(readlink "/proc/$memd/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
 	die "cxlcr-memd (pid $memd) shares this machine's file system"
-"$CXLCR" pod logs m0 | grep -q "^cxlcr-memd m0: serving 256 MiB at $maddr (tcp;ofi_rxm), pid $memd, incarnation 1$" ||
+"$CXLCR" pod logs m0 | grep -q "^cxlcr-memd m0: serving 256 MiB at $maddr (tcp;ofi_rxm), pid $memd_there, incarnation 1$" ||
 	die "cxlcr pod logs m0 does not show its memory server starting: $("$CXLCR" pod logs m0 2>&1 | tail -n 3)"
-! grep -qs "pid $memd," /var/log/cxlcr/*.log || die "this machine's /var/log/cxlcr has m0's log"
+! grep -qs "pid $memd_there," /var/log/cxlcr/*.log || die "this machine's /var/log/cxlcr has m0's log"
 ok "memory server m0 up at $maddr in its own namespaces; its log in m0's own /var/log/cxlcr"
 
 out=$(ip netns exec "$NS" "$TOOL" rma) || die "RMA round trip from h0 to m0 failed"
@@ -126,10 +128,11 @@ ok "tiered: $hot hot + $cold cold + $zero zero = $heap_pages pages; CXL $cxl byt
 # pages are ones nothing writes between the freeze and the stop.
 out=$("$CXLCR" snapshot redis --tier --hot-window 1.5 --json) || die "second cxlcr snapshot --tier failed"
 cold2=$(echo "$out" | json tier cold_bytes)
-kill -STOP "$pid"
-on_exit "kill -CONT $pid 2>/dev/null"
-res=$(ip netns exec "$NS" "$TOOL" verify redis "$pid") || { kill -CONT "$pid"; die "pages differ: $res"; }
-kill -CONT "$pid"
+kill -STOP "$rpid"
+on_exit "kill -CONT $rpid 2>/dev/null"
+# On h0, where the service's pid is its own (and its network reaches m0).
+res=$(on h0 "$TOOL" verify redis "$pid") || { kill -CONT "$rpid"; die "pages differ: $res"; }
+kill -CONT "$rpid"
 read -r _ vhot _ vcold _ vzero _ dhot dcold dzero <<<"$res"
 [ "$dcold" -eq 0 ] && [ "$dzero" -eq 0 ] && [ "$vcold" -gt 0 ] && [ $((vhot + vcold + vzero)) -eq "$heap_pages" ] ||
 	die "verify: $res"

@@ -112,7 +112,8 @@ for ((i = 0; i < ${#VERBS[@]}; i++)); do
 			[ "$(status_field "$NAME" state)" = running ] ||
 				die "$what: the service is $(status_field "$NAME" state)"
 			pid=$(status_field "$NAME" pid)
-			[ "$(mappers)" = "$pid " ] || die "$what: processes mapping the pool: $(mappers); expected only $pid"
+			[ "$(mappers)" = "$want:$pid " ] ||
+				die "$what: processes mapping the pool: $(mappers); expected only $want:$pid"
 			python3 "$KV" verify --host "$addr" --port $PORT --count $COUNT --size $SIZE --seed 21 --quiet ||
 				die "$what: values differ"
 		fi

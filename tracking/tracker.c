@@ -176,6 +176,11 @@ int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
 		return -1;
 	int pid = __atomic_load_n(&h->tracker_pid, __ATOMIC_ACQUIRE);
 	int rc = 0;
+	/* The tracker runs on the service's host, and its pid is that host's
+	 * own: another host's is not looked at (it ends with its service; an
+	 * arena is freed elsewhere only once its host has gone: pod down). */
+	if (strncmp(arena->owner_host, cxlcr_host_name(), CXLCR_HOST_MAX))
+		pid = 0;
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	/* Checked while the pidfd holds the process, so the signal cannot
 	 * reach whoever reuses the pid afterwards. */

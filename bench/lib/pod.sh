@@ -116,7 +116,9 @@ pod_serve() { # SERVER BYTES NAME ARENA_MB PORT
 	"$CXLCR" run --host h0 --name "$name" --arena "$4M" --log "$WORK/$name.log" -- "${CMD[@]}" \
 		>/dev/null 2>"$WORK/$name.run.err" || { cat "$WORK/$name.run.err" >&2; die "cxlcr run $name failed"; }
 	ADDR=$(status_field "$name" address)
-	pid=$(status_field "$name" pid)
+	# (its status pid is h0's own: this machine's for the wait)
+	pid=$(python3 "$ROOT/tests/lib/hostpid.py" machine h0 "$(status_field "$name" pid)") ||
+		die "$name is not found on h0"
 	# An earlier server of the run had this address with another MAC; an
 	# ARP entry for it still marked REACHABLE here would send the first
 	# connections nowhere for up to ~45 s (cxlcr run announces no new MAC).

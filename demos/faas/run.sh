@@ -112,7 +112,7 @@ TOKEN_FILE=$POD_DIR/api-token
 step "Starting the function on h0: $(basename "$PY") function.py --size $DEMO_SIZE (arena ${ARENA_MB} MiB)"
 t0=$(python3 "$CLIENT" now)
 demo_run "${ARENA_MB}M" -- "$PY" "$FUNCTION" --port $PORT --size "$SIZE_BYTES"
-COLD_MS=$(python3 "$CLIENT" wait --host "$ADDR" --port $PORT --since "$t0" --pid "$(status_of pid)") ||
+COLD_MS=$(python3 "$CLIENT" wait --host "$ADDR" --port $PORT --since "$t0" --pid "$(service_pid)") ||
 	die "the function did not answer at $ADDR:$PORT"
 info "$(grep -m1 '^function:' "$LOG")"
 info "cold start: ${COLD_MS} ms from \`cxlcr run\` to the first answer (start + warm-up)"

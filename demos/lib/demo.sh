@@ -121,6 +121,13 @@ status_of() {
 	jget "$OUT/status.json" "$1"
 }
 
+# service_pid: this machine's pid of the service (its status pid is its
+# host's own: each emulated host has a pid namespace of its own).
+service_pid() {
+	python3 "$ROOT/tests/lib/hostpid.py" machine "$(status_of host)" "$(status_of pid)" ||
+		die "$NAME's process ($(status_of pid) on $(status_of host)) is not found on this machine"
+}
+
 # needs_memory BYTES: there is that much memory available.
 needs_memory() {
 	local avail_mb
@@ -220,9 +227,10 @@ EOF
 # TO, running, a new process, the arena's owner epoch moved on, the same
 # address. The heap stays in the pool: the images carry only the rest.
 migrate() {
-	local to=$1 from pid epoch n=$((${#MIGRATES[@]} + 1))
+	local to=$1 from pid mpid epoch n=$((${#MIGRATES[@]} + 1))
 	from=$(status_of host)
 	pid=$(status_of pid)
+	mpid=$(service_pid)
 	epoch=$(status_of owner_epoch)
 	local used
 	used=$(status_of arena_used)
@@ -252,7 +260,9 @@ EOF
 	local pid2 epoch2
 	pid2=$(status_of pid)
 	epoch2=$(status_of owner_epoch)
-	[ "$pid2" != "$pid" ] || die "after the migrate, $NAME is still process $pid"
+	# (Pids are each host's own, the same number on another host another
+	# process: this machine's pids tell them apart.)
+	[ "$(service_pid)" != "$mpid" ] || die "after the migrate, $NAME is still process $pid"
 	[ "$epoch2" -gt "$epoch" ] || die "the arena's owner epoch did not move on ($epoch -> $epoch2)"
 	[ "$(status_of address)" = "$ADDR" ] || die "the service's address changed: $(status_of address), was $ADDR"
 	info "now on $to: pid $pid2 (was $pid on $from), arena owner epoch $epoch -> $epoch2, address $ADDR kept"

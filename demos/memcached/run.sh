@@ -210,8 +210,7 @@ demo_pod_up
 # --- 2. memcached ----------------------------------------------------------------------
 step "Starting memcached on h0 under cxlcr run (-m $MEM_MB, arena ${ARENA_MB} MiB)"
 demo_run "${ARENA_MB}M" -- memcached -u root -p $PORT -m $MEM_MB -t 4 -U 0
-pid=$(status_of pid)
-python3 "$KV" wait --proto memcached --host "$ADDR" --port $PORT --pid "$pid" ||
+python3 "$KV" wait --proto memcached --host "$ADDR" --port $PORT --pid "$(service_pid)" ||
 	die "memcached did not answer at $ADDR:$PORT"
 info "memcached $(mc_stat version) answers at $ADDR:$PORT"
 

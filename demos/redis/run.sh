@@ -86,8 +86,7 @@ demo_pod_up
 step "Starting redis-server on h0 under cxlcr run (arena ${ARENA_MB} MiB)"
 demo_run "${ARENA_MB}M" -- redis-server --port $PORT --protected-mode no --save '' --appendonly no \
 	--dir "$OUT"
-pid=$(status_of pid)
-python3 "$KV" wait --host "$ADDR" --port $PORT --pid "$pid" ||
+python3 "$KV" wait --host "$ADDR" --port $PORT --pid "$(service_pid)" ||
 	die "redis-server did not answer at $ADDR:$PORT"
 info "redis-cli -h $ADDR -p $PORT ping: $(rcli ping)"
 

@@ -12,6 +12,7 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CXLCR=${CXLCR_BUILD:-$ROOT/build}/cxlcr   # tests/run.sh passes CXLCR_BUILD
 KV=$ROOT/tests/lib/kvclient.py
+HOSTPID=$ROOT/tests/lib/hostpid.py
 cd "$ROOT" || exit 1
 # The daemons' lease is 300 ms by default (docs/recovery.md): on a machine
 # busy with the whole suite a daemon starved of CPU that long would be
@@ -69,7 +70,7 @@ cleanup() {
 	if [ -n "$POD" ]; then
 		if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
 			local h
-			for h in $(pod_hosts); do
+			for h in $(pod_hosts_made); do
 				echo "--- last lines of $h's daemon log (cxlcr pod logs $h):" >&2
 				"$CXLCR" pod logs "$h" 2>&1 | tail -n 8 >&2
 				# $CXLCR_TEST_KEEP_LOGS: a directory that keeps the whole logs of a failed test.
@@ -122,6 +123,39 @@ pod_hosts() {
 		"$CXLCR" pod exec "h$i" -- true 2>/dev/null && echo "h$i"
 	done
 	return 0
+}
+
+# pod_hosts_made: the hosts of this test's pod that were made, up or not
+# (a crashed host's log can still be read).
+pod_hosts_made() {
+	local i
+	for i in $(seq 0 15); do
+		"$CXLCR" pod logs "h$i" >/dev/null 2>&1 && echo "h$i"
+	done
+	return 0
+}
+
+# on HOST CMD...: CMD run on HOST (`cxlcr pod exec`): in its own file
+# system, network and processes (its /proc).
+on() {
+	local h=$1
+	shift
+	"$CXLCR" pod exec "$h" -- "$@"
+}
+
+# machine_pid HOST PID: this machine's pid of process PID of HOST. Each
+# emulated host has a pid namespace of its own (emulation/hostpid.h): the
+# pids a host says (status's, a lease holder's, CRIU's) are its own. The
+# test, on this machine, sees every host's processes under other pids
+# (tests/lib/hostpid.py). Fails the test if HOST has no such process.
+machine_pid() {
+	python3 "$HOSTPID" machine "$1" "$2" || die "$1 has no process $2"
+}
+
+# service_pid NAME: this machine's pid of service NAME's process (its
+# status pid is its host's).
+service_pid() {
+	machine_pid "$(status_field "$1" host)" "$(status_field "$1" pid)"
 }
 
 # on_hosts CMD...: CMD run on every host of the pod, as on each machine of
@@ -236,8 +270,8 @@ criu_hook() {
 
 # criu_reached [PID]: waits (bounded: 30 s) until CRIU, run by the verb PID
 # (without PID: by a daemon's own verb, a recovery), stops at the hook's
-# step and writes HOOK/criu.pid, or until the verb ends first; true if CRIU
-# got there.
+# step and writes HOOK/criu.pid (its pid on its host, HOOK/criu.host), or
+# until the verb ends first; true if CRIU got there.
 criu_reached() {
 	local i
 	for i in $(seq 1 600); do
@@ -246,6 +280,18 @@ criu_reached() {
 		sleep 0.05
 	done
 	[ -s "$HOOK/criu.pid" ]
+}
+
+# hook_pid FILE: this machine's pid of the process whose pid the hook
+# wrote into HOOK/FILE (criu.pid: CRIU's; init.pid: the task it restores),
+# on the host of that CRIU (HOOK/criu.host).
+hook_pid() {
+	machine_pid "$(cat "$HOOK/criu.host")" "$(cat "$HOOK/$1")"
+}
+
+# hook_pid_gone FILE: hook_pid, or nothing once that process has gone.
+hook_pid_gone() {
+	python3 "$HOSTPID" machine "$(cat "$HOOK/criu.host")" "$(cat "$HOOK/$1")" || true
 }
 
 # criu_worker CRIU_PID: the daemon worker that runs this CRIU (of CRIU's
@@ -290,20 +336,16 @@ two_new_points() {
 	p=$(next_recovery_point "$1" "$(recovery_point "$1")") && next_recovery_point "$1" "$p" >/dev/null
 }
 
-# pool_mappers: the pids that map this test's pool, ascending, each followed
-# by a space. Left out: trackers (tracking/tracker.c, process name
-# cxlcr-tracker), which map only an arena's header, never its heap; and the
-# daemons (cxlcrd), which map the pool's metadata for a moment on their own
-# ticks (heartbeats, recovery points) whatever the test does: whether a
-# verb's workers have ended is each test's own check.
+# pool_mappers: the processes that map this test's pool, of every host
+# and of this machine, as HOST:PID (PID: the host's own; machine:PID
+# outside the hosts), each followed by a space. Left out: trackers
+# (tracking/tracker.c, process name cxlcr-tracker), which map only an
+# arena's header, never its heap; and the daemons (cxlcrd), which map the
+# pool's metadata for a moment on their own ticks (heartbeats, recovery
+# points) whatever the test does: whether a verb's workers have ended is
+# each test's own check.
 pool_mappers() {
-	local f pid comm
-	for f in $(grep -l -F "$CXLCR_POOL" /proc/[0-9]*/maps 2>/dev/null); do
-		pid=${f#/proc/}
-		pid=${pid%/maps}
-		comm=$(cat "/proc/$pid/comm" 2>/dev/null)
-		[ "$comm" = cxlcr-tracker ] || [ "$comm" = cxlcrd ] || echo "$pid"
-	done | sort -n | tr '\n' ' '
+	python3 "$HOSTPID" mappers
 }
 
 # stop_others NAME [WHAT]: stops every service of the pool but NAME (its
@@ -320,15 +362,16 @@ for s in json.load(sys.stdin)["services"]:
 }
 
 # running_alone NAME HOST WHAT: service NAME runs on HOST, not stopped, and
-# is the only process that maps the pool (no second writer); WHAT names the
-# case in the failure.
+# is the only process that maps the pool, on any host (no second writer);
+# WHAT names the case in the failure.
 running_alone() {
 	local name=$1 host=$2 what=$3 pid
 	[ "$(status_field "$name" host)" = "$host" ] || die "$what: the service is on $(status_field "$name" host), not $host"
 	[ "$(status_field "$name" state)" = running ] || die "$what: the service is $(status_field "$name" state)"
 	pid=$(status_field "$name" pid)
-	grep -q '^State:[[:space:]]*T' "/proc/$pid/status" && die "$what: the service is stopped (frozen)"
-	[ "$(pool_mappers)" = "$pid " ] || die "$what: processes mapping the pool: $(pool_mappers); expected only $pid"
+	on "$host" grep -q '^State:[[:space:]]*T' "/proc/$pid/status" && die "$what: the service is stopped (frozen)"
+	[ "$(pool_mappers)" = "$host:$pid " ] ||
+		die "$what: processes mapping the pool: $(pool_mappers); expected only $host:$pid"
 	return 0
 }
 

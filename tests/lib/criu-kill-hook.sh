@@ -9,6 +9,9 @@
 # when it goes on. Either way the first CRIU to get there takes the file.
 # In a restore, the pid of the task CRIU restores (CRTOOLS_INIT_PID, once
 # there is one; in a dump it is the dumped task's) goes into DIR/init.pid.
+# Those pids are the host's own (each emulated host has a pid namespace of
+# its own): the host's name goes into DIR/criu.host first (hook_pid in
+# tests/lib/common.sh gives this machine's pid of them).
 dir=$CXLCR_TEST_CRIU_HOOK
 [ -n "$dir" ] || exit 0
 take() { # take FILE: FILE names this step, and FILE is ours alone
@@ -22,6 +25,7 @@ take() { # take FILE: FILE names this step, and FILE is ours alone
 # (its pid in DIR/helper.pid), which sleeps with CRIU's fds as CRIU's own
 # helpers (its kernel checks' ptrace probe) do, until someone kills it.
 if take spawn-at; then
+	uname -n >"$dir/criu.host"
 	sleep 600 &
 	echo $! >"$dir/helper.pid"
 fi
@@ -36,6 +40,8 @@ if [ -n "${CRTOOLS_INIT_PID:-}" ] && [ "${CRTOOLS_SCRIPT_ACTION%-dump}" = "$CRTO
 	echo "$CRTOOLS_INIT_PID" >"$dir/init.pid.tmp.$$"
 	mv "$dir/init.pid.tmp.$$" "$dir/init.pid"
 fi
+uname -n >"$dir/criu.host.tmp.$$"
+mv "$dir/criu.host.tmp.$$" "$dir/criu.host"
 echo "$PPID" >"$dir/criu.pid.tmp.$$"
 mv "$dir/criu.pid.tmp.$$" "$dir/criu.pid"
 i=0

@@ -94,15 +94,16 @@ worker_of() {
 	echo "${w% }"
 }
 
-# The worker that holds the service's lease ("migrate by pid N on h0"): in
-# a restore step, the source's (a fork handed to the parent's daemon runs
-# two workers there: the one the command line asked, and the fork API's,
-# which holds the lease).
+# The worker that holds the service's lease ("migrate by pid N on h0", N
+# h0's own pid of it: this machine's is given): in a restore step, the
+# source's (a fork handed to the parent's daemon runs two workers there:
+# the one the command line asked, and the fork API's, which holds the
+# lease).
 lease_holder() {
 	local v
 	v=$(status_field "$NAME" verb)
-	[[ $v =~ \ by\ pid\ ([0-9]+)\ on\  ]] || die "$WHAT: no verb holds the service's lease ($v)"
-	echo "${BASH_REMATCH[1]}"
+	[[ $v =~ \ by\ pid\ ([0-9]+)\ on\ ([^ ]+) ]] || die "$WHAT: no verb holds the service's lease ($v)"
+	machine_pid "${BASH_REMATCH[2]}" "${BASH_REMATCH[1]}"
 }
 
 # Waits (bounded) until no worker of this pod's daemons runs: a daemon
@@ -232,10 +233,12 @@ victim_pid() {
 	esac
 }
 
-# half_made_ended PID: the fork child CRIU restored as PID, which its
-# failed fork did not make, ends (bounded: 30 s; its host's daemon ends it
-# once the child's maker has died).
+# half_made_ended PID: the fork child CRIU restored as PID (this machine's
+# pid of it; empty: it has ended), which its failed fork did not make, ends
+# (bounded: 30 s; its host's daemon ends it once the child's maker has
+# died).
 half_made_ended() {
+	[ -n "$1" ] || return 0
 	python3 - "$1" <<'PYEOF' || die "$WHAT: the child CRIU restored (pid $1) still runs, half made"
 import os, select, sys
 try:
@@ -299,7 +302,7 @@ fault_case() {
 	CLI=$!
 	phase "verb started"
 	criu_reached "$CLI" || { cat "$POOL_DIR/case.err" >&2; die "$WHAT: CRIU never reached $STEP"; }
-	criu=$(cat "$HOOK/criu.pid")
+	criu=$(hook_pid criu.pid)
 	victim=$(victim_pid "$criu")
 	[ -n "$victim" ] || die "$WHAT: no victim found"
 	if [ "$HOW" = kill ]; then
@@ -345,7 +348,7 @@ fault_case() {
 	case $VERB:$VICTIM:$HOW in
 	fork:cli:* | fork:src:stall) ;;
 	*)
-		[ "$VERB" != fork ] || [ ! -s "$HOOK/init.pid" ] || half_made_ended "$(cat "$HOOK/init.pid")"
+		[ "$VERB" != fork ] || [ ! -s "$HOOK/init.pid" ] || half_made_ended "$(hook_pid_gone init.pid)"
 		running_alone "$NAME" "$HOST" "$WHAT"
 		;;
 	esac
