@@ -309,7 +309,7 @@ int image_store_claim(struct cxlcr_pool *pool, const struct cxlcr_region *region
 			return 0;
 		}
 		if (!now.generation)
-			return cxlcr_error("checkpoint %s was restored already", region->name);
+			return cxlcr_error("checkpoint %s was restored already (%s)", region->name, cxlcr_last_error());
 		/* Someone else moved first: look again at who holds it now. */
 	}
 	return cxlcr_error("checkpoint %s: cannot claim it (too much contention)", region->name);

@@ -214,7 +214,13 @@ bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 			fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, host_gone, log) == 1;
 		}
 	}
-	if (me.incarnation && !fenced)
+	/* Also in the tick that acknowledged a fence: from the ack on, new
+	 * workers work under the new word (guard_workers() sets nothing while
+	 * the host is still fenced). Left to the next tick, a request served
+	 * in between ran with the word the fence had moved on from, and every
+	 * change it made to the pool was refused as fenced (t_deadline: a
+	 * migrate's restore right after its host came back). */
+	if (me.incarnation)
 		guard_workers(&pool);
 	/* A fenced host watches but does not act. */
 	if (judged && !fenced) {
