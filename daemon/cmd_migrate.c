@@ -59,6 +59,7 @@ struct freeze_parts {
 	double dump_ms;               /* criu dump, start to end (the tasks stay frozen after it) */
 	struct criu_dump_stats criu;  /* CRIU's own view of it */
 	double publish_ms;            /* the images into the pool (frozen) */
+	uint64_t dumped_ns;           /* when CRIU's dump ended (the tasks still frozen) */
 	uint64_t published_ns;        /* when they were complete there: the destination may restore */
 };
 
@@ -116,6 +117,7 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 		return -1;
 	}
 	uint64_t t1 = cxlcr_mono_ns();
+	parts->dumped_ns = t1;
 	parts->dump_ms = (double)(t1 - t0) / 1e6;
 	criu_read_dump_stats(dir, &parts->criu); /* only figures: zeros if absent */
 	if (verb_lease_check(l, "publishing the checkpoint") < 0) {
@@ -600,10 +602,13 @@ int cmd_migrate(int argc, char **argv)
 		json_double(&j, "checkpoint_ms", (double)(t1 - t0) / 1e6);
 		json_double(&j, "restore_ms", (double)(t2 - t1) / 1e6);
 		/* The tasks were frozen from CRIU's freezing to the end of CRIU's
-		 * restore: CRIU's start, the shed before it, and what the
+		 * restore: CRIU's own frozen time, then from the end of its dump
+		 * (the publish, the destination's restore) to the restored tasks
+		 * running. What comes before the dump (the image region reserved,
+		 * the tracker ended, the shed, CRIU's start) and what the
 		 * destination does once they run (after_ms) are outside. */
-		json_double(&j, "frozen_ms", parts.criu.frozen_ms + (double)(t2 - t0) / 1e6 - parts.shed_ms -
-						 parts.dump_ms - json_find_number(restored, "after_ms"));
+		json_double(&j, "frozen_ms", parts.criu.frozen_ms + (double)(t2 - parts.dumped_ns) / 1e6 -
+						 json_find_number(restored, "after_ms"));
 		json_freeze_parts(&j, &parts);
 		/* The destination's own account of the restore; the rest of
 		 * restore_ms is the request: its worker, the pool opened, the
