@@ -950,8 +950,17 @@ static int reserve_blocks(struct cxlcr_pool *pool, uint64_t offset, uint64_t siz
  * take-over defeats (fence_out_staging): a holder that lost the lock on
  * the way never makes a region, and never clears space another holder
  * handed out. */
-int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
-		       struct cxlcr_region *copy)
+static uint32_t owner_start_of(int32_t pid, const char *host);
+
+/* Who a region is born owned by (cxlcr_region_alloc_owned), or NULL. */
+struct born_owner {
+	int32_t pid;
+	uint32_t start;
+	const char *host, *command;
+};
+
+static int region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
+			const struct born_owner *o, struct cxlcr_region *copy)
 {
 	if (!cxlcr_valid_name(name))
 		return cxlcr_error("invalid name '%s' (letters, digits, '.', '_', '-'; at most %u)",
@@ -985,6 +994,14 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 	slot->size = size;
 	cxlcr_copy_field(slot->name, sizeof(slot->name), name);
 	slot->created_ns = cxlcr_now_ns();
+	if (o) { /* as cxlcr_region_set_owner() would, before the entry is live */
+		slot->owner_pid = o->pid;
+		slot->owner_start = o->start;
+		slot->owner_epoch = 1;
+		cxlcr_copy_field(slot->owner_host, sizeof(slot->owner_host), o->host ? o->host : "");
+		if (o->command)
+			cxlcr_copy_field(slot->command, sizeof(slot->command), o->command);
+	}
 	end_change(slot, seq);
 	cxlcr_publish(&pool->sb->generation, sizeof(pool->sb->generation));
 	/* The space is ours to clear only if the lock still was when the
@@ -1006,6 +1023,19 @@ int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 	rc = 0;
 out:
 	return finish(pool, rc);
+}
+
+int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
+		       struct cxlcr_region *copy)
+{
+	return region_alloc(pool, kind, name, size, NULL, copy);
+}
+
+int cxlcr_region_alloc_owned(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
+			     int32_t pid, const char *host, const char *command, struct cxlcr_region *copy)
+{
+	struct born_owner o = { .pid = pid, .start = owner_start_of(pid, host), .host = host, .command = command };
+	return region_alloc(pool, kind, name, size, &o, copy);
 }
 
 /* A free gives the memory back without holding the lock, which takes a

@@ -144,6 +144,15 @@ void cxlcr_region_slot(struct cxlcr_pool *pool, uint32_t i, struct cxlcr_region 
 int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 		       uint64_t size, struct cxlcr_region *copy);
 
+/* cxlcr_region_alloc(), with the region's owner (pid, 0 for none yet; its
+ * host; its command, NULL for none) in the entry already when it becomes
+ * live, as cxlcr_region_set_owner() would set them. An allocation and a
+ * set_owner are two changes, and a maker that dies between them (a
+ * recovery's winner killed, a fork worker) leaves a region that is nobody's:
+ * no host's clean-up ever frees it. */
+int cxlcr_region_alloc_owned(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
+			     int32_t pid, const char *host, const char *command, struct cxlcr_region *copy);
+
 /* Frees the region with this generation (if it is still live), and gives
  * its memory back where the device allows it, without holding the lock
  * while it does (the region is FREEING meanwhile). */

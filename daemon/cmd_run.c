@@ -360,8 +360,8 @@ int cmd_run(int argc, char **argv)
 			 cmd[i][0] ? cmd[i] : "''");
 	}
 	struct cxlcr_region region;
-	if (cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, name, arena + CXLCR_ARENA_HEAP_OFFSET, &region) < 0 ||
-	    cxlcr_region_set_owner(&pool, region.generation, 0, "", command) < 0) {
+	if (cxlcr_region_alloc_owned(&pool, CXLCR_KIND_ARENA, name, arena + CXLCR_ARENA_HEAP_OFFSET, 0, "", command,
+				     &region) < 0) {
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	}

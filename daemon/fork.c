@@ -137,17 +137,18 @@ static int child_region(struct cxlcr_pool *pool, const struct pod *pod, const ch
 		if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name, NULL) ||
 		    cxlcr_region_find(pool, CXLCR_KIND_ARENA, job->name, NULL))
 			continue;
-		if (cxlcr_region_alloc(pool, CXLCR_KIND_CHILD, job->name, CXLCR_POOL_ALIGN, &job->region) < 0) {
+		/* Its maker owns it, from its birth, until the child is made
+		 * (fork_drop_half_made()). */
+		char making[CXLCR_COMMAND_MAX];
+		making_command(parent, making, sizeof(making));
+		if (cxlcr_region_alloc_owned(pool, CXLCR_KIND_CHILD, job->name, CXLCR_POOL_ALIGN, getpid(), this_host(),
+					     making, &job->region) < 0) {
 			if (cxlcr_region_find(pool, CXLCR_KIND_CHILD, job->name, NULL))
 				continue; /* another fork took this number meanwhile */
 			return -1;
 		}
 		container_link_name(pool->sb->uuid, job->region.generation, 0, job->link);
-		/* Its maker owns it until the child is made (fork_drop_half_made()). */
-		char making[CXLCR_COMMAND_MAX];
-		making_command(parent, making, sizeof(making));
-		if (cxlcr_region_set_owner(pool, job->region.generation, getpid(), this_host(), making) < 0 ||
-		    cxlcr_region_assign_net(pool, job->region.generation, pod_service_first(pod),
+		if (cxlcr_region_assign_net(pool, job->region.generation, pod_service_first(pod),
 					    POD_SERVICE_COUNT, job->link, &job->ip) < 0) {
 			cxlcr_region_free(pool, job->region.generation);
 			return -1;

@@ -149,7 +149,10 @@ void recovery_fresh_undo(struct cxlcr_pool *pool, struct recovery_fresh *f)
 static int fresh_like(struct cxlcr_pool *pool, uint32_t kind, const struct cxlcr_region *old, uint64_t at_generation,
 		      uint64_t at_offset, struct recovery_fresh *f, struct cxlcr_region *out)
 {
-	if (cxlcr_region_alloc(pool, CXLCR_KIND_QUARANTINE, old->name, old->size, out) < 0)
+	/* Born of this host: a winner killed right after the allocation leaves
+	 * it quarantined and this host's, for its fence's clean-up. */
+	if (cxlcr_region_alloc_owned(pool, CXLCR_KIND_QUARANTINE, old->name, old->size, 0, this_host(), old->command,
+				     out) < 0)
 		return -1;
 	f->kinds_new[f->n] = kind;
 	f->moves[f->n++] = (struct cxlcr_rebase_move){ .old_generation = at_generation,
@@ -157,7 +160,7 @@ static int fresh_like(struct cxlcr_pool *pool, uint32_t kind, const struct cxlcr
 						       .old_offset = at_offset,
 						       .new_offset = out->offset,
 						       .size = old->size };
-	return cxlcr_region_set_owner(pool, out->generation, 0, this_host(), old->command);
+	return 0;
 }
 
 /* The new regions become what they stand for: the extents, then the

@@ -811,6 +811,50 @@ static void test_owner_start(void)
 	cxlcr_pool_close(&pool);
 }
 
+/* A maker killed right after it allocated (a recovery's winner making a
+ * fresh arena, a fork worker its child's region): a region allocated owned
+ * is its host's from the instant it is live, so that host's clean-up finds
+ * it; one allocated and then given an owner is nobody's in between. */
+static void test_born_owned(void)
+{
+	struct cxlcr_pool pool;
+	const char *here = cxlcr_host_name();
+	SAY("a region allocated owned has its owner from its first instant");
+	fresh_pool(POOL_SIZE, &pool);
+	for (int owned = 0; owned <= 1; owned++) {
+		pid_t maker = fork();
+		CHECK(maker >= 0, "fork: %s", strerror(errno));
+		if (maker == 0) {
+			struct cxlcr_pool mine;
+			if (cxlcr_pool_open(&mine, path) < 0)
+				_exit(3);
+			int rc = owned ? cxlcr_region_alloc_owned(&mine, CXLCR_KIND_QUARANTINE, "born", 1 * MiB, getpid(),
+								  here, "maker", NULL)
+				       : cxlcr_region_alloc(&mine, CXLCR_KIND_QUARANTINE, "born", 1 * MiB, NULL);
+			if (rc < 0)
+				_exit(4);
+			raise(SIGKILL); /* before any set_owner */
+			_exit(5);
+		}
+		int status;
+		CHECK(waitpid(maker, &status, 0) == maker);
+		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the maker ended with status %d", status);
+		struct cxlcr_region r;
+		CHECK(cxlcr_region_find(&pool, CXLCR_KIND_QUARANTINE, "born", &r), "the made region is not live");
+		if (owned) {
+			CHECK(!strcmp(r.owner_host, here) && r.owner_pid == maker && !strcmp(r.command, "maker") &&
+				      r.owner_epoch == 1 && r.owner_start != 0,
+			      "born owned, the region's owner is pid %d of '%s' ('%s', epoch %llu, start %u)", r.owner_pid,
+			      r.owner_host, r.command, (unsigned long long)r.owner_epoch, r.owner_start);
+			CHECK(cxlcr_region_owner_gone(&r, here), "the dead maker was taken for running");
+		} else {
+			CHECK(!r.owner_host[0] && r.owner_pid == 0, "a plain allocation had an owner");
+		}
+		CHECK(cxlcr_region_free(&pool, r.generation) == 0, "%s", cxlcr_last_error());
+	}
+	cxlcr_pool_close(&pool);
+}
+
 /* A recovery whose winner died is taken over (recovery/takeover.c): the
  * old winner's process, guarded by its fence word, changes nothing in the
  * region table once the word moved on; a quarantined region is never
@@ -920,6 +964,7 @@ int main(int argc, char **argv)
 	test_regions();
 	test_claim_all_or_none();
 	test_owner_start();
+	test_born_owned();
 	test_fence_guard();
 	test_fence_reopen();
 	test_dead_holder();
