@@ -13,7 +13,9 @@ in half the rounds), each round long enough for many points (--requests):
 the median throughput of each, the ratio with/without (goal >= 0.95), and
 how many points the service with them took in its rounds (a point whose
 draft cannot be brought up to date in its freeze is not taken: see
-docs/recovery.md). Then the pool bytes the
+docs/recovery.md). With --writes-per-s N the load is GETs that take what
+they can while a paced writer SETs N random keys a second (a read-mostly
+service under a write load of its own size), and the figure is GET/s. Then the pool bytes the
 points hold beyond the heap (every snapshot region of the service: the
 newest point and the older ones it still shares pages with): what of
 their regions holds memory in the pool file, and their regions' sizes
@@ -32,6 +34,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,18 +72,59 @@ def fill(r, keys, version=0, batch=2000):
             r.reply()
 
 
+class PacedWriter(threading.Thread):
+    """SETs of random keys of the fill's key space at a fixed rate (a batch
+    every 10 ms, each due at its time on the monotonic clock, none skipped),
+    beside the saturating GET load of --writes-per-s: a read-mostly service
+    under a write load of its own size, rather than a write load that
+    takes all the CPU it can."""
+
+    def __init__(self, host, keys, rate):
+        super().__init__(daemon=True)
+        self.r, self.keys, self.rate = Redis(host), keys, rate
+        self.stop, self.sent, self.behind = threading.Event(), 0, 0.0
+
+    def run(self):
+        t0, rnd = time.monotonic(), random.Random(7)
+        while not self.stop.is_set():
+            due = int((time.monotonic() - t0) * self.rate) - self.sent
+            if due > 0:
+                ks = [rnd.randrange(self.keys) for _ in range(due)]
+                self.r.send([[b"SET", b"key:%012d" % k, value(k, 1)] for k in ks])
+                for _ in ks:
+                    self.r.reply()
+                self.sent += due
+            self.behind = max(self.behind, (time.monotonic() - t0) * self.rate - self.sent)
+            time.sleep(0.01)
+
+
 def load(a, host, keys):
-    """One round of SETs over the key space: requests per second."""
-    cmd = ["redis-benchmark", "-h", host, "-p", str(PORT), "-t", "set", "-n", str(a.requests), "-c", "8",
+    """One round over the key space: requests per second. SETs that take
+    what they can; or (--writes-per-s) GETs that do, while a PacedWriter
+    sets keys at that rate."""
+    test = "get" if a.writes_per_s else "set"
+    cmd = ["redis-benchmark", "-h", host, "-p", str(PORT), "-t", test, "-n", str(a.requests), "-c", "8",
            "-P", "16", "-r", str(keys), "-d", "1000", "--csv"]
     if os.cpu_count() and os.cpu_count() >= 2:
         cmd = ["taskset", "-c", "1"] + cmd
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    writer = None
+    if a.writes_per_s:
+        writer = PacedWriter(host, keys, a.writes_per_s)
+        writer.start()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    finally:
+        if writer:
+            writer.stop.set()
+            writer.join()
+    if writer and writer.behind > a.writes_per_s:
+        raise SystemExit("points: the paced writer fell %.0f SETs (over a second's) behind %d/s" %
+                         (writer.behind, a.writes_per_s))
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
-        if cells and cells[0] == "SET":
+        if cells and cells[0] == test.upper():
             return float(cells[1])
-    raise SystemExit("points: no SET figure from redis-benchmark: %s" % out)
+    raise SystemExit("points: no %s figure from redis-benchmark: %s" % (test.upper(), out))
 
 
 def points_logged(a, name):
@@ -204,8 +248,8 @@ def one_size(a, size, rows):
             if name == with_pts:
                 taken.append(points_logged(a, with_pts) - logged)
                 per_s.append(taken[-1] / (time.monotonic() - t0))
-        print("points: %s round %d: %.0f SET/s with points (%d points, %.2f a second), %.0f without" %
-              (tag, rnd, rps[with_pts][-1], taken[-1], per_s[-1], rps[without][-1]), flush=True)
+        print("points: %s round %d: %.0f %s/s with points (%d points, %.2f a second), %.0f without" %
+              (tag, rnd, rps[with_pts][-1], a.measured, taken[-1], per_s[-1], rps[without][-1]), flush=True)
     st = cxlcr(a, "status", with_pts, "--json")
     reserved, held, regions = point_bytes(a, with_pts)
     where = census(a, with_pts)
@@ -239,11 +283,13 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--requests", type=int, default=3000000)  # ~15 s a round here: many points
     p.add_argument("--freeze-only", action="store_true")
+    p.add_argument("--writes-per-s", type=int, default=0)  # 0: saturating SETs; N: GETs beside N SETs/s
     a = p.parse_args()
+    a.measured = "GET" if a.writes_per_s else "SET"
     rows = []
     for size in [parse_size(s, "points") for s in a.sizes.split(",")]:
         one_size(a, size, rows)
-    lines = ["size  SET/s points  SET/s none  ratio  points/s  points' pool bytes / heap  (reserved, regions)  point frozen_ms  criu_ms  pages copied",
+    lines = ["size  %s/s points  %s/s none  ratio  points/s  points' pool bytes / heap  (reserved, regions)  point frozen_ms  criu_ms  pages copied" % (a.measured, a.measured),
              "----  ------------  ----------  -----  --------  -------------------------  -------------------  ---------------  -------  ------------"]
     for x in rows:
         if "rps_points" not in x:
@@ -257,7 +303,9 @@ def main():
                       x["points_bytes"] / MIB, x["heap_used"] / MIB, x["points_reserved"] / MIB,
                       x["points_regions"], x["point_frozen_ms"], x["point_criu_ms"],
                       x["point_pages_copied"]))
-    lines.append("(medians of %d rounds; points every 1000 ms; ratio goal >= 0.95)" % a.rounds)
+    lines.append("(medians of %d rounds; points every 1000 ms; %s; ratio goal >= 0.95)" %
+                 (a.rounds, "saturating SETs" if not a.writes_per_s else
+                  "saturating GETs beside %d SETs/s" % a.writes_per_s))
     publish_rows(lines, a.out, "points", rows)
     return 0
 

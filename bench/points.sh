@@ -7,6 +7,9 @@
 #   SIZES=256M ROUNDS=3 bench/points.sh
 #   FREEZE_ONLY=1 SIZES=4G bench/points.sh  one service, the freeze of its
 #                                           points alone (half the memory)
+#   WRITES_PER_S=10000 bench/points.sh      GET throughput (saturating) while
+#                                           SETs come at that rate: a
+#                                           read-mostly service's write load
 # Output: a table on stdout and bench/out/points.txt, points.jsonl.
 # Needs root, CRIU, redis-server, redis-benchmark; run it on a quiet machine.
 set -euo pipefail
@@ -22,4 +25,4 @@ command -v redis-benchmark >/dev/null || die "redis-benchmark is not installed (
 . "$ROOT/bench/lib/scratch_pod.sh"
 scratch_pod pointbench 20G 2
 python3 "$ROOT/bench/points.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
-	--sizes "$SIZES" --rounds "$ROUNDS" ${FREEZE_ONLY:+--freeze-only}
+	--sizes "$SIZES" --rounds "$ROUNDS" ${FREEZE_ONLY:+--freeze-only} --writes-per-s "${WRITES_PER_S:-0}"
