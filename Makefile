@@ -88,6 +88,10 @@ $(O)/cxlcr-memd: $(O)/tier/memd.o $(TIER_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.
 # The tier table's own test (no fabric: the table is pool memory).
 $(O)/tests/tier_table_test: tests/tier_table_test.c tests/test.h tier/*.h $(O)/tier/table.o $(O)/libcxlcr-common.a | $(O)/tests
 	$(CC) $(BASE) -o $@ $< $(O)/tier/table.o $(O)/libcxlcr-common.a -ldl -lpthread
+# The verb lease's own test (a holder on another host, fenced).
+all: $(O)/tests/lease_test
+$(O)/tests/lease_test: tests/lease_test.c tests/test.h control/lease.h $(O)/control/lease.o $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(O)/control/lease.o $(O)/libcxlcr-common.a -ldl -lpthread
 # The cold tier's test tool: RMA round trips, reading, checking and
 # damaging tiered snapshots, timing cold reads (tests/t_tier.sh, bench/tier.sh).
 $(O)/tests/tier_tool: tests/tier_tool.c tier/*.h $(TIER_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a | $(O)/tests

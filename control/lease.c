@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/hosts.h"
 #include "../common/persist.h"
 #include "../common/util.h"
 #include "lease.h"
@@ -75,14 +76,33 @@ static void unmap(struct verb_lease *l)
 	l->entry = NULL;
 }
 
-/* A holder of the lease that cannot act any more: dead (or its pid reused)
- * on our pid namespace. One on another namespace is judged alive: only a
- * lease that ran out could say otherwise, and that takes a whole lease to
- * see. */
-static bool holder_gone(const struct cxlcr_verb_lease *e)
+/* Whether host (a lease entry's, not NUL-terminated) is fenced: declared
+ * dead by the pod, and not back to acknowledge it. */
+static bool host_fenced(struct cxlcr_pool *pool, const char *host)
+{
+	char name[CXLCR_HOST_MAX + 1];
+	uint64_t incarnation;
+	memcpy(name, host, CXLCR_HOST_MAX);
+	name[CXLCR_HOST_MAX] = 0;
+	int index = cxlcr_host_lookup(pool, name, &incarnation);
+	return index >= 0 && cxlcr_host_fenced(pool, (uint32_t)index, NULL, NULL) == 1;
+}
+
+/*
+ * A holder of the lease that cannot act any more: dead (or its pid reused)
+ * on our pid namespace, or of a host the pod has fenced. Of another host's
+ * processes nothing can be seen from here (its pids are its kernel's), but
+ * a fenced host's can change nothing in the pool (their guard word is
+ * refused: cxlcr_pool_host_guard), and the host ends its services before
+ * it does anything else: a recovery point that host had under way when it
+ * died must not keep the service's lease for good (an operator's restore
+ * elsewhere had waited for it, then failed as busy). Any other host's
+ * holder is judged alive: only a lease that ran out could say otherwise.
+ */
+static bool holder_gone(struct cxlcr_pool *pool, const struct cxlcr_verb_lease *e)
 {
 	if (e->pid_ns != cxlcr_pid_namespace())
-		return false;
+		return strncmp(e->host, cxlcr_host_name(), CXLCR_HOST_MAX) && host_fenced(pool, e->host);
 	uint64_t start;
 	return !cxlcr_process_start(e->pid, &start) || start != e->pid_start;
 }
@@ -140,7 +160,7 @@ int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service,
 		seen = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
 		/* A recovery point in the background is waited for: an
 		 * operator's verb must not fail because of one. */
-		if (!seen || e->service_generation != service->generation || holder_gone(e) ||
+		if (!seen || e->service_generation != service->generation || holder_gone(pool, e) ||
 		    strncmp(e->verb, VERB_RECOVERY_POINT, sizeof(e->verb)) || !strcmp(verb, VERB_RECOVERY_POINT) ||
 		    cxlcr_mono_ns() >= wait_until)
 			break;
@@ -150,16 +170,19 @@ int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service,
 	}
 	rc = 0;
 	if (seen && e->service_generation == service->generation) {
-		if (!holder_gone(e))
+		if (!holder_gone(pool, e))
 			rc = busy(service, e);
 		else {
 			l->took_over = true;
 			l->dead_pid = e->pid;
 			cxlcr_copy_field(l->dead_verb, sizeof(l->dead_verb), e->verb);
 			cxlcr_copy_field(l->dead_host, sizeof(l->dead_host), e->host);
-			l->frozen_pid = e->frozen_pid;
-			l->frozen_start = e->frozen_start;
-			l->frozen_epoch = e->frozen_epoch;
+			/* What it left frozen is for this host to end only if
+			 * it is of this host (a fenced one ends its own). */
+			bool here = e->pid_ns == cxlcr_pid_namespace();
+			l->frozen_pid = here ? e->frozen_pid : 0;
+			l->frozen_start = here ? e->frozen_start : 0;
+			l->frozen_epoch = here ? e->frozen_epoch : 0;
 		}
 	}
 	if (rc == 0) {
@@ -283,11 +306,11 @@ void verb_lease_describe(struct cxlcr_pool *pool, const struct cxlcr_region *ser
 	buf[0] = 0;
 	if (lease_of(pool, service, &e))
 		snprintf(buf, len, "%.*s by pid %d on %.*s%s", (int)CXLCR_LEASE_VERB_MAX, e.verb, (int)e.pid,
-			 (int)CXLCR_HOST_MAX, e.host, holder_gone(&e) ? " (dead)" : "");
+			 (int)CXLCR_HOST_MAX, e.host, holder_gone(pool, &e) ? " (dead)" : "");
 }
 
 bool verb_lease_held(struct cxlcr_pool *pool, const struct cxlcr_region *service)
 {
 	struct cxlcr_verb_lease e;
-	return lease_of(pool, service, &e) && !holder_gone(&e);
+	return lease_of(pool, service, &e) && !holder_gone(pool, &e);
 }

@@ -188,6 +188,7 @@ flavour() {
 	plain_test "$dir" "$prefix" snapshot_test ${prefix:+--quick}
 	plain_test "$dir" "$prefix" track_test
 	plain_test "$dir" "$prefix" tier_table_test
+	plain_test "$dir" "$prefix" lease_test
 	plain_test "$dir" "$prefix" protocol_test
 	plain_test "$dir" "$prefix" ctl_fuzz
 	alloc_test "$dir" "$prefix" alloc_api
