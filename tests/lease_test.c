@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,6 +95,8 @@ static pid_t start_far(uint64_t gen1, uint64_t gen2)
 int main(void)
 {
 	printf("lease_test: verb leases held on another host\n");
+	/* The holder's parent exits: it is ours to reap. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	snprintf(dir, sizeof(dir), "/dev/shm/cxlcr-lease-test.XXXXXX");
 	CHECK(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
 	snprintf(path, sizeof(path), "%s/pool", dir);
@@ -129,6 +132,7 @@ int main(void)
 	verb_lease_release(&l);
 
 	kill(holder, SIGKILL);
+	CHECK(waitpid(holder, NULL, 0) == holder, "waitpid %d: %s", (int)holder, strerror(errno));
 	cxlcr_pool_close(&pool);
 	remove_dir();
 	printf("lease_test: all checks passed\n");
