@@ -110,7 +110,7 @@ int pod_exec(int argc, char **argv)
 	/* Joined from here: this process does not enter the pid namespace
 	 * (its children do), so the host's /proc has no /proc/self for it. */
 	hostgroup_join(pod, host); /* a pod host's: the memory host has none */
-	if (setns(init, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWPID) < 0)
+	if (setns(init, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWTIME) < 0)
 		return fail(EXIT_FAIL, "pod exec: cannot enter the namespaces of %s: %s", host, strerror(errno));
 	close(init);
 	if (had_cwd && chdir(cwd) < 0 && chdir("/") < 0)

@@ -28,8 +28,8 @@ _Noreturn static void start_child(const struct host_start *s, int ready, int rep
 		_exit(1);
 	}
 	pid_t init = 0;
-	if (s->own_pid_ns && s->init_fd >= 0 && setns(s->init_fd, CLONE_NEWPID) < 0) {
-		dprintf(ready, "error: cannot enter the host's pid namespace: %s\n", strerror(errno));
+	if (s->own_pid_ns && s->init_fd >= 0 && setns(s->init_fd, CLONE_NEWPID | CLONE_NEWTIME) < 0) {
+		dprintf(ready, "error: cannot enter the host's pid and time namespaces: %s\n", strerror(errno));
 		_exit(1);
 	}
 	if (s->own_pid_ns && s->init_fd < 0 && (init = hostpid_make(s->host)) < 0) {

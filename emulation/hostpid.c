@@ -10,8 +10,10 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -76,16 +78,54 @@ _Noreturn static void init_main(int ready)
 		pause();
 }
 
+/*
+ * The host's clocks, set once for its namespace before its init is in it:
+ * CLOCK_MONOTONIC (and CLOCK_BOOTTIME with it) reads as if the host had
+ * booted HOSTPID_BOOT_SECONDS ago plus a random part of up to
+ * HOSTPID_CLOCK_SPREAD: two hosts never agree, and a host that boots again
+ * (a crash, `pod up`) starts a clock of its own again, lower or higher than
+ * before, as a machine's does. What works only because hosts share a clock
+ * (a deadline written by one and read by another, a start time judged on
+ * another host) fails here as it would on a real pod. CRIU restores a
+ * service's clocks continued from its dump on any host (it gives the
+ * restored tree a time namespace of its own).
+ */
+static int set_host_clock(const char *host)
+{
+	uint64_t r;
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return cxlcr_error("host %s: getrandom: %s", host, strerror(errno));
+	struct timespec mono, boot;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	int64_t want = HOSTPID_BOOT_SECONDS + (int64_t)(r % HOSTPID_CLOCK_SPREAD);
+	int64_t off = want - (int64_t)mono.tv_sec;
+	int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return cxlcr_error("host %s: /proc/self/timens_offsets: %s", host, strerror(errno));
+	/* One write with both: the kernel takes the offsets of a namespace
+	 * once, before any process is in it. */
+	char line[96];
+	int n = snprintf(line, sizeof(line), "%d %lld 0\n%d %lld 0\n", CLOCK_MONOTONIC, (long long)off, CLOCK_BOOTTIME,
+			 (long long)off);
+	ssize_t w = write(fd, line, (size_t)n);
+	int e = errno;
+	close(fd);
+	if (w != n)
+		return cxlcr_error("host %s: cannot set its clocks: %s", host, w < 0 ? strerror(e) : "short write");
+	return 0;
+}
+
 pid_t hostpid_make(const char *host)
 {
 	int ready[2];
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		return cxlcr_error("pipe: %s", strerror(errno));
-	if (unshare(CLONE_NEWPID) < 0) {
+	if (unshare(CLONE_NEWPID | CLONE_NEWTIME) < 0 || set_host_clock(host) < 0) {
 		int e = errno;
 		close(ready[0]);
 		close(ready[1]);
-		return cxlcr_error("host %s: cannot make its pid namespace: %s", host, strerror(e));
+		return cxlcr_error("host %s: cannot make its pid and time namespaces: %s", host, strerror(e));
 	}
 	pid_t init = fork();
 	if (init == 0) {

@@ -12,6 +12,10 @@
  * proc of the namespace on /proc of the host's mount namespace
  * (emulation/hostfs.h): there, /proc shows the host's processes only.
  *
+ * The namespace comes with a time namespace: the host's own monotonic
+ * and boot-time clocks (HOSTPID_BOOT_SECONDS, HOSTPID_CLOCK_SPREAD), which
+ * agree with no other host's, as on a real pod.
+ *
  * This machine keeps the init's pid (and its start time: pod_pid_write())
  * in POD_DIR/HOST.init: `pod up` starts a daemon in the namespace while the
  * init lives, or makes a new one (a crashed host boots again), `pod exec`
@@ -27,6 +31,10 @@
 struct pod;
 
 #define HOSTPID_INIT_NAME "cxlcr-init" /* its comm */
+/* A host's clocks read as if it had booted this long ago, plus up to the
+ * spread at random (hostpid.c: set_host_clock). */
+#define HOSTPID_BOOT_SECONDS 600
+#define HOSTPID_CLOCK_SPREAD (30u * 86400u)
 
 /* Where this machine keeps the host's init's pid: POD_DIR/HOST.init. */
 const char *hostpid_file(const struct pod *pod, const char *host, char *buf, size_t len);
@@ -34,8 +42,8 @@ const char *hostpid_file(const struct pod *pod, const char *host, char *buf, siz
  * start time is checked once the pidfd holds it), else -1 with errno
  * ESRCH. */
 int hostpid_open(const struct pod *pod, const char *host);
-/* Makes a new pid namespace for the calling process's children, and its
- * init, which mounts the namespace's proc on /proc (the caller is in the
+/* Makes a new pid namespace and time namespace (the host's own clocks)
+ * for the calling process's children, and its init, which mounts the namespace's proc on /proc (the caller is in the
  * host's mount namespace already) before this returns. Returns the init's
  * pid (in the caller's namespace), or -1 with cxlcr_last_error(). */
 pid_t hostpid_make(const char *host);

@@ -17,6 +17,12 @@
 #      process of it on h0; status, migrate and stop of that service work
 #      from this machine and from inside h0 (`pod exec h0 -- cxlcr ...`),
 #      through h1's daemon.
+#   e. each host has clocks of its own (a time namespace: CLOCK_MONOTONIC
+#      and CLOCK_BOOTTIME as if it had booted at its own time): h0's, h1's
+#      and this machine's disagree by more than a second, and a service
+#      migrated h0 -> h1 -> h0 reads its own clock on as if it had not
+#      moved (CRIU gives the restored tree its clock from the dump): never
+#      backwards, never ahead of the time that passed here.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -141,4 +147,28 @@ SERVICES=("$NAME")
 ! "$CXLCR" status iso >/dev/null 2>&1 || die "the service is still there after its stop from inside h0"
 [ -z "$(pgrep -f "^sleep $MARK")" ] || die "the service's process runs on after its stop"
 ok "d: status, migrate and stop of h1's service from inside h0 and from this machine"
+
+say "e: each host's own clock"
+# uptime_of: the first field of /proc/uptime (CLOCK_BOOTTIME, in the
+# reader's time namespace), read by the command given.
+uptime_of() { "$@" cut -d' ' -f1 /proc/uptime; }
+u0=$(uptime_of on h0) u1=$(uptime_of on h1) um=$(uptime_of)
+python3 -c 'import sys; a = [float(x) for x in sys.argv[1:]]
+sys.exit(0 if min(abs(a[0] - a[1]), abs(a[0] - a[2]), abs(a[1] - a[2])) > 1 else 1)' "$u0" "$u1" "$um" ||
+	die "the hosts' clocks agree: h0 $u0 s, h1 $u1 s, this machine $um s since boot"
+SERVICES+=(clk)
+"$CXLCR" run --host h0 --name clk --arena 64M -- sleep "$MARK" >/dev/null || die "cxlcr run clk on h0 failed"
+# service_clock: the service's own CLOCK_BOOTTIME, read in its time namespace.
+service_clock() { uptime_of nsenter --target "$(service_pid clk)" --time; }
+m0=$(uptime_of) c0=$(service_clock)
+"$CXLCR" migrate clk --to h1 >/dev/null 2>"$POOL_DIR/e1.err" || die "migrate clk to h1 failed: $(cat "$POOL_DIR/e1.err")"
+c1=$(service_clock)
+"$CXLCR" migrate clk --to h0 >/dev/null 2>"$POOL_DIR/e2.err" || die "migrate clk back to h0 failed: $(cat "$POOL_DIR/e2.err")"
+c2=$(service_clock) m1=$(uptime_of)
+# /proc/uptime has centiseconds: a hundredth of slack each way.
+python3 -c 'import sys; m0, c0, c1, c2, m1 = [float(x) for x in sys.argv[1:]]
+sys.exit(0 if c0 - 0.01 <= c1 <= c2 + 0.01 and c2 - c0 <= m1 - m0 + 0.02 else 1)' "$m0" "$c0" "$c1" "$c2" "$m1" ||
+	die "the service's clock did not go on across its migrates: $c0 -> $c1 (on h1) -> $c2 s, while $(python3 -c "print(round($m1 - $m0, 2))") s passed here"
+ok "e: clocks since boot h0 $u0 s, h1 $u1 s, this machine $um s; the service's read $c0 -> $c1 -> $c2 s across h0 -> h1 -> h0"
+stop_service clk
 stop_service $NAME
