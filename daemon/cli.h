@@ -76,6 +76,11 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_fork_restore(int argc, char **argv);
 int cmd_restore_prepare(int argc, char **argv);
 int cmd_restore_session(int argc, char **argv);
+/* restore-session's first line: the destination is readied (its namespace
+ * made, its CRIU waiting), or could ready nothing (the restore makes its
+ * own later). */
+#define SESSION_READIED "readied"
+#define SESSION_UNREADY "unready"
 int cmd_gc(int argc, char **argv);
 int cmd_hosts(int argc, char **argv);
 int cmd_tier(int argc, char **argv);

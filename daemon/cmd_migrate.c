@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,11 +62,21 @@ struct freeze_parts {
 	double publish_ms;            /* the images into the pool (frozen) */
 	uint64_t dumped_ns;           /* when CRIU's dump ended (the tasks still frozen) */
 	uint64_t published_ns;        /* when they were complete there: the destination may restore */
+	struct session *session;      /* a migrate's destination, waited for before the shed */
+	double ready_wait_ms;         /* how long (before the freeze) */
+	bool readied;                 /* whether it said it was readied */
 };
+
+struct session;
+static double session_ready(struct session *ss, bool *readied);
 
 static void json_freeze_parts(struct json *j, const struct freeze_parts *p)
 {
 	json_object_begin(j, "freeze_parts");
+	if (p->session) {
+		json_double(j, "ready_wait_ms", p->ready_wait_ms);
+		json_bool(j, "destination_readied", p->readied);
+	}
 	json_double(j, "shed_ms", p->shed_ms);
 	json_double(j, "criu_dump_ms", p->dump_ms);
 	json_double(j, "criu_freezing_ms", p->criu.freezing_ms);
@@ -103,8 +114,12 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	 * frees the empty tables. The checkpoint's service is tracked anew
 	 * wherever it runs next (a failed migrate resumes it with a new
 	 * tracker: control/fence.c). */
-	uint64_t s0 = cxlcr_mono_ns();
 	cxlcr_tracker_end(pool, &s->region);
+	/* A migrate's destination readies itself meanwhile: the freeze is
+	 * not to share the CPUs with its CRIU's start (restore_session.c). */
+	if (parts->session)
+		parts->ready_wait_ms = session_ready(parts->session, &parts->readied);
+	uint64_t s0 = cxlcr_mono_ns();
 	service_shed_page_tables(pool, s, SHED_TIMEOUT_MS);
 	uint64_t t0 = cxlcr_mono_ns();
 	parts->shed_ms = (double)(t0 - s0) / 1e6;
@@ -421,19 +436,29 @@ static void prepare_on(const char *host, const char *name, const char *lease, bo
 struct session {
 	pid_t pid;
 	int answer; /* the read end of its pipe */
+	int out;    /* the read end of the destination's stdout, relayed */
+	char first[64]; /* what of it came while the source waited for it to be readied */
+	size_t first_len;
 };
+
+/* How long a migrate waits for its destination to be readied before it
+ * freezes the source anyway (the restore then readies what is left in the
+ * freeze: slower, not wrong). */
+#define SESSION_READY_WAIT_MS 1000
 
 struct session_answer {
 	int rc;
-	char out[1024];
 	char why[CXLCR_ERROR_MAX];
 };
+#define SESSION_OUT_MAX 1024 /* the restore's JSON */
 
 static void session_start(struct session *ss, const char *host, const char *name, const char *lease,
 			  const struct service *s, const struct cxlcr_pool *pool)
 {
 	ss->pid = -1;
 	ss->answer = -1;
+	ss->out = -1;
+	ss->first_len = 0;
 	char epoch[24];
 	snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)s->region.owner_epoch);
 	/* What its checkpoint will name of this host's own files, so that
@@ -448,28 +473,61 @@ static void session_start(struct session *ss, const char *host, const char *name
 		argv[argc++] = files[i];
 	}
 	argv[argc] = NULL;
-	int p[2];
+	int p[2], o[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return;
+	if (pipe2(o, O_CLOEXEC) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return;
+	}
 	int timeout = rpc_timeout_ms();
 	pid_t parent = getpid();
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(p[0]);
+		close(o[0]);
 		if (exec_die_with(parent) < 0)
 			_exit(1);
 		static struct session_answer a;
-		a.rc = rpc_call_capture_within(host, argc, argv, a.out, sizeof(a.out), a.why, sizeof(a.why), timeout);
+		a.rc = rpc_call_relay_within(host, argc, argv, o[1], a.why, sizeof(a.why), timeout);
 		_exit(write(p[1], &a, sizeof(a)) == (ssize_t)sizeof(a) ? 0 : 1);
 	}
 	close(p[1]);
+	close(o[1]);
 	if (pid < 0) {
 		close(p[0]);
+		close(o[0]);
 		return;
 	}
 	ss->pid = pid;
 	ss->answer = p[0];
+	ss->out = o[0];
+}
+
+/* Waits (at most SESSION_READY_WAIT_MS) for the destination's first line:
+ * its namespace made and its CRIU waiting, so that the freeze does not
+ * share the CPUs with that. Returns the ms waited; *readied whether it
+ * said so. What was read stays for session_wait(). */
+static double session_ready(struct session *ss, bool *readied)
+{
+	uint64_t t0 = cxlcr_mono_ns(), deadline = t0 + SESSION_READY_WAIT_MS * 1000000ull;
+	*readied = false;
+	while (ss->out >= 0 && ss->first_len < sizeof(ss->first) - 1 && !memchr(ss->first, '\n', ss->first_len)) {
+		uint64_t now = cxlcr_mono_ns();
+		struct pollfd p = { .fd = ss->out, .events = POLLIN };
+		int left = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
+		if (!left || poll(&p, 1, left) <= 0)
+			break;
+		ssize_t n = read(ss->out, ss->first + ss->first_len, sizeof(ss->first) - 1 - ss->first_len);
+		if (n <= 0)
+			break;
+		ss->first_len += (size_t)n;
+	}
+	*readied = ss->first_len > strlen(SESSION_READIED) &&
+		   !memcmp(ss->first, SESSION_READIED "\n", strlen(SESSION_READIED) + 1);
+	return (double)(cxlcr_mono_ns() - t0) / 1e6;
 }
 
 /* The session's answer: 0 and the destination's JSON in out, or -1 with
@@ -479,6 +537,32 @@ static int session_wait(struct session *ss, char *out, size_t out_len, char *why
 	static struct session_answer a;
 	memset(&a, 0, sizeof(a));
 	bool got = false;
+	/* Its output to the end (the pipe's end comes with its process's):
+	 * the readiness line, then the restore's JSON. */
+	static char said[SESSION_OUT_MAX];
+	size_t have_out = ss->first_len < sizeof(said) - 1 ? ss->first_len : sizeof(said) - 1;
+	memcpy(said, ss->first, have_out);
+	while (ss->out >= 0) {
+		char scratch[256];
+		bool room = have_out < sizeof(said) - 1;
+		ssize_t n = room ? read(ss->out, said + have_out, sizeof(said) - 1 - have_out)
+				 : read(ss->out, scratch, sizeof(scratch));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (room)
+			have_out += (size_t)n;
+	}
+	if (ss->out >= 0)
+		close(ss->out);
+	ss->out = -1;
+	said[have_out] = 0;
+	/* The readiness line, whenever it came, is no part of the JSON. */
+	char *json = said;
+	if (!strncmp(said, SESSION_READIED "\n", strlen(SESSION_READIED) + 1) ||
+	    !strncmp(said, SESSION_UNREADY "\n", strlen(SESSION_UNREADY) + 1))
+		json += strcspn(said, "\n") + 1;
 	if (ss->answer >= 0) {
 		size_t have = 0;
 		while (have < sizeof(a)) {
@@ -501,7 +585,7 @@ static int session_wait(struct session *ss, char *out, size_t out_len, char *why
 		snprintf(why, why_len, "the restore on the destination did not answer");
 		return -1;
 	}
-	snprintf(out, out_len, "%s", a.out);
+	snprintf(out, out_len, "%s", json);
 	snprintf(why, why_len, "%s", a.why);
 	return a.rc == 0 ? 0 : -1;
 }
@@ -536,7 +620,7 @@ int cmd_migrate(int argc, char **argv)
 	session_start(&session, a.host, a.name, lease, &s, &pool);
 	/* 1. Freeze and checkpoint; the source stays frozen until the end. */
 	uint64_t t0 = cxlcr_mono_ns(), bytes = 0;
-	struct freeze_parts parts = { 0 };
+	struct freeze_parts parts = { .session = &session };
 	char why[CXLCR_ERROR_MAX], restored[1024] = "";
 	if (checkpoint_service(&pool, &s, &l, &bytes, &parts) < 0) {
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());

@@ -11,6 +11,11 @@
  * the destination, its worker, the namespace, CRIU's start), is done by
  * then; what is left is noticing the publication and CRIU's restore.
  *
+ * Its first line of output is SESSION_READIED (or SESSION_UNREADY when it
+ * could not ready anything: the restore then makes its own), written as
+ * soon as it is so; the source waits for it, bounded, before it freezes
+ * (cmd_migrate.c). The JSON of the restore follows at the end.
+ *
  * The wait watches only the pool, the network connection the request came
  * on and its own deadline, as a real pod allows: the image set's region
  * (reserved before the freeze: image_store.h) has its `complete` word set
@@ -185,6 +190,11 @@ int cmd_restore_session(int argc, char **argv)
 	/* Without them the restore makes its own, later: slower, not wrong. */
 	if (!ready)
 		memset(&ahead, 0, sizeof(ahead));
+	/* The source waits for this line (bounded) before it freezes, so
+	 * that this host's work so far does not share the CPUs with its
+	 * freeze; the JSON follows at the end. */
+	printf("%s\n", ready ? SESSION_READIED : SESSION_UNREADY);
+	fflush(stdout);
 	uint64_t deadline = t0 + (uint64_t)criu_timeout_s() * 1000000000ull;
 	if (await_images(&pool, a.name, a.epoch, &l, deadline) < 0) {
 		char why[CXLCR_ERROR_MAX];

@@ -298,31 +298,35 @@ int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t 
 	return rpc_call_capture_within(host, argc, argv, out, out_len, why, why_len, rpc_timeout_ms());
 }
 
-int rpc_call_capture_within(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
-			    size_t why_len, int timeout_ms)
+int rpc_call_relay_within(const char *host, int argc, char **argv, int out_fd, char *why, size_t why_len,
+			  int timeout_ms)
 {
-	int o = memfd_create("cxlcr-out", MFD_CLOEXEC), e = memfd_create("cxlcr-err", MFD_CLOEXEC);
-	if (o < 0 || e < 0) {
-		if (o >= 0)
-			close(o);
-		if (e >= 0)
-			close(e);
+	int e = memfd_create("cxlcr-err", MFD_CLOEXEC);
+	if (e < 0)
 		return cxlcr_error("memfd_create: %s", strerror(errno));
-	}
-	int rc = rpc_call_within(host, argc, argv, o, e, timeout_ms);
-	ssize_t n;
-	if (out) {
-		n = pread(o, out, out_len - 1, 0);
-		out[n > 0 ? n : 0] = 0;
-	}
-	n = pread(e, why, why_len - 1, 0);
+	int rc = rpc_call_within(host, argc, argv, out_fd, e, timeout_ms);
+	ssize_t n = pread(e, why, why_len - 1, 0);
 	why[n > 0 ? n : 0] = 0;
 	why[strcspn(why, "\n")] = 0;
-	close(o);
 	close(e);
 	if (rc < 0)
 		snprintf(why, why_len, "%s", cxlcr_last_error());
 	if (!strncmp(why, "cxlcr: ", 7))
 		memmove(why, why + 7, strlen(why + 7) + 1);
+	return rc;
+}
+
+int rpc_call_capture_within(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
+			    size_t why_len, int timeout_ms)
+{
+	int o = memfd_create("cxlcr-out", MFD_CLOEXEC);
+	if (o < 0)
+		return cxlcr_error("memfd_create: %s", strerror(errno));
+	int rc = rpc_call_relay_within(host, argc, argv, o, why, why_len, timeout_ms);
+	if (out) {
+		ssize_t n = pread(o, out, out_len - 1, 0);
+		out[n > 0 ? n : 0] = 0;
+	}
+	close(o);
 	return rc;
 }

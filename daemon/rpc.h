@@ -53,6 +53,12 @@ int rpc_call_capture(const char *host, int argc, char **argv, char *out, size_t 
 int rpc_call_capture_within(const char *host, int argc, char **argv, char *out, size_t out_len, char *why,
 			    size_t why_len, int timeout_ms);
 
+/* rpc_call_capture_within() with the verb's stdout relayed to out_fd as it
+ * comes (a pipe the caller reads while the verb still runs), and only its
+ * stderr's first line kept, in why. */
+int rpc_call_relay_within(const char *host, int argc, char **argv, int out_fd, char *why, size_t why_len,
+			  int timeout_ms);
+
 /* Daemon side: a listening socket at path, and one request served on conn
  * (in a worker process) with dispatch. Returns the verb's exit status. */
 int rpc_listen(const char *path);
