@@ -9,6 +9,7 @@
 #
 # The tests, by name:
 #   pool_test            build/tests/pool_test: the pool code of common/
+#   lease_test           build/tests/lease_test: verb leases held on another host
 #   alloc_*              build/tests/alloc_*, each under build/libcxlcr-preload.so
 #                        with an arena of its own in a pool file of its own
 #   ubsan/...            the same from build/ubsan/ with its own preload, if built
