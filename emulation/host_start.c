@@ -23,6 +23,10 @@ _Noreturn static void start_child(const struct host_start *s, int ready, int rep
 		_exit(1);
 	}
 	close(nsfd);
+	/* The file of this process's clocks, opened while /proc is still this
+	 * machine's: the host's mount namespace may have the proc of its
+	 * previous init's (dead) pid namespace there, with no /proc/self. */
+	int clock_fd = s->own_pid_ns && s->init_fd < 0 ? hostpid_clock_file() : -1;
 	if (s->setup && s->setup(s->arg) < 0) {
 		dprintf(ready, "error: %s\n", cxlcr_last_error());
 		_exit(1);
@@ -32,7 +36,7 @@ _Noreturn static void start_child(const struct host_start *s, int ready, int rep
 		dprintf(ready, "error: cannot enter the host's pid and time namespaces: %s\n", strerror(errno));
 		_exit(1);
 	}
-	if (s->own_pid_ns && s->init_fd < 0 && (init = hostpid_make(s->host)) < 0) {
+	if (s->own_pid_ns && s->init_fd < 0 && (init = hostpid_make(s->host, clock_fd)) < 0) {
 		dprintf(ready, "error: %s\n", cxlcr_last_error());
 		_exit(1);
 	}

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -90,7 +91,12 @@ _Noreturn static void init_main(int ready)
  * service's clocks continued from its dump on any host (it gives the
  * restored tree a time namespace of its own).
  */
-static int set_host_clock(const char *host)
+int hostpid_clock_file(void)
+{
+	return open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+}
+
+static int set_host_clock(const char *host, int fd)
 {
 	uint64_t r;
 	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
@@ -100,9 +106,8 @@ static int set_host_clock(const char *host)
 	clock_gettime(CLOCK_BOOTTIME, &boot);
 	int64_t want = HOSTPID_BOOT_SECONDS + (int64_t)(r % HOSTPID_CLOCK_SPREAD);
 	int64_t off = want - (int64_t)mono.tv_sec;
-	int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return cxlcr_error("host %s: /proc/self/timens_offsets: %s", host, strerror(errno));
+		return cxlcr_error("host %s: no /proc/self/timens_offsets to set its clocks with", host);
 	/* One write with both: the kernel takes the offsets of a namespace
 	 * once, before any process is in it. */
 	char line[96];
@@ -110,22 +115,33 @@ static int set_host_clock(const char *host)
 			 (long long)off);
 	ssize_t w = write(fd, line, (size_t)n);
 	int e = errno;
-	close(fd);
 	if (w != n)
 		return cxlcr_error("host %s: cannot set its clocks: %s", host, w < 0 ? strerror(e) : "short write");
 	return 0;
 }
 
-pid_t hostpid_make(const char *host)
+pid_t hostpid_make(const char *host, int clock_fd)
 {
 	int ready[2];
-	if (pipe2(ready, O_CLOEXEC) < 0)
+	bool own_fd = clock_fd < 0;
+	if (own_fd)
+		clock_fd = hostpid_clock_file();
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		if (own_fd && clock_fd >= 0)
+			close(clock_fd);
 		return cxlcr_error("pipe: %s", strerror(errno));
-	if (unshare(CLONE_NEWPID | CLONE_NEWTIME) < 0 || set_host_clock(host) < 0) {
-		int e = errno;
+	}
+	/* The file names the process: the offsets written go to the time
+	 * namespace its children get, the one just made. */
+	int rc = unshare(CLONE_NEWPID | CLONE_NEWTIME) < 0
+			 ? cxlcr_error("host %s: cannot make its pid and time namespaces: %s", host, strerror(errno))
+			 : set_host_clock(host, clock_fd);
+	if (clock_fd >= 0)
+		close(clock_fd);
+	if (rc < 0) {
 		close(ready[0]);
 		close(ready[1]);
-		return cxlcr_error("host %s: cannot make its pid and time namespaces: %s", host, strerror(e));
+		return -1;
 	}
 	pid_t init = fork();
 	if (init == 0) {
