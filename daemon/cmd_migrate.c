@@ -437,8 +437,8 @@ struct session {
 	pid_t pid;
 	int answer; /* the read end of its pipe */
 	int out;    /* the read end of the destination's stdout, relayed */
-	char first[64]; /* what of it came while the source waited for it to be readied */
-	size_t first_len;
+	char said[1024]; /* what came of it: the readiness line, then the restore's JSON */
+	size_t said_len;
 };
 
 /* How long a migrate waits for its destination to be readied before it
@@ -450,7 +450,6 @@ struct session_answer {
 	int rc;
 	char why[CXLCR_ERROR_MAX];
 };
-#define SESSION_OUT_MAX 1024 /* the restore's JSON */
 
 static void session_start(struct session *ss, const char *host, const char *name, const char *lease,
 			  const struct service *s, const struct cxlcr_pool *pool)
@@ -458,7 +457,7 @@ static void session_start(struct session *ss, const char *host, const char *name
 	ss->pid = -1;
 	ss->answer = -1;
 	ss->out = -1;
-	ss->first_len = 0;
+	ss->said_len = 0;
 	char epoch[24];
 	snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)s->region.owner_epoch);
 	/* What its checkpoint will name of this host's own files, so that
@@ -506,27 +505,39 @@ static void session_start(struct session *ss, const char *host, const char *name
 	ss->out = o[0];
 }
 
+/* Reads what the destination says into ss->said, until a whole line is
+ * there (line) or its output ends, or until deadline (0: none). False
+ * when there is no more to read. */
+static bool session_read(struct session *ss, bool line, uint64_t deadline)
+{
+	while (ss->out >= 0 && ss->said_len < sizeof(ss->said) - 1 &&
+	       !(line && memchr(ss->said, '\n', ss->said_len))) {
+		if (deadline) {
+			uint64_t now = cxlcr_mono_ns();
+			struct pollfd p = { .fd = ss->out, .events = POLLIN };
+			if (now >= deadline || poll(&p, 1, (int)((deadline - now + 999999) / 1000000)) <= 0)
+				return true;
+		}
+		ssize_t n = read(ss->out, ss->said + ss->said_len, sizeof(ss->said) - 1 - ss->said_len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		ss->said_len += (size_t)n;
+	}
+	return true;
+}
+
 /* Waits (at most SESSION_READY_WAIT_MS) for the destination's first line:
  * its namespace made and its CRIU waiting, so that the freeze does not
  * share the CPUs with that. Returns the ms waited; *readied whether it
- * said so. What was read stays for session_wait(). */
+ * said so. */
 static double session_ready(struct session *ss, bool *readied)
 {
-	uint64_t t0 = cxlcr_mono_ns(), deadline = t0 + SESSION_READY_WAIT_MS * 1000000ull;
-	*readied = false;
-	while (ss->out >= 0 && ss->first_len < sizeof(ss->first) - 1 && !memchr(ss->first, '\n', ss->first_len)) {
-		uint64_t now = cxlcr_mono_ns();
-		struct pollfd p = { .fd = ss->out, .events = POLLIN };
-		int left = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
-		if (!left || poll(&p, 1, left) <= 0)
-			break;
-		ssize_t n = read(ss->out, ss->first + ss->first_len, sizeof(ss->first) - 1 - ss->first_len);
-		if (n <= 0)
-			break;
-		ss->first_len += (size_t)n;
-	}
-	*readied = ss->first_len > strlen(SESSION_READIED) &&
-		   !memcmp(ss->first, SESSION_READIED "\n", strlen(SESSION_READIED) + 1);
+	uint64_t t0 = cxlcr_mono_ns();
+	session_read(ss, true, t0 + SESSION_READY_WAIT_MS * 1000000ull);
+	*readied = ss->said_len > strlen(SESSION_READIED) &&
+		   !memcmp(ss->said, SESSION_READIED "\n", strlen(SESSION_READIED) + 1);
 	return (double)(cxlcr_mono_ns() - t0) / 1e6;
 }
 
@@ -537,32 +548,17 @@ static int session_wait(struct session *ss, char *out, size_t out_len, char *why
 	static struct session_answer a;
 	memset(&a, 0, sizeof(a));
 	bool got = false;
-	/* Its output to the end (the pipe's end comes with its process's):
-	 * the readiness line, then the restore's JSON. */
-	static char said[SESSION_OUT_MAX];
-	size_t have_out = ss->first_len < sizeof(said) - 1 ? ss->first_len : sizeof(said) - 1;
-	memcpy(said, ss->first, have_out);
-	while (ss->out >= 0) {
-		char scratch[256];
-		bool room = have_out < sizeof(said) - 1;
-		ssize_t n = room ? read(ss->out, said + have_out, sizeof(said) - 1 - have_out)
-				 : read(ss->out, scratch, sizeof(scratch));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (room)
-			have_out += (size_t)n;
-	}
+	/* Its output to the end (the pipe's end comes with its process's);
+	 * the readiness line, whenever it came, is no part of the JSON. */
+	session_read(ss, false, 0);
 	if (ss->out >= 0)
 		close(ss->out);
 	ss->out = -1;
-	said[have_out] = 0;
-	/* The readiness line, whenever it came, is no part of the JSON. */
-	char *json = said;
-	if (!strncmp(said, SESSION_READIED "\n", strlen(SESSION_READIED) + 1) ||
-	    !strncmp(said, SESSION_UNREADY "\n", strlen(SESSION_UNREADY) + 1))
-		json += strcspn(said, "\n") + 1;
+	ss->said[ss->said_len] = 0;
+	char *json = ss->said;
+	if (!strncmp(json, SESSION_READIED "\n", strlen(SESSION_READIED) + 1) ||
+	    !strncmp(json, SESSION_UNREADY "\n", strlen(SESSION_UNREADY) + 1))
+		json += strcspn(json, "\n") + 1;
 	if (ss->answer >= 0) {
 		size_t have = 0;
 		while (have < sizeof(a)) {

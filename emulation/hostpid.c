@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -79,6 +78,11 @@ _Noreturn static void init_main(int ready)
 		pause();
 }
 
+int hostpid_clock_file(void)
+{
+	return open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+}
+
 /*
  * The host's clocks, set once for its namespace before its init is in it:
  * CLOCK_MONOTONIC (and CLOCK_BOOTTIME with it) reads as if the host had
@@ -89,50 +93,37 @@ _Noreturn static void init_main(int ready)
  * (a deadline written by one and read by another, a start time judged on
  * another host) fails here as it would on a real pod. CRIU restores a
  * service's clocks continued from its dump on any host (it gives the
- * restored tree a time namespace of its own).
+ * restored tree a time namespace of its own). fd (hostpid_clock_file())
+ * names this process: the offsets go to the time namespace its children
+ * get, the one just made; both in one write, as the kernel takes a
+ * namespace's offsets once.
  */
-int hostpid_clock_file(void)
-{
-	return open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
-}
-
 static int set_host_clock(const char *host, int fd)
 {
 	uint64_t r;
-	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return cxlcr_error("host %s: getrandom: %s", host, strerror(errno));
-	struct timespec mono, boot;
-	clock_gettime(CLOCK_MONOTONIC, &mono);
-	clock_gettime(CLOCK_BOOTTIME, &boot);
-	int64_t want = HOSTPID_BOOT_SECONDS + (int64_t)(r % HOSTPID_CLOCK_SPREAD);
-	int64_t off = want - (int64_t)mono.tv_sec;
 	if (fd < 0)
 		return cxlcr_error("host %s: no /proc/self/timens_offsets to set its clocks with", host);
-	/* One write with both: the kernel takes the offsets of a namespace
-	 * once, before any process is in it. */
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return cxlcr_error("host %s: getrandom: %s", host, strerror(errno));
+	struct timespec mono;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	long long off = HOSTPID_BOOT_SECONDS + (long long)(r % HOSTPID_CLOCK_SPREAD) - (long long)mono.tv_sec;
 	char line[96];
-	int n = snprintf(line, sizeof(line), "%d %lld 0\n%d %lld 0\n", CLOCK_MONOTONIC, (long long)off, CLOCK_BOOTTIME,
-			 (long long)off);
-	ssize_t w = write(fd, line, (size_t)n);
-	int e = errno;
-	if (w != n)
-		return cxlcr_error("host %s: cannot set its clocks: %s", host, w < 0 ? strerror(e) : "short write");
+	int n = snprintf(line, sizeof(line), "%d %lld 0\n%d %lld 0\n", CLOCK_MONOTONIC, off, CLOCK_BOOTTIME, off);
+	if (write(fd, line, (size_t)n) != n)
+		return cxlcr_error("host %s: cannot set its clocks: %s", host, strerror(errno));
 	return 0;
 }
 
 pid_t hostpid_make(const char *host, int clock_fd)
 {
 	int ready[2];
-	bool own_fd = clock_fd < 0;
-	if (own_fd)
-		clock_fd = hostpid_clock_file();
 	if (pipe2(ready, O_CLOEXEC) < 0) {
-		if (own_fd && clock_fd >= 0)
+		cxlcr_error("pipe: %s", strerror(errno));
+		if (clock_fd >= 0)
 			close(clock_fd);
-		return cxlcr_error("pipe: %s", strerror(errno));
+		return -1;
 	}
-	/* The file names the process: the offsets written go to the time
-	 * namespace its children get, the one just made. */
 	int rc = unshare(CLONE_NEWPID | CLONE_NEWTIME) < 0
 			 ? cxlcr_error("host %s: cannot make its pid and time namespaces: %s", host, strerror(errno))
 			 : set_host_clock(host, clock_fd);

@@ -46,13 +46,12 @@ int hostpid_open(const struct pod *pod, const char *host);
  * for the calling process's children, and its init, which mounts the namespace's proc on /proc (the caller is in the
  * host's mount namespace already) before this returns. Returns the init's
  * pid (in the caller's namespace), or -1 with cxlcr_last_error().
- * clock_fd: from hostpid_clock_file() (closed here), or -1. */
+ * clock_fd: from hostpid_clock_file(), closed here. */
 pid_t hostpid_make(const char *host, int clock_fd);
 /* /proc/self/timens_offsets opened for writing (-1 if it cannot be), for
  * hostpid_make(): opened while /proc is this machine's, since the host's
  * mount namespace may hold a proc of a dead pid namespace (its earlier
- * init's) until the new init mounts its own. hostpid_make() closes it;
- * given -1, it opens one itself. */
+ * init's) until the new init mounts its own. hostpid_make() closes it. */
 int hostpid_clock_file(void);
 /* Ends the host: SIGKILL to its init (the kernel then ends every process
  * of the namespace), waits for it (bounded), and forgets its pid file. */
