@@ -248,14 +248,27 @@ static void read_entry(const struct catalog *c, uint32_t index, struct cxlcr_cat
 }
 
 /* The published entry called name: its index, or -1. */
+/*
+ * The published entry called name. A replace (cxlcr_catalog_replace)
+ * publishes the new entry before it tombstones the old one, so a name may
+ * be published twice for a moment, or for good if the replacer died in
+ * between: the newest (highest entry generation, which only grows) is the
+ * one that counts.
+ */
 static int find_published(const struct catalog *c, const char *name, struct cxlcr_catalog_info *info)
 {
+	int found = -1;
+	struct cxlcr_catalog_info e;
 	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
-		read_entry(c, i, info);
-		if (info->state == CXLCR_CATALOG_PUBLISHED && !strncmp(info->name, name, CXLCR_NAME_MAX))
-			return (int)i;
+		read_entry(c, i, &e);
+		if (e.state != CXLCR_CATALOG_PUBLISHED || strncmp(e.name, name, CXLCR_NAME_MAX))
+			continue;
+		if (found < 0 || e.generation > info->generation) {
+			*info = e;
+			found = (int)i;
+		}
 	}
-	return -1;
+	return found;
 }
 
 /* ---- freeing ---- */
@@ -620,11 +633,57 @@ int cxlcr_snapshot_region_free(struct cxlcr_pool *pool, uint64_t generation)
 	return rc;
 }
 
+/* ---- tombstoning ---- */
+
+/* Tombstones entry index if it still is generation, published. Returns 1
+ * if it did, with *freed whether the snapshot went at once. */
+static int tombstone_entry(struct catalog *c, uint32_t index, uint64_t generation, bool *freed)
+{
+	struct cxlcr_catalog_entry *e = &c->entries[index];
+	if (!set_status(e, CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_PUBLISHED),
+			CXLCR_CATALOG_STATUS(generation, CXLCR_CATALOG_TOMBSTONE)))
+		return 0;
+	/* Tombstone, then read the holders: see pool_format.h for why a
+	 * borrower that passed its re-check is always seen here. */
+	cxlcr_fence();
+	int done = free_if_unheld_tombstone(c, index);
+	if (done == 0)
+		let_go_of_bases(c, index);
+	if (freed)
+		*freed = done > 0;
+	return 1;
+}
+
+/* Tombstones every entry published as name with a generation below
+ * `below`. Returns how many it tombstoned. */
+static int tombstone_named(struct catalog *c, const char *name, uint64_t below, bool *freed)
+{
+	int n = 0;
+	struct cxlcr_catalog_info info;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+		read_entry(c, i, &info);
+		if (info.state != CXLCR_CATALOG_PUBLISHED || info.generation >= below ||
+		    strncmp(info.name, name, CXLCR_NAME_MAX))
+			continue;
+		n += tombstone_entry(c, i, info.generation, freed);
+	}
+	return n;
+}
+
+/* What a replace does once its own entry is published: the older ones of
+ * the name leave the catalog (freed when their last borrower returns). */
+static void retire_older(struct catalog *c, const char *name, uint64_t generation)
+{
+	tombstone_named(c, name, generation, NULL);
+}
+
 /* ---- publish, find ---- */
 
 /* Under the pool lock: a free entry for name, or -1 with the reason (the
- * name or the snapshot is already in the catalog, or it is full). */
-static int pick_entry_for(const struct catalog *c, const char *name, uint64_t snapshot, uint64_t *status)
+ * name, unless it is being replaced, or the snapshot is already in the
+ * catalog, or it is full). */
+static int pick_entry_for(const struct catalog *c, const char *name, uint64_t snapshot, bool replace,
+			  uint64_t *status)
 {
 	int free_index = -1;
 	struct cxlcr_catalog_info info;
@@ -638,7 +697,7 @@ static int pick_entry_for(const struct catalog *c, const char *name, uint64_t sn
 			continue;
 		}
 		bool live = info.state == CXLCR_CATALOG_PUBLISHED || info.state == CXLCR_CATALOG_WRITING;
-		if (live && !strncmp(info.name, name, CXLCR_NAME_MAX))
+		if (live && !replace && !strncmp(info.name, name, CXLCR_NAME_MAX))
 			return cxlcr_error("a snapshot named '%s' is already published", name);
 		if (info.snapshot_generation == snapshot)
 			return cxlcr_error("snapshot region %llu is already in the catalog as '%s'",
@@ -671,8 +730,8 @@ static int fill_entry(struct catalog *c, uint32_t index, uint64_t free_status, c
 	return 0;
 }
 
-int cxlcr_catalog_publish(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation,
-			  struct cxlcr_catalog_info *out)
+static int publish(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation, bool replace,
+		   struct cxlcr_catalog_info *out)
 {
 	if (!cxlcr_valid_name(name))
 		return cxlcr_error("invalid snapshot name '%s' (letters, digits, '.', '_', '-'; at most %u)",
@@ -694,13 +753,30 @@ int cxlcr_catalog_publish(struct cxlcr_pool *pool, const char *name, uint64_t sn
 		cxlcr_error("snapshot region %llu is gone", (unsigned long long)snapshot_generation);
 	else if (cxlcr_pool_held(pool) < 0) /* a fenced host's point is never published */
 		;
-	else if ((index = pick_entry_for(&c, name, snapshot_generation, &free_status)) >= 0)
+	else if ((index = pick_entry_for(&c, name, snapshot_generation, replace, &free_status)) >= 0)
 		rc = fill_entry(&c, (uint32_t)index, free_status, name, snapshot_generation);
 	cxlcr_pool_unlock(pool);
+	struct cxlcr_catalog_info mine;
+	if (rc == 0)
+		read_entry(&c, (uint32_t)index, &mine);
+	if (rc == 0 && replace)
+		retire_older(&c, name, mine.generation);
 	if (rc == 0 && out)
-		read_entry(&c, (uint32_t)index, out);
+		*out = mine;
 	catalog_close(&c);
 	return rc;
+}
+
+int cxlcr_catalog_publish(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation,
+			  struct cxlcr_catalog_info *out)
+{
+	return publish(pool, name, snapshot_generation, false, out);
+}
+
+int cxlcr_catalog_replace(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation,
+			  struct cxlcr_catalog_info *out)
+{
+	return publish(pool, name, snapshot_generation, true, out);
 }
 
 int cxlcr_catalog_find(struct cxlcr_pool *pool, const char *name, struct cxlcr_catalog_info *out)
@@ -853,32 +929,15 @@ int cxlcr_catalog_return(struct cxlcr_pool *pool, struct cxlcr_borrow *b)
 int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *freed)
 {
 	struct catalog c;
-	struct cxlcr_catalog_info info;
 	if (freed)
 		*freed = false;
 	if (catalog_open_for(pool, name, &c) < 0)
 		return -1;
-	int rc = -1;
-	for (int tries = 0; rc < 0 && tries < BORROW_TRIES; tries++) {
-		int index = find_published(&c, name, &info);
-		if (index < 0)
-			break;
-		struct cxlcr_catalog_entry *e = &c.entries[index];
-		if (!set_status(e, CXLCR_CATALOG_STATUS(info.generation, CXLCR_CATALOG_PUBLISHED),
-				CXLCR_CATALOG_STATUS(info.generation, CXLCR_CATALOG_TOMBSTONE)))
-			continue;
-		/* Tombstone, then read the holders: see pool_format.h for why
-		 * a borrower that passed its re-check is always seen here. */
-		cxlcr_fence();
-		int done = free_if_unheld_tombstone(&c, (uint32_t)index);
-		if (done == 0)
-			let_go_of_bases(&c, (uint32_t)index);
-		if (freed)
-			*freed = done > 0;
-		rc = 0;
-	}
+	/* Every published entry of the name: a replacer that died between
+	 * its publish and its retire_older() left two. */
+	int found = tombstone_named(&c, name, UINT64_MAX, freed);
 	catalog_close(&c);
-	return rc == 0 ? 0 : cxlcr_error("no snapshot named '%s' in the catalog", name);
+	return found > 0 ? 0 : cxlcr_error("no snapshot named '%s' in the catalog", name);
 }
 
 /* ---- the reaper ---- */

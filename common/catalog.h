@@ -74,6 +74,15 @@ struct cxlcr_reap_report {
 int cxlcr_catalog_publish(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation,
 			  struct cxlcr_catalog_info *out);
 
+/*
+ * The same, but a snapshot already published as name is replaced: the new
+ * one is published first and the old one tombstoned after, so that a
+ * replacer that dies at any instant leaves name published (a borrower in
+ * between takes either; a lookup takes the newest).
+ */
+int cxlcr_catalog_replace(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_generation,
+			  struct cxlcr_catalog_info *out);
+
 /* The published entry called name; fails if there is none. */
 int cxlcr_catalog_find(struct cxlcr_pool *pool, const char *name, struct cxlcr_catalog_info *out);
 
@@ -103,8 +112,9 @@ int cxlcr_catalog_borrow(struct cxlcr_pool *pool, const char *name, const struct
  * freed here. Fails if the borrow was reaped meanwhile. */
 int cxlcr_catalog_return(struct cxlcr_pool *pool, struct cxlcr_borrow *b);
 
-/* Stops new borrows of name. If nobody holds it, its snapshot is freed now
- * (*freed = true), else by the last borrower to return it. */
+/* Stops new borrows of name (of every entry published as name). If nobody
+ * holds it, its snapshot is freed now (*freed = true), else by the last
+ * borrower to return it. */
 int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *freed);
 
 /*

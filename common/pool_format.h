@@ -915,7 +915,12 @@ _Static_assert(sizeof(struct cxlcr_snapshot_cold) == 56, "snapshot cold info lay
  *     +--------- FREEING <-- whoever drops the last reference -------------+
  *
  * Publishing an entry gives it a new generation (from the header's counter,
- * never reused). A borrower looks the name up (status = G|PUBLISHED), takes
+ * never reused). A name is published once, except while it is replaced (a
+ * service's newer snapshot): the new entry is published before the old
+ * one is tombstoned, so the name is never missing, and of two entries
+ * published under one name (for a moment, or for good if the replacer
+ * died in between) the one of the higher generation is the name's; the
+ * next replace or tombstone of the name takes the older ones. A borrower looks the name up (status = G|PUBLISHED), takes
  * a reference, and only then reads status again: if it is no longer
  * G|PUBLISHED the entry was tombstoned, or freed and reused for another
  * snapshot in between, and the borrower drops its reference and fails. A

@@ -303,9 +303,13 @@ int restore_recovered(struct cxlcr_pool *pool, uint64_t generation, const char *
 	cxlcr_copy_field(name, sizeof(name), old.name);
 	if (strncmp(old.owner_host, dead_host, CXLCR_HOST_MAX))
 		return cxlcr_error("%s runs on %.*s, not on %s", name, (int)CXLCR_HOST_MAX, old.owner_host, dead_host);
+	/* Lost only if the catalog has no point of it: a borrow that failed
+	 * otherwise (slots full, replaced again and again) is a failed try,
+	 * tried again (recovery/takeover.c). */
 	struct cxlcr_borrow b;
+	struct cxlcr_catalog_info any;
 	if (cxlcr_catalog_borrow(pool, name, NULL, &b) < 0)
-		return 1;
+		return cxlcr_catalog_find(pool, name, &any) < 0 ? 1 : -1;
 	struct cxlcr_region snap;
 	if (cxlcr_region_get(pool, b.snapshot_generation, &snap) < 0 ||
 	    recovery_fresh_arena(pool, &old, b.snapshot_generation, dead_host, fresh) < 0) {

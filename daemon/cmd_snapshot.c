@@ -128,10 +128,10 @@ out:
 	cxlcr_catalog_return(pool, &b);
 }
 
-/* The snapshot the catalog holds for a service now leaves the catalog when
- * a newer one replaces it; its region and its image set go once its last
- * borrower has returned it (now, if nobody holds it: the catalog's free
- * takes the dump with the region). */
+/* The snapshots the catalog holds for a service leave the catalog; their
+ * regions and image sets go once their last borrower has returned them
+ * (now, if nobody holds them: the catalog's free takes the dump with the
+ * region). */
 static void retire_previous(struct cxlcr_pool *pool, const char *service)
 {
 	bool freed;
@@ -417,9 +417,10 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	image_set_describe(pool, &s->region, out->name, &meta);
 	if (image_store_publish(pool, dir, &meta, &out->image_bytes) < 0)
 		goto undo;
-	retire_previous(pool, s->region.name);
+	/* Published before the previous one is retired: a worker that dies
+	 * at any instant leaves the service a point to recover from. */
 	struct cxlcr_catalog_info info;
-	if (cxlcr_catalog_publish(pool, s->region.name, out->generation, &info) < 0)
+	if (cxlcr_catalog_replace(pool, s->region.name, out->generation, &info) < 0)
 		goto undo;
 	out->snapshot_bytes = out->pages_own * CXLCR_SNAPSHOT_PAGE_SIZE;
 	/* The room its draft kept for the freeze, now that the freeze is

@@ -1241,6 +1241,107 @@ static struct borrow_tally wait_borrowers(struct borrowers *bs)
 	return sum;
 }
 
+/* The catalog's entry index, mapped (for a test that rewinds it). */
+static struct cxlcr_catalog_entry *map_entry(struct cxlcr_pool *pool, uint32_t index, void **base, size_t *size)
+{
+	struct cxlcr_region r;
+	CHECK(cxlcr_region_find(pool, CXLCR_KIND_CATALOG, CXLCR_CATALOG_REGION, &r), "no catalog");
+	*base = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
+	CHECK(*base, "%s", cxlcr_last_error());
+	*size = r.size;
+	return (struct cxlcr_catalog_entry *)(void *)((char *)*base + CXLCR_CATALOG_HEADER_SIZE) + index;
+}
+
+/*
+ * A recovery point replaces the service's previous one. A worker may die
+ * at any instant of that, and the service must still have a point: the
+ * new one is published before the old one leaves, and a name published
+ * twice (a replacer that died between the two) is read as its newest.
+ */
+static void test_replace(struct cxlcr_pool *pool, struct arena_map *a)
+{
+	struct cxlcr_catalog_info old, cur, found;
+	struct cxlcr_snapshot_info si;
+	struct cxlcr_borrow held, b;
+	bool freed;
+
+	SAY("replace: p1 published as 'pt', held; p2 replaces it: found as 'pt', p1 tombstoned and kept");
+	uint64_t p1 = publish_snapshot(pool, a, "pt", &old);
+	CHECK(cxlcr_catalog_borrow(pool, "pt", NULL, &held) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_create(pool, a->region.generation, "pt-2", &si) == 0, "%s", cxlcr_last_error());
+	uint64_t p2 = si.region_generation;
+	CHECK(cxlcr_catalog_replace(pool, "pt", p2, &cur) == 0, "%s", cxlcr_last_error());
+	CHECK(cur.generation > old.generation);
+	CHECK(cxlcr_catalog_find(pool, "pt", &found) == 0 && found.snapshot_generation == p2, "found %llu",
+	      (unsigned long long)found.snapshot_generation);
+	CHECK_EQ(entry_info(pool, old.index).state, CXLCR_CATALOG_TOMBSTONE);
+	CHECK(region_live(pool, p1), "the held p1 was freed");
+	CHECK_ERROR(cxlcr_catalog_replace(pool, "other", p2, NULL), "already in the catalog as 'pt'");
+
+	SAY("a replacer that died after its publish: p1 published again beside p2; the newest, p2, is found and borrowed");
+	void *base;
+	size_t size;
+	struct cxlcr_catalog_entry *e = map_entry(pool, old.index, &base, &size);
+	uint64_t tomb = CXLCR_CATALOG_STATUS(old.generation, CXLCR_CATALOG_TOMBSTONE);
+	CHECK(__atomic_compare_exchange_n(&e->status, &tomb, CXLCR_CATALOG_STATUS(old.generation, CXLCR_CATALOG_PUBLISHED),
+					  false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST), "p1's entry moved");
+	munmap(base, size);
+	CHECK(cxlcr_catalog_find(pool, "pt", &found) == 0 && found.snapshot_generation == p2, "found %llu, not p2",
+	      (unsigned long long)found.snapshot_generation);
+	CHECK(cxlcr_catalog_borrow(pool, "pt", NULL, &b) == 0 && b.snapshot_generation == p2, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_return(pool, &b) == 0, "%s", cxlcr_last_error());
+
+	SAY("the next replace retires both older ones; the last return frees p1");
+	CHECK(cxlcr_snapshot_create(pool, a->region.generation, "pt-3", &si) == 0, "%s", cxlcr_last_error());
+	uint64_t p3 = si.region_generation;
+	CHECK(cxlcr_catalog_replace(pool, "pt", p3, NULL) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_catalog_find(pool, "pt", &found) == 0 && found.snapshot_generation == p3);
+	CHECK(!region_live(pool, p2), "p2 (unheld) was not freed by the replace");
+	CHECK_EQ(entry_info(pool, old.index).state, CXLCR_CATALOG_TOMBSTONE);
+	CHECK(cxlcr_catalog_return(pool, &held) == 0, "%s", cxlcr_last_error());
+	CHECK(!region_live(pool, p1), "p1 outlived its last borrower");
+
+	SAY("replaces under a reader that looks the name up all the while: it is never missing");
+	int ready[2];
+	CHECK(pipe(ready) == 0, "%s", strerror(errno));
+	pid_t reader = fork();
+	CHECK(reader >= 0, "fork: %s", strerror(errno));
+	if (reader == 0) {
+		close(ready[0]);
+		unsigned misses = 0, looks = 0;
+		struct cxlcr_catalog_info r;
+		CHECK(write(ready[1], "r", 1) == 1);
+		for (;;) {
+			bool is_there = cxlcr_catalog_find(pool, "pt", &r) == 0;
+			looks++;
+			if (!is_there && cxlcr_catalog_find(pool, "pt-stop", &r) == 0)
+				break;
+			misses += !is_there;
+		}
+		printf("    reader: %u look-ups, %u found nothing\n", looks, misses);
+		fflush(stdout);
+		_exit(misses ? 1 : 0);
+	}
+	close(ready[1]);
+	char c;
+	CHECK(read(ready[0], &c, 1) == 1);
+	close(ready[0]);
+	for (int i = 0; i < 40; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "pt-r%d", i);
+		CHECK(cxlcr_snapshot_create(pool, a->region.generation, name, &si) == 0, "%s", cxlcr_last_error());
+		CHECK(cxlcr_catalog_replace(pool, "pt", si.region_generation, NULL) == 0, "%s", cxlcr_last_error());
+	}
+	uint64_t stop = publish_snapshot(pool, a, "pt-stop", NULL);
+	CHECK(cxlcr_catalog_tombstone(pool, "pt", &freed) == 0 && freed, "%s", cxlcr_last_error());
+	int status;
+	CHECK(waitpid(reader, &status, 0) == reader);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the reader found no 'pt' while it was being replaced");
+	CHECK(cxlcr_catalog_tombstone(pool, "pt-stop", &freed) == 0 && freed, "%s", cxlcr_last_error());
+	CHECK(!region_live(pool, stop));
+	check_nothing_leaked(pool);
+}
+
 static void test_concurrent_borrowers(struct cxlcr_pool *pool, struct arena_map *a, uint64_t seed)
 {
 	struct cxlcr_catalog_info info;
@@ -1695,6 +1796,7 @@ int main(int argc, char **argv)
 	fill_heap(&a, seed, &nonzero, &holes);
 	test_catalog_basics(&pool, &a);
 	test_generation_recheck(&pool, &a);
+	test_replace(&pool, &a);
 	test_concurrent_borrowers(&pool, &a, seed);
 	test_dead_borrowers(&pool, &a);
 	test_host_guard(&pool, &a);
