@@ -439,6 +439,9 @@ struct cxlcr_arena_slot {
 	uint8_t  pad[CXLCR_CACHELINE - 16];
 };
 
+#define CXLCR_GROW_FENCE          0x80000000u
+#define CXLCR_GROW_FENCE_WAIT_MS  10000u
+
 struct cxlcr_arena_header {
 	uint64_t magic;
 	uint32_t version;
@@ -490,7 +493,15 @@ struct cxlcr_arena_header {
 	 * verb that started it while that verb holds the service: whoever
 	 * frees the arena ends it first, as it maps this header. 0: none. */
 	int32_t  tracker_pid;
-	uint32_t reserved0;
+	/* Growth against a dump (preload/grow.c, daemon/services.c): growing
+	 * opens files (/proc, the pool's metadata) and maps an extent, and a
+	 * dump that froze the service midway would carry those in its
+	 * checkpoint, which no host could restore (a /proc file of a pid gone).
+	 * A verb sets CXLCR_GROW_FENCE before it dumps and waits for the
+	 * growths under way (the low bits, the service's) to end; a growth
+	 * waits while the fence is up (at most CXLCR_GROW_FENCE_WAIT_MS, should
+	 * its verb have died). A futex word of the service's host. */
+	uint32_t grow_fence;
 	/* Heap ranges punched out (preload/release.c): begun is bumped before
 	 * the punch, done after it. A punch changes pages (they read zero
 	 * afterwards) without a write the tracking sees, so a snapshot whose

@@ -360,6 +360,11 @@ void snap_fill_header(struct cxlcr_pool *pool, const struct source *src, const s
 {
 	cxlcr_refresh(src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
 	snap_copy_to_pool(snap + l->arena_header_offset, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
+	/* The fence on growth is the dumping verb's, on the live arena (it is
+	 * up now): a fork child, whose header starts as this copy, has none. */
+	struct cxlcr_arena_header *copy = (void *)(snap + l->arena_header_offset);
+	copy->grow_fence = 0;
+	cxlcr_publish(&copy->grow_fence, sizeof(copy->grow_fence));
 	cxlcr_fence();
 	if (table != (const void *)(snap + l->table_offset))
 		memcpy(snap + l->table_offset, table, l->table_size);

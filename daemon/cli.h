@@ -199,6 +199,13 @@ int service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r);
 /* Asks the service to drop its page tables over its heap (preload/shed.c)
  * and waits for it, at most timeout_ms: CRIU walks them in the freeze. */
 bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms);
+/* Before a dump: no growth of the service's heap may be under way while
+ * CRIU freezes it (pool_format.h, grow_fence). Fences growth off, waits
+ * for the growths under way to end (at most timeout_ms, else fails,
+ * fence down again); unfence after the dump, whatever its outcome. */
+#define GROW_FENCE_TIMEOUT_MS 2000
+int service_fence_growth(struct cxlcr_pool *pool, const struct service *s, int timeout_ms);
+void service_unfence_growth(struct cxlcr_pool *pool, const struct service *s);
 /* Fails, saying why, unless the service runs on this daemon's host, in a
  * pod (the verbs that dump a service run where it runs). */
 int service_require_here(const struct service *s);

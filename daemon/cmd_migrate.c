@@ -125,7 +125,12 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	parts->shed_ms = (double)(t0 - s0) / 1e6;
 	/* CRIU takes the service's link off the bridge once the tasks are
 	 * frozen: that is its network lock (criu.h). */
-	if (criu_dump(s->region.owner_pid, dir, s->region.veth, true) < 0) {
+	int dumped = service_fence_growth(pool, s, GROW_FENCE_TIMEOUT_MS);
+	if (dumped == 0) {
+		dumped = criu_dump(s->region.owner_pid, dir, s->region.veth, true);
+		service_unfence_growth(pool, s);
+	}
+	if (dumped < 0) {
 		if (have_reserved)
 			cxlcr_region_free(pool, reserved.generation);
 		image_work_dir_failed(dir); /* CRIU's log stays */

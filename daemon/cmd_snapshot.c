@@ -364,7 +364,11 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	uint64_t f0 = cxlcr_mono_ns();
 	if (recovery_point)
 		setenv(CXLCR_SNAPSHOT_DRAFT_ONLY_ENV, "1", 1);
-	int dumped = criu_dump_for_fork(s->region.owner_pid, dir, out->name);
+	int dumped = service_fence_growth(pool, s, GROW_FENCE_TIMEOUT_MS);
+	if (dumped == 0) {
+		dumped = criu_dump_for_fork(s->region.owner_pid, dir, out->name);
+		service_unfence_growth(pool, s);
+	}
 	unsetenv(CXLCR_SNAPSHOT_DRAFT_ONLY_ENV);
 	if (dumped < 0) {
 		char why[CXLCR_ERROR_MAX];

@@ -175,6 +175,51 @@ bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, 
 	return answered;
 }
 
+/* The service's arena header, mapped, if it still is the service's. */
+static struct cxlcr_arena_header *map_header(struct cxlcr_pool *pool, const struct service *s)
+{
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, s->region.offset, sizeof(*h), 0, 0);
+	if (h && (h->magic != CXLCR_ARENA_MAGIC || h->region_generation != s->region.generation)) {
+		munmap(h, sizeof(*h));
+		h = NULL;
+	}
+	return h;
+}
+
+int service_fence_growth(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
+{
+	struct cxlcr_arena_header *h = map_header(pool, s);
+	if (!h)
+		return 0; /* no preload: nothing grows */
+	uint32_t *w = &h->grow_fence;
+	uint32_t seen = __atomic_or_fetch(w, CXLCR_GROW_FENCE, __ATOMIC_ACQ_REL);
+	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	while (seen & ~CXLCR_GROW_FENCE) {
+		uint64_t now = cxlcr_mono_ns();
+		if (now >= deadline)
+			break;
+		struct timespec left = { (time_t)((deadline - now) / 1000000000ull), (long)((deadline - now) % 1000000000ull) };
+		syscall(SYS_futex, w, FUTEX_WAIT, seen, &left, NULL, 0);
+		seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+	}
+	munmap(h, sizeof(*h));
+	if (!(seen & ~CXLCR_GROW_FENCE))
+		return 0;
+	service_unfence_growth(pool, s);
+	return cxlcr_error("%s: its heap has been growing for over %d ms: not frozen now (try again)", s->region.name,
+			   timeout_ms);
+}
+
+void service_unfence_growth(struct cxlcr_pool *pool, const struct service *s)
+{
+	struct cxlcr_arena_header *h = map_header(pool, s);
+	if (!h)
+		return;
+	__atomic_and_fetch(&h->grow_fence, ~CXLCR_GROW_FENCE, __ATOMIC_ACQ_REL);
+	syscall(SYS_futex, &h->grow_fence, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+	munmap(h, sizeof(*h));
+}
+
 /* The newest recovery point of a service that takes them: the snapshot
  * the catalog holds under its name. */
 static void load_recovery_point(struct cxlcr_pool *pool, struct service *s)

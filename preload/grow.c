@@ -18,11 +18,15 @@
  * glibc.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/arena.h"
@@ -112,6 +116,66 @@ static int extent_sizes(size_t n, uint64_t at, uint64_t sizes[2])
 	return sizes[0] == need ? 1 : 2;
 }
 
+/*
+ * A growth is under way from fence_enter() to fence_leave(): while it is,
+ * a verb that is about to dump the service waits (pool_format.h,
+ * grow_fence), and while a verb's fence is up, a growth waits for it to
+ * come down, at most CXLCR_GROW_FENCE_WAIT_MS in all (a verb that died
+ * with its fence up). A CRIU that froze us midway would otherwise put the
+ * files growing has open in its checkpoint, and the restore fail on them.
+ */
+static void fence_enter(void)
+{
+	uint32_t *w = &cx.header->grow_fence;
+	uint64_t until = cxlcr_mono_ns() + CXLCR_GROW_FENCE_WAIT_MS * 1000000ull;
+	for (;;) {
+		uint32_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+		uint64_t now = cxlcr_mono_ns();
+		if (!(seen & CXLCR_GROW_FENCE) || now >= until) {
+			if (__atomic_compare_exchange_n(w, &seen, seen + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				return;
+			continue;
+		}
+		uint64_t left = until - now;
+		struct timespec t = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
+		syscall(SYS_futex, w, FUTEX_WAIT, seen, &t, NULL, 0);
+	}
+}
+
+static void fence_leave(void)
+{
+	uint32_t *w = &cx.header->grow_fence;
+	uint32_t now = __atomic_sub_fetch(w, 1, __ATOMIC_ACQ_REL);
+	if (now & CXLCR_GROW_FENCE)
+		syscall(SYS_futex, w, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+}
+
+/*
+ * Tests only ($CXLCR_TEST_GROW_HOLD=PATH, tests/t_grow_fence.sh): the first
+ * growth stops inside the fence with a /proc file open, as growing has one
+ * for a moment, says so by making PATH.held, and goes on once PATH exists
+ * (at most a minute).
+ */
+static void test_hold(void)
+{
+	static bool held;
+	const char *path = getenv("CXLCR_TEST_GROW_HOLD");
+	if (held || !path || !*path)
+		return;
+	held = true;
+	char mark[4096];
+	snprintf(mark, sizeof(mark), "%s.held", path);
+	int proc = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	struct timespec tick = { 0, 2000000 };
+	for (int i = 0; i < 30000 && access(path, F_OK) != 0; i++)
+		nanosleep(&tick, NULL);
+	if (proc >= 0)
+		close(proc);
+}
+
 bool preload_grow(size_t n)
 {
 	if (!cx.ready || cx.fork_child || n > cx.heap_size || growing)
@@ -133,15 +197,21 @@ bool preload_grow(size_t n)
 	if (tries == 0 || index >= CXLCR_ARENA_EXTENTS_MAX)
 		goto out;
 	struct cxlcr_region arena, ext;
-	if (!preload_heap_is_shared() || cxlcr_pool_attach(&cx.pool) < 0)
+	fence_enter();
+	test_hold();
+	if (!preload_heap_is_shared() || cxlcr_pool_attach(&cx.pool) < 0) {
+		fence_leave();
 		goto out;
+	}
 	if (owned_arena(&cx.pool, &arena) == 0) {
 		for (int i = 0; i < tries && !grown; i++)
 			grown = add_extent(&cx.pool, &arena, index, at, sizes[i], &ext) == 0;
 	}
 	cxlcr_pool_detach(&cx.pool);
-	if (grown) {
+	if (grown)
 		record_extent(index, &ext, at);
+	fence_leave();
+	if (grown) {
 		if (__atomic_load_n(&cx.header->track_small_pages, __ATOMIC_ACQUIRE))
 			preload_small_pages((void *)(cx.heap_lo + at), ext.size, false);
 		if (preload_register_extent((void *)(cx.heap_lo + at), ext.size) < 0) {
