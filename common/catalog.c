@@ -525,6 +525,13 @@ static void free_snapshot_dump(struct catalog *c, const struct cxlcr_region *sna
 	char name[CXLCR_NAME_MAX + 1];
 	cxlcr_copy_field(name, sizeof(name), snapshot->name);
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		/* A glance first: a reaper comes here for every retired point
+		 * at each round, and a stable copy of every slot of the table
+		 * each time was most of what a daemon did between points. */
+		const struct cxlcr_region *slot = &c->pool->table[i];
+		cxlcr_refresh(slot, sizeof(*slot));
+		if (slot->state != CXLCR_REGION_LIVE || slot->kind != CXLCR_KIND_IMAGES)
+			continue;
 		struct cxlcr_region images;
 		cxlcr_region_slot(c->pool, i, &images);
 		if (images.state == CXLCR_REGION_LIVE && images.kind == CXLCR_KIND_IMAGES &&
@@ -787,6 +794,23 @@ int cxlcr_catalog_find(struct cxlcr_pool *pool, const char *name, struct cxlcr_c
 	int index = find_published(&c, name, out);
 	catalog_close(&c);
 	return index >= 0 ? 0 : cxlcr_error("no snapshot named '%s' in the catalog", name);
+}
+
+int cxlcr_catalog_snapshots(struct cxlcr_pool *pool, uint64_t *snapshots, uint32_t max)
+{
+	struct catalog c;
+	int rc = catalog_open(pool, false, &c);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	uint32_t n = 0;
+	struct cxlcr_catalog_info info;
+	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES && n < max; i++) {
+		read_entry(&c, i, &info);
+		if (info.state != CXLCR_CATALOG_FREE)
+			snapshots[n++] = info.snapshot_generation;
+	}
+	catalog_close(&c);
+	return (int)n;
 }
 
 int cxlcr_catalog_entry(struct cxlcr_pool *pool, uint32_t index, struct cxlcr_catalog_info *out)

@@ -86,6 +86,10 @@ int cxlcr_catalog_replace(struct cxlcr_pool *pool, const char *name, uint64_t sn
 /* The published entry called name; fails if there is none. */
 int cxlcr_catalog_find(struct cxlcr_pool *pool, const char *name, struct cxlcr_catalog_info *out);
 
+/* The snapshot regions the catalog names (entries in any state but FREE),
+ * at most max of them, in one look: their count, or -1. */
+int cxlcr_catalog_snapshots(struct cxlcr_pool *pool, uint64_t *snapshots, uint32_t max);
+
 /* Entry index, whatever its state (for listings and tests). */
 int cxlcr_catalog_entry(struct cxlcr_pool *pool, uint32_t index, struct cxlcr_catalog_info *out);
 

@@ -158,14 +158,10 @@ static void drop_snapshot(struct cxlcr_pool *pool, const char *name)
 static void drop_strays(struct cxlcr_pool *pool, const char *service)
 {
 	uint64_t named[CXLCR_CATALOG_ENTRIES];
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
-		struct cxlcr_catalog_info e;
-		if (cxlcr_catalog_entry(pool, i, &e) < 0)
-			break;
-		if (e.state != CXLCR_CATALOG_FREE)
-			named[n++] = e.snapshot_generation;
-	}
+	int got = cxlcr_catalog_snapshots(pool, named, CXLCR_CATALOG_ENTRIES);
+	if (got < 0)
+		return; /* unknown: nothing is a stray */
+	uint32_t n = (uint32_t)got;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r = pool->table[i];
 		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_SNAPSHOT || !cxlcr_snapshot_named_for(r.name, service))
