@@ -306,6 +306,93 @@ static int install_cold(struct pager *p, uint64_t first, uint64_t n)
 	return 0;
 }
 
+/*
+ * The background fetch of cold pages, in a thread of its own with a reader
+ * (a connection to the memory server) of its own. In the pager's one
+ * thread, a fault that came while a background RMA read was in flight
+ * waited for it (~100-400 us for TIER_READ_RUN pages over tcp;ofi_rxm):
+ * that wait was most of a tiered child's p99. Now faults are served by
+ * the pager's thread with its reader while this one reads and installs
+ * the cold runs; UFFDIO_COPY never overwrites a page that is there (a
+ * fault served it first, or the child wrote it), so the two cannot
+ * disagree. A read that fails is tried again on a reader opened anew, up
+ * to COLD_TRIES times in a row; after that the thread ends and faults
+ * fetch the rest (with their own tries, and the child's death if those
+ * fail: a child never reads a wrong page).
+ */
+static struct cold_fetch {
+	pthread_t thread;
+	bool running;
+	struct pager *p;
+	int stop;               /* atomic: the child ended */
+	uint64_t pages;         /* atomic: pages it installed */
+	uint64_t done_ns;       /* atomic: when it ended; 0 while it runs */
+	uint8_t buf[TIER_READ_RUN * PAGE] __attribute__((aligned(PAGE)));
+} cold;
+
+static bool cold_stopped(void)
+{
+	return __atomic_load_n(&cold.stop, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* One chunk of a cold run into the child: 0, or -1 when the thread is to
+ * end (the child is gone, or the server does not answer). */
+static int cold_chunk(struct tier_reader **r, uint64_t first, uint64_t n)
+{
+	for (unsigned tries = 1;; tries++) {
+		if (!*r && tier_reader_open(cold.p->s, r) < 0)
+			*r = NULL;
+		if (*r && tier_read_run(*r, first, n, cold.buf) == 0)
+			break;
+		if (*r)
+			tier_reader_close(*r);
+		*r = NULL;
+		if (tries == COLD_TRIES || cold_stopped())
+			return -1;
+	}
+	if (install(cold.p->uffd, cold.p->heap_lo + first * PAGE, cold.buf, n * PAGE) != 0)
+		return -1;
+	__atomic_add_fetch(&cold.pages, n, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void *cold_main(void *unused)
+{
+	(void)unused;
+	const struct cxlcr_snapshot *s = cold.p->s;
+	struct tier_reader *r = NULL;
+	for (uint64_t i = 0; i < s->run_count && !cold_stopped(); i++) {
+		const struct cxlcr_snapshot_run *run = &s->runs[i];
+		if (CXLCR_LEAF_TIER(run->leaf) != CXLCR_TIER_COLD)
+			continue;
+		for (uint64_t at = 0; at < run->pages && !cold_stopped(); at += TIER_READ_RUN) {
+			uint64_t n = run->pages - at < TIER_READ_RUN ? run->pages - at : TIER_READ_RUN;
+			if (cold_chunk(&r, run->first_page + at, n) < 0)
+				goto out;
+		}
+	}
+out:
+	if (r)
+		tier_reader_close(r);
+	__atomic_store_n(&cold.done_ns, cxlcr_mono_ns(), __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Starts the cold fetch's thread, if the snapshot has cold pages and the
+ * child is fetched in the background; without a thread, background_step()
+ * reads them between faults, as before. */
+static void cold_begin(struct pager *p)
+{
+	if (!p->background || !p->s->header.pages_cold)
+		return;
+	cold.p = p;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	cold.running = pthread_create(&cold.thread, NULL, cold_main, NULL) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* One chunk of the background fetch (at most BACKGROUND_CHUNK of one run
  * of stored pages, or BACKGROUND_COLD cold ones): pages the child has by
  * now are skipped by install(). Cold pages come in heap order, like the
@@ -316,6 +403,11 @@ static int background_step(struct pager *p)
 		const struct cxlcr_snapshot_run *r = &p->s->runs[p->bg_run];
 		uint32_t tier = CXLCR_LEAF_TIER(r->leaf);
 		if (tier == CXLCR_TIER_ZERO || p->bg_page >= r->pages || (tier == CXLCR_TIER_CXL && p->bg_cold_only)) {
+			p->bg_run++;
+			p->bg_page = 0;
+			continue;
+		}
+		if (tier == CXLCR_TIER_COLD && cold.running) { /* the cold fetch's */
 			p->bg_run++;
 			p->bg_page = 0;
 			continue;
@@ -633,6 +725,7 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 	ready_fd = -1;
 	uint64_t checked = cxlcr_mono_ns();
 	p.bg_t0 = checked;
+	cold_begin(&p);
 	for (;;) {
 		struct pollfd fds[2 + FORKED_MAX] = { { .fd = p.uffd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
 		int nfds = 2 + p.forked_count;
@@ -664,16 +757,21 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 			int status, alive = inject_pass_signals(c->pid, &status);
 			if (alive == 0) {
 				char end[CXLCR_ERROR_MAX], times[256];
+				__atomic_store_n(&cold.stop, 1, __ATOMIC_RELEASE);
 				fault_times_text(&p, times, sizeof(times));
+				uint64_t cold_done = cold.running ? __atomic_load_n(&cold.done_ns, __ATOMIC_ACQUIRE) : 0;
+				bool bg_on = p.background || (cold.running && !cold_done);
+				uint64_t bg_end = !bg_on ? (cold_done > p.bg_t0 + p.bg_ns ? cold_done : p.bg_t0 + p.bg_ns)
+							 : cxlcr_mono_ns();
 				snprintf(end, sizeof(end), "ended (%s %d) after %" PRIu64 " faults served by copy, %"
 					 PRIu64 " by a zero page; %" PRIu64 " pages installed before it ran, %" PRIu64
 					 " in the background (%s %.1f ms); %" PRIu64 " read from the cold tier; %s\n",
 					 WIFSIGNALED(status) ? "signal" : "exit status",
 					 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
-					 p.faults_copied, p.faults_zero, pages, p.bg_pages,
-					 p.background ? "unfinished after" : "done in",
-					 (double)(p.background ? cxlcr_mono_ns() - p.bg_t0 : p.bg_ns) / 1e6, p.cold_pages,
-					 times);
+					 p.faults_copied, p.faults_zero, pages,
+					 p.bg_pages + __atomic_load_n(&cold.pages, __ATOMIC_ACQUIRE),
+					 bg_on ? "unfinished after" : "done in", (double)(bg_end - p.bg_t0) / 1e6,
+					 p.cold_pages, times);
 				tell(why_fd, end);
 				_exit(0);
 			}
