@@ -121,8 +121,9 @@ static int extent_sizes(size_t n, uint64_t at, uint64_t sizes[2])
  * a verb that is about to dump the service waits (pool_format.h,
  * grow_fence), and while a verb's fence is up, a growth waits for it to
  * come down, at most CXLCR_GROW_FENCE_WAIT_MS in all (a verb that died
- * with its fence up). A CRIU that froze us midway would otherwise put the
- * files growing has open in its checkpoint, and the restore fail on them.
+ * with its fence up; then the fence goes). A CRIU that froze us midway
+ * would otherwise put the files growing has open in its checkpoint, and
+ * the restore fail on them.
  */
 static void fence_enter(void)
 {
@@ -132,7 +133,10 @@ static void fence_enter(void)
 		uint32_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
 		uint64_t now = cxlcr_mono_ns();
 		if (!(seen & CXLCR_GROW_FENCE) || now >= until) {
-			if (__atomic_compare_exchange_n(w, &seen, seen + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			/* Past the wait, the fence is taken down for good: its
+			 * verb is gone, and the next growth need not wait too. */
+			uint32_t want = (now >= until ? seen & ~CXLCR_GROW_FENCE : seen) + 1;
+			if (__atomic_compare_exchange_n(w, &seen, want, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 				return;
 			continue;
 		}
