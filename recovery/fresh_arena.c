@@ -46,13 +46,13 @@ static int quarantine(struct cxlcr_pool *pool, const struct cxlcr_region *r, str
 /* Is snapshot region generation named by an entry of the catalog? */
 static bool in_catalog(struct cxlcr_pool *pool, uint64_t generation)
 {
-	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
-		struct cxlcr_catalog_info e;
-		if (cxlcr_catalog_entry(pool, i, &e) < 0)
-			return true; /* unreadable: leave it be */
-		if (e.state != CXLCR_CATALOG_FREE && e.snapshot_generation == generation)
+	static uint64_t named[CXLCR_CATALOG_ENTRIES];
+	int n = cxlcr_catalog_snapshots(pool, named, CXLCR_CATALOG_ENTRIES);
+	if (n < 0)
+		return true; /* unreadable: leave it be */
+	for (int i = 0; i < n; i++)
+		if (named[i] == generation)
 			return true;
-	}
 	return false;
 }
 
