@@ -58,16 +58,21 @@ done
 say "h0 thawed: it kills its old redis and never writes the new arena"
 new=$(status_field rd pid)
 # The heap of the recovered arena, read from the pool file (a copy kept in
-# POOL_DIR/heap.TAG) while h1 stands still.
+# POOL_DIR/heap.TAG) while h1 stands still. Where the arena lies is read
+# before h1 is frozen: a status while it is asks h1's daemon, which does
+# not answer, for up to 2 s each time (SERVICE_ASK_MS), and two of those
+# and the rest made h1 stand still longer than the 3 s lease after h0's
+# thaw, so that h0 declared h1 dead too (a RETRY, then a FAIL in CI).
+"$CXLCR" status rd --json >"$POOL_DIR/rd.where.json" || die "cxlcr status rd failed"
 heap_sum() {
-	"$CXLCR" status rd --json | python3 -c '
+	python3 -c '
 import hashlib, json, sys
 d = json.load(sys.stdin)
 with open(sys.argv[1], "rb") as f:
     f.seek(int(d["arena_offset"]) + (2 << 20))
     heap = f.read(int(d["arena_size"]))
 open(sys.argv[2], "wb").write(heap)
-print(hashlib.sha256(heap).hexdigest())' "$CXLCR_POOL" "$POOL_DIR/heap.$1"
+print(hashlib.sha256(heap).hexdigest())' "$CXLCR_POOL" "$POOL_DIR/heap.$1" <"$POOL_DIR/rd.where.json"
 }
 "$CXLCR" pod freeze h1 >/dev/null || die "pod freeze h1 failed"
 before=$(heap_sum before)
