@@ -248,6 +248,8 @@ static void read_entry(const struct catalog *c, uint32_t index, struct cxlcr_cat
 }
 
 /* The published entry called name: its index, or -1. */
+#define FIND_SCANS 3
+
 /*
  * The published entry called name. A replace (cxlcr_catalog_replace)
  * publishes the new entry before it tombstones the old one, so a name may
@@ -257,18 +259,31 @@ static void read_entry(const struct catalog *c, uint32_t index, struct cxlcr_cat
  */
 static int find_published(const struct catalog *c, const char *name, struct cxlcr_catalog_info *info)
 {
-	int found = -1;
-	struct cxlcr_catalog_info e;
-	for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
-		read_entry(c, i, &e);
-		if (e.state != CXLCR_CATALOG_PUBLISHED || strncmp(e.name, name, CXLCR_NAME_MAX))
-			continue;
-		if (found < 0 || e.generation > info->generation) {
-			*info = e;
-			found = (int)i;
+	/* A scan reads one entry after another, not all at one instant: a
+	 * replace can publish its new entry where the scan has been and then
+	 * tombstone the old one before the scan gets there. So a scan that
+	 * found nothing but a tombstone of the name looks again (a few times:
+	 * a name stopped for good has such tombstones too). */
+	for (int scans = 0; scans < FIND_SCANS; scans++) {
+		int found = -1;
+		bool tombstone = false;
+		struct cxlcr_catalog_info e;
+		for (uint32_t i = 0; i < CXLCR_CATALOG_ENTRIES; i++) {
+			read_entry(c, i, &e);
+			if (strncmp(e.name, name, CXLCR_NAME_MAX))
+				continue;
+			tombstone |= e.state == CXLCR_CATALOG_TOMBSTONE;
+			if (e.state != CXLCR_CATALOG_PUBLISHED)
+				continue;
+			if (found < 0 || e.generation > info->generation) {
+				*info = e;
+				found = (int)i;
+			}
 		}
+		if (found >= 0 || !tombstone)
+			return found;
 	}
-	return found;
+	return -1;
 }
 
 /* ---- freeing ---- */

@@ -890,8 +890,13 @@ static void test_precopy(struct cxlcr_pool *pool)
 	CHECK(dfd >= 0 && cxlcr_written_save(dfd, "pending.img", &w) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_written_load(dfd, "pending.img", &back) == 0 && back.count == 2 && back.bytes == w.bytes,
 	      "loaded %zu ranges", back.count);
+	/* Damage: byte 20 flipped (a fixed byte written there was a no-op
+	 * whenever the file held that byte already: a heap address's). */
 	int f = openat(dfd, "pending.img", O_RDWR);
-	CHECK(f >= 0 && pwrite(f, "x", 1, 20) == 1, "damage");
+	unsigned char byte = 0;
+	CHECK(f >= 0 && pread(f, &byte, 1, 20) == 1, "read");
+	byte ^= 0xff;
+	CHECK(pwrite(f, &byte, 1, 20) == 1, "damage");
 	close(f);
 	cxlcr_written_free(&back);
 	CHECK(cxlcr_written_load(dfd, "pending.img", &back) < 0, "a damaged file was taken");
