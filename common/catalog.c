@@ -692,13 +692,6 @@ static int tombstone_named(struct catalog *c, const char *name, uint64_t below, 
 	return n;
 }
 
-/* What a replace does once its own entry is published: the older ones of
- * the name leave the catalog (freed when their last borrower returns). */
-static void retire_older(struct catalog *c, const char *name, uint64_t generation)
-{
-	tombstone_named(c, name, generation, NULL);
-}
-
 /* ---- publish, find ---- */
 
 /* Under the pool lock: a free entry for name, or -1 with the reason (the
@@ -781,8 +774,10 @@ static int publish(struct cxlcr_pool *pool, const char *name, uint64_t snapshot_
 	struct cxlcr_catalog_info mine;
 	if (rc == 0)
 		read_entry(&c, (uint32_t)index, &mine);
+	/* A replace's own entry is published: the older ones of the name
+	 * leave the catalog (freed when their last borrower returns). */
 	if (rc == 0 && replace)
-		retire_older(&c, name, mine.generation);
+		tombstone_named(&c, name, mine.generation, NULL);
 	if (rc == 0 && out)
 		*out = mine;
 	catalog_close(&c);
@@ -973,7 +968,7 @@ int cxlcr_catalog_tombstone(struct cxlcr_pool *pool, const char *name, bool *fre
 	if (catalog_open_for(pool, name, &c) < 0)
 		return -1;
 	/* Every published entry of the name: a replacer that died between
-	 * its publish and its retire_older() left two. */
+	 * its publish and its retiring of the older ones left two. */
 	int found = tombstone_named(&c, name, UINT64_MAX, freed);
 	catalog_close(&c);
 	return found > 0 ? 0 : cxlcr_error("no snapshot named '%s' in the catalog", name);

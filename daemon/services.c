@@ -150,31 +150,6 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 	munmap(h, len);
 }
 
-bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
-{
-	size_t len = sizeof(struct cxlcr_arena_header);
-	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, s->region.offset, len, 0, 0);
-	bool answered = false;
-	if (!h)
-		return false;
-	if (h->magic == CXLCR_ARENA_MAGIC && h->region_generation == s->region.generation) {
-		uint32_t want = __atomic_add_fetch(&h->shed_request, 1, __ATOMIC_ACQ_REL);
-		__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
-		syscall(SYS_futex, &h->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
-		uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-		for (;;) {
-			uint32_t done = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
-			uint64_t now = cxlcr_mono_ns();
-			if ((answered = done == want) || now >= deadline)
-				break;
-			struct timespec left = { 0, (long)(deadline - now) };
-			syscall(SYS_futex, &h->shed_done, FUTEX_WAIT, done, &left, NULL, 0);
-		}
-	}
-	munmap(h, len);
-	return answered;
-}
-
 /* The service's arena header, mapped, if it still is the service's. */
 static struct cxlcr_arena_header *map_header(struct cxlcr_pool *pool, const struct service *s)
 {
@@ -185,6 +160,29 @@ static struct cxlcr_arena_header *map_header(struct cxlcr_pool *pool, const stru
 	}
 	return h;
 }
+
+bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
+{
+	struct cxlcr_arena_header *h = map_header(pool, s);
+	bool answered = false;
+	if (!h)
+		return false;
+	uint32_t want = __atomic_add_fetch(&h->shed_request, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
+	syscall(SYS_futex, &h->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		uint32_t done = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
+		uint64_t now = cxlcr_mono_ns();
+		if ((answered = done == want) || now >= deadline)
+			break;
+		struct timespec left = { 0, (long)(deadline - now) };
+		syscall(SYS_futex, &h->shed_done, FUTEX_WAIT, done, &left, NULL, 0);
+	}
+	munmap(h, sizeof(*h));
+	return answered;
+}
+
 
 int service_fence_growth(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
 {
