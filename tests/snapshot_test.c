@@ -1646,9 +1646,14 @@ static void time_snapshots(struct cxlcr_pool *pool, bool all_touched)
 
 /* ---- main ---- */
 
+/* On a failure too: what a test left in the directory goes with it (a
+ * check that failed mid-way left pending.img, and the directory, behind). */
 static void remove_dir(void)
 {
+	char left[sizeof(dir) + 16];
 	unlink(path);
+	snprintf(left, sizeof(left), "%s/pending.img", dir);
+	unlink(left);
 	rmdir(dir);
 }
 
