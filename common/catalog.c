@@ -247,7 +247,6 @@ static void read_entry(const struct catalog *c, uint32_t index, struct cxlcr_cat
 	info->refcount = (uint32_t)__builtin_popcountll(info->holders);
 }
 
-/* The published entry called name: its index, or -1. */
 #define FIND_SCANS 3
 
 /*
@@ -255,7 +254,7 @@ static void read_entry(const struct catalog *c, uint32_t index, struct cxlcr_cat
  * publishes the new entry before it tombstones the old one, so a name may
  * be published twice for a moment, or for good if the replacer died in
  * between: the newest (highest entry generation, which only grows) is the
- * one that counts.
+ * one that counts. Its index, or -1.
  */
 static int find_published(const struct catalog *c, const char *name, struct cxlcr_catalog_info *info)
 {

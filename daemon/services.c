@@ -183,7 +183,6 @@ bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, 
 	return answered;
 }
 
-
 int service_fence_growth(struct cxlcr_pool *pool, const struct service *s, int timeout_ms)
 {
 	struct cxlcr_arena_header *h = map_header(pool, s);
