@@ -251,6 +251,7 @@ def one_size(a, size, rows):
         print("points: %s round %d: %.0f %s/s with points (%d points, %.2f a second), %.0f without" %
               (tag, rnd, rps[with_pts][-1], a.measured, taken[-1], per_s[-1], rps[without][-1]), flush=True)
     st = cxlcr(a, "status", with_pts, "--json")
+    pool = cxlcr(a, "pool", "info", "--json")
     reserved, held, regions = point_bytes(a, with_pts)
     where = census(a, with_pts)
     for x in where:
@@ -261,7 +262,8 @@ def one_size(a, size, rows):
            "heap_used": st["arena_used"], "points_bytes": held, "points_reserved": reserved,
            "points_regions": regions, "points_census": where, "point_frozen_ms": median(frozen),
            "point_criu_ms": median(whole), "point_pages_copied": median(copied),
-           "points_per_s": median(per_s),
+           "points_per_s": median(per_s), "pool_held": pool["memory_held"],
+           "pool_keeps_memory": pool["keeps_memory"],
            "rounds": a.rounds, "raw": {"rps_points": rps[with_pts], "rps_none": rps[without], "frozen": frozen,
                                        "points_taken": taken}}
     rows.append(row)
@@ -303,6 +305,11 @@ def main():
                       x["points_bytes"] / MIB, x["heap_used"] / MIB, x["points_reserved"] / MIB,
                       x["points_regions"], x["point_frozen_ms"], x["point_criu_ms"],
                       x["point_pages_copied"]))
+    for x in rows:
+        if "pool_held" in x:
+            lines.append("%s: the pool (%s) held %.0f MiB of memory after the rounds, both services' heaps included" %
+                         (size_label(x["size"]), "keeps its memory" if x["pool_keeps_memory"] else "gives memory back",
+                          x["pool_held"] / MIB))
     lines.append("(medians of %d rounds; points every 1000 ms; %s; ratio goal >= 0.95)" %
                  (a.rounds, "saturating SETs" if not a.writes_per_s else
                   "saturating GETs beside %d SETs/s" % a.writes_per_s))

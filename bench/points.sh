@@ -10,6 +10,8 @@
 #   WRITES_PER_S=10000 bench/points.sh      GET throughput (saturating) while
 #                                           SETs come at that rate: a
 #                                           read-mostly service's write load
+#   POOL_FLAGS=--keep-memory bench/points.sh  on a pool file that keeps its
+#                                           memory as a device does
 # Output: a table on stdout and bench/out/points.txt, points.jsonl.
 # Needs root, CRIU, redis-server, redis-benchmark; run it on a quiet machine.
 set -euo pipefail

@@ -273,6 +273,7 @@ static int check_superblock(struct cxlcr_pool *pool)
 	    sb->size % CXLCR_POOL_ALIGN)
 		return cxlcr_error("pool %s: corrupt superblock (inconsistent layout)", pool->path);
 	pool->dax_rules = pool->devdax || (sb->flags & CXLCR_POOL_F_AS_DEVDAX);
+	pool->keeps_memory = pool->devdax || (sb->flags & CXLCR_POOL_F_KEEP_MEMORY);
 	if (sb->size > pool->device_size)
 		return cxlcr_error("pool %s: truncated (superblock says %llu bytes, device has %llu)",
 				   pool->path, (unsigned long long)sb->size,
@@ -391,12 +392,14 @@ static int prepare_file(struct cxlcr_pool *pool, const char *path, uint64_t size
 
 int cxlcr_pool_format(const char *path, uint64_t size, bool force, struct cxlcr_pool *out)
 {
-	return cxlcr_pool_format_as(path, size, force, false, out);
+	return cxlcr_pool_format_as(path, size, force, 0, out);
 }
 
-int cxlcr_pool_format_as(const char *path, uint64_t size, bool force, bool as_devdax,
+int cxlcr_pool_format_as(const char *path, uint64_t size, bool force, uint32_t flags,
 			 struct cxlcr_pool *out)
 {
+	if (flags & ~(CXLCR_POOL_F_AS_DEVDAX | CXLCR_POOL_F_KEEP_MEMORY))
+		return cxlcr_error("pool %s: unknown format flags %#x", path, flags);
 	struct cxlcr_pool pool;
 	/* What is there already, if anything: a device, or a file to reuse. */
 	int rc = open_device(&pool, path, false);
@@ -469,8 +472,9 @@ int cxlcr_pool_format_as(const char *path, uint64_t size, bool force, bool as_de
 	sb->region_entry_size = sizeof(struct cxlcr_region);
 	sb->data_offset = CXLCR_DATA_OFFSET;
 	sb->formatted_ns = cxlcr_now_ns();
-	sb->flags = pool.devdax ? CXLCR_POOL_F_DEVDAX : as_devdax ? CXLCR_POOL_F_AS_DEVDAX : 0;
-	pool.dax_rules = pool.devdax || as_devdax;
+	sb->flags = pool.devdax ? CXLCR_POOL_F_DEVDAX : flags;
+	pool.dax_rules = pool.devdax || (flags & CXLCR_POOL_F_AS_DEVDAX);
+	pool.keeps_memory = pool.devdax || (flags & CXLCR_POOL_F_KEEP_MEMORY);
 	sb->checksum = superblock_checksum(sb);
 	cxlcr_publish(sb, sizeof(*sb));
 	sb->magic = CXLCR_POOL_MAGIC;
@@ -876,35 +880,71 @@ static void release_slot(struct cxlcr_region *r)
 		swap_state(r, CXLCR_REGION_ABANDONED, CXLCR_REGION_FREE);
 }
 
+bool cxlcr_pool_next_data(const struct cxlcr_pool *pool, uint64_t from, uint64_t end, uint64_t *lo,
+			  uint64_t *hi)
+{
+	if (from >= end)
+		return false;
+	*lo = from;
+	*hi = end;
+	if (pool->devdax)
+		return true;
+	off_t data = lseek(pool->fd, (off_t)from, SEEK_DATA);
+	if (data < 0)
+		return errno != ENXIO;       /* ENXIO: nothing but holes after from */
+	if ((uint64_t)data < from)           /* a file that ignores SEEK_DATA */
+		return true;
+	if ((uint64_t)data >= end)
+		return false;
+	*lo = (uint64_t)data / CXLCR_SNAPSHOT_PAGE_SIZE * CXLCR_SNAPSHOT_PAGE_SIZE;
+	off_t hole = lseek(pool->fd, data, SEEK_HOLE);
+	if (hole > data && (uint64_t)hole < end)
+		*hi = round_up((uint64_t)hole, CXLCR_SNAPSHOT_PAGE_SIZE);
+	return true;
+}
+
+/*
+ * Writes zeros over [offset, offset+size), where it may hold data: how a
+ * pool that keeps its memory clears it. Clearing a large region takes a
+ * while; a lock holder renews its lease before each chunk, so that waiters
+ * do not take it for dead, and stops as soon as the lock is no longer its
+ * own. The chunk is small enough to clear within a lease even where each
+ * page is a fault in a hypervisor (~28 us a 4 KiB page: 16 MiB in ~0.1 s).
+ */
+static int clear_by_writing(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
+{
+	const uint64_t chunk = 16ull << 20;
+	uint64_t lo, hi, end = offset + size;
+	for (uint64_t at = offset; cxlcr_pool_next_data(pool, at, end, &lo, &hi); at = hi) {
+		char *m = cxlcr_pool_map(pool, lo, hi - lo, 0, 0);
+		if (!m)
+			return -1;
+		for (uint64_t done = 0; done < hi - lo; done += chunk) {
+			uint64_t n = hi - lo - done < chunk ? hi - lo - done : chunk;
+			if (pool->lock_word && renew_lock(pool) < 0) {
+				munmap(m, hi - lo);
+				return -1;
+			}
+			memset(m + done, 0, n);
+			cxlcr_publish(m + done, n);
+		}
+		munmap(m, hi - lo);
+	}
+	return 0;
+}
+
+/* A hole reads as zero and gives the memory back to tmpfs. */
+static int punch(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
+{
+	if (fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)size) < 0)
+		return cxlcr_error("pool %s: cannot clear %llu bytes at %llu: %s", pool->path,
+				   (unsigned long long)size, (unsigned long long)offset, strerror(errno));
+	return 0;
+}
+
 int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size)
 {
-	if (!pool->devdax) {
-		/* A hole reads as zero and gives the memory back to tmpfs. */
-		if (fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset,
-			      (off_t)size) < 0)
-			return cxlcr_error("pool %s: cannot clear %llu bytes at %llu: %s", pool->path,
-					   (unsigned long long)size, (unsigned long long)offset,
-					   strerror(errno));
-		return 0;
-	}
-	char *m = cxlcr_pool_map(pool, offset, size, 0, 0);
-	if (!m)
-		return -1;
-	/* Clearing a large region takes a while; a lock holder renews its
-	 * lease before each chunk, so that waiters do not take it for dead,
-	 * and stops as soon as the lock is no longer its own. */
-	const uint64_t chunk = 64ull << 20;
-	for (uint64_t done = 0; done < size; done += chunk) {
-		uint64_t n = size - done < chunk ? size - done : chunk;
-		if (pool->lock_word && renew_lock(pool) < 0) {
-			munmap(m, size);
-			return -1;
-		}
-		memset(m + done, 0, n);
-		cxlcr_publish(m + done, n);
-	}
-	munmap(m, size);
-	return 0;
+	return pool->keeps_memory ? clear_by_writing(pool, offset, size) : punch(pool, offset, size);
 }
 
 /*
@@ -929,7 +969,7 @@ static int reserve_blocks(struct cxlcr_pool *pool, uint64_t offset, uint64_t siz
 			return -1;
 		if (fallocate(pool->fd, 0, (off_t)(offset + done), (off_t)n) < 0) {
 			int e = errno;
-			cxlcr_pool_zero(pool, offset, done + n);
+			punch(pool, offset, done + n); /* even where the pool keeps its memory: there is none to spare */
 			struct statvfs fs;
 			char want[32], have[32];
 			uint64_t avail = fstatvfs(pool->fd, &fs) == 0 ? (uint64_t)fs.f_bavail * fs.f_frsize : 0;
@@ -1063,7 +1103,7 @@ int cxlcr_region_free(struct cxlcr_pool *pool, uint64_t generation)
 	if (finish(pool, rc) < 0)
 		return -1;
 	hook(pool, "free:unlocked");
-	if (!pool->devdax)
+	if (!pool->keeps_memory) /* else the next region there clears it */
 		cxlcr_pool_zero(pool, offset, size);
 	swap_state(r, CXLCR_REGION_FREEING, CXLCR_REGION_FREE);
 	return 0;

@@ -33,6 +33,9 @@ struct cxlcr_pool {
 	 * devdax above is about the storage (holes, blocks, a physical
 	 * address); this is about what may be done with a mapping of it. */
 	bool dax_rules;
+	/* Cleared memory stays allocated (written with zeros, never punched):
+	 * a device, and a file formatted with CXLCR_POOL_F_KEEP_MEMORY. */
+	bool keeps_memory;
 	uint64_t device_size;
 	struct cxlcr_superblock *sb;  /* the mapped metadata area */
 	struct cxlcr_region *table;
@@ -91,9 +94,10 @@ const char *cxlcr_pool_path(void);
  * made 0700, the file 0600; the path must be one cxlcr_pool_open() trusts. */
 int cxlcr_pool_format(const char *path, uint64_t size, bool force,
 		      struct cxlcr_pool *out);
-/* The same, a file formatted with as_devdax keeping a devdax device's rules
- * (CXLCR_POOL_F_AS_DEVDAX): how the devdax paths run without a device. */
-int cxlcr_pool_format_as(const char *path, uint64_t size, bool force, bool as_devdax,
+/* The same with flags for a file: CXLCR_POOL_F_AS_DEVDAX keeps a devdax
+ * device's rules (how the devdax paths run without a device),
+ * CXLCR_POOL_F_KEEP_MEMORY its memory. A device gets neither: it has both. */
+int cxlcr_pool_format_as(const char *path, uint64_t size, bool force, uint32_t flags,
 			 struct cxlcr_pool *out);
 /* 0 if a private (copy-on-write) mapping of the pool may be made; else an
  * error naming the rule, as the kernel's devdax driver refuses one. */
@@ -182,8 +186,17 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
 int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to);
 
 /* Makes [offset, offset+size) of the pool read as zero: a hole in a file,
- * stores on a devdax device. */
+ * stores on a devdax device and on a file that keeps its memory (only
+ * where it holds data: a hole reads zero already). */
 int cxlcr_pool_zero(struct cxlcr_pool *pool, uint64_t offset, uint64_t size);
+
+/* The next stretch [*lo, *hi) of [from, end) (pool offsets, page aligned)
+ * that may hold data; false when the rest is a hole. On a pool file,
+ * SEEK_DATA/SEEK_HOLE report holes (never written, so zero) without
+ * reading them. A devdax device, or a file system that cannot tell, is one
+ * stretch of data. */
+bool cxlcr_pool_next_data(const struct cxlcr_pool *pool, uint64_t from, uint64_t end, uint64_t *lo,
+			  uint64_t *hi);
 
 /* Maps len bytes of the pool at device offset off, MAP_SHARED. With align,
  * the mapping is placed so that address + head is a multiple of align. */

@@ -93,6 +93,13 @@ struct cxlcr_superblock {
  * no userfaultfd on its mappings, so fork children are copies): the
  * stand-in that runs the devdax code paths where there is no device. */
 #define CXLCR_POOL_F_AS_DEVDAX  0x2u
+/* A pool file that keeps its memory as a device does: a freed or cleared
+ * range is written with zeros, never punched out, so the file's pages stay
+ * allocated and the next region there finds them present. Punched memory
+ * goes back to the system (in a VM with free page reporting, to the host),
+ * and the first touch of a new page then costs a fault there: ~28 us a
+ * 4 KiB page in this project's VM, measured (docs/recovery.md). */
+#define CXLCR_POOL_F_KEEP_MEMORY 0x4u
 
 /* An entry's state changes with compare-and-swaps. An allocator reserves a
  * FREE entry as STAGING, fills it in, checks it still holds the lock, clears

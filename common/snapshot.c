@@ -131,37 +131,7 @@ bool snap_page_is_zero(const uint8_t *page)
 	return true;
 }
 
-/*
- * The next stretch [*lo, *hi) of [from, end) (pool offsets, page aligned)
- * that may hold data; false when the rest is a hole. On a pool file,
- * SEEK_DATA/SEEK_HOLE report holes (never written, so zero) without
- * reading them. A devdax device, or a file system that cannot tell, is one
- * stretch of data.
- */
-static bool next_data_extent(const struct cxlcr_pool *pool, uint64_t from, uint64_t end,
-			     uint64_t *lo, uint64_t *hi)
-{
-	if (from >= end)
-		return false;
-	*lo = from;
-	*hi = end;
-	if (pool->devdax)
-		return true;
-	off_t data = lseek(pool->fd, (off_t)from, SEEK_DATA);
-	if (data < 0)
-		return errno != ENXIO;       /* ENXIO: nothing but holes after from */
-	if ((uint64_t)data < from)           /* a file that ignores SEEK_DATA */
-		return true;
-	if ((uint64_t)data >= end)
-		return false;
-	*lo = (uint64_t)data / PAGE * PAGE;
-	off_t hole = lseek(pool->fd, data, SEEK_HOLE);
-	if (hole > data && (uint64_t)hole < end)
-		*hi = round_up((uint64_t)hole, PAGE);
-	return true;
-}
-
-/* next_data_extent() over the heap, in heap offsets: the next stretch at
+/* cxlcr_pool_next_data() over the heap, in heap offsets: the next stretch at
  * or after from that may hold data, within one extent. */
 bool snap_heap_next_data(const struct cxlcr_pool *pool, const struct source *src, uint64_t from,
 			   uint64_t *lo, uint64_t *hi)
@@ -169,7 +139,7 @@ bool snap_heap_next_data(const struct cxlcr_pool *pool, const struct source *src
 	while (from < src->heap_size) {
 		uint64_t room, plo, phi;
 		uint64_t at = cxlcr_heap_pool_offset(&src->extents, from, &room);
-		if (next_data_extent(pool, at, at + room, &plo, &phi)) {
+		if (cxlcr_pool_next_data(pool, at, at + room, &plo, &phi)) {
 			*lo = from + (plo - at);
 			*hi = from + (phi - at);
 			return true;
@@ -873,8 +843,8 @@ int cxlcr_snapshot_trim(struct cxlcr_pool *pool, uint64_t snapshot_generation, u
 	uint64_t n = 0;
 	if (freed)
 		*freed = 0;
-	if (pool->devdax)
-		return 0; /* a device's memory is reserved whatever we do */
+	if (pool->keeps_memory)
+		return 0; /* its memory stays allocated whatever we do */
 	struct cxlcr_snapshot s;
 	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
 		return -1;

@@ -97,7 +97,7 @@ static void test_format_open(void)
 	CHECK(!pool.dax_rules);
 	CHECK_EQ(cxlcr_pool_may_map_private(&pool), 0);
 	cxlcr_pool_close(&pool);
-	CHECK(cxlcr_pool_format_as(path, SMALL_POOL, false, true, &pool) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_pool_format_as(path, SMALL_POOL, false, CXLCR_POOL_F_AS_DEVDAX, &pool) == 0, "%s", cxlcr_last_error());
 	CHECK(pool.dax_rules && !pool.devdax);
 	cxlcr_pool_close(&pool);
 	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
@@ -108,6 +108,68 @@ static void test_format_open(void)
 	/* A re-format without them is a plain file pool again. */
 	CHECK(cxlcr_pool_format(path, SMALL_POOL, false, &pool) == 0, "%s", cxlcr_last_error());
 	CHECK(!pool.dax_rules, "a re-format without the rules kept them");
+	cxlcr_pool_close(&pool);
+}
+
+/* Bytes of the pool file that hold memory. */
+static uint64_t held_bytes(const struct cxlcr_pool *pool)
+{
+	struct stat st;
+	CHECK(fstat(pool->fd, &st) == 0, "%s", strerror(errno));
+	return (uint64_t)st.st_blocks * 512;
+}
+
+/* Writes a region full of 0xa5 and frees it; then a region of the same
+ * size takes the same space (first fit over an empty pool) and must read
+ * zero, whatever the pool did with the memory in between. */
+static void write_free_realloc(struct cxlcr_pool *pool, uint64_t size, uint64_t *held_after_free)
+{
+	struct cxlcr_region r, again;
+	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, "warm", size, &r) == 0, "%s", cxlcr_last_error());
+	uint8_t *m = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	memset(m, 0xa5, r.size);
+	munmap(m, r.size);
+	CHECK(cxlcr_region_free(pool, r.generation) == 0, "%s", cxlcr_last_error());
+	*held_after_free = held_bytes(pool);
+	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, "warm", size, &again) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(again.offset, r.offset);
+	m = cxlcr_pool_map(pool, again.offset, again.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	for (uint64_t i = 0; i < again.size; i += 8)
+		CHECK(*(uint64_t *)(m + i) == 0, "byte %llu of a new region on freed space is not zero",
+		      (unsigned long long)i);
+	munmap(m, again.size);
+	CHECK(cxlcr_region_free(pool, again.generation) == 0, "%s", cxlcr_last_error());
+}
+
+static void test_keep_memory(void)
+{
+	struct cxlcr_pool pool;
+	const uint64_t size = 32ull << 20;
+	uint64_t held;
+
+	SAY("a plain pool file gives freed memory back; a new region on that space reads zero");
+	fresh_pool(SMALL_POOL, &pool);
+	CHECK(!pool.keeps_memory);
+	uint64_t empty = held_bytes(&pool);
+	write_free_realloc(&pool, size, &held);
+	CHECK(held < empty + size / 2, "a freed region's memory stayed: %llu bytes held, %llu empty",
+	      (unsigned long long)held, (unsigned long long)empty);
+	cxlcr_pool_close(&pool);
+
+	SAY("formatted --keep-memory it keeps it (and says so after a reopen); a new region there still reads zero");
+	CHECK(cxlcr_pool_format_as(path, SMALL_POOL, true, CXLCR_POOL_F_KEEP_MEMORY, &pool) == 0, "%s",
+	      cxlcr_last_error());
+	CHECK(pool.keeps_memory && !pool.dax_rules);
+	cxlcr_pool_close(&pool);
+	CHECK(cxlcr_pool_open(&pool, path) == 0, "%s", cxlcr_last_error());
+	CHECK(pool.keeps_memory, "keeping memory did not survive a reopen");
+	empty = held_bytes(&pool);
+	write_free_realloc(&pool, size, &held);
+	CHECK(held >= empty + size, "a freed region's memory was given back: %llu bytes held, %llu empty",
+	      (unsigned long long)held, (unsigned long long)empty);
+	CHECK_ERROR(cxlcr_pool_format_as(path, SMALL_POOL, true, 0x80, NULL), "unknown format flags");
 	cxlcr_pool_close(&pool);
 }
 
@@ -961,6 +1023,7 @@ int main(int argc, char **argv)
 
 	test_format_open();
 	test_refused();
+	test_keep_memory();
 	test_regions();
 	test_claim_all_or_none();
 	test_owner_start();

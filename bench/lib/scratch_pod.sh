@@ -6,7 +6,8 @@
 #
 # makes WORK (a private directory under /dev/shm, removed on exit with the
 # pod), a pool of POOL_SIZE in it (CXLCR_POOL) and hosts h0..HOSTS-1. The
-# caller sets CXLCR and defines die.
+# caller sets CXLCR and defines die. POOL_FLAGS are more options of
+# `cxlcr pool format` (--keep-memory).
 # The figures are of services without recovery points (a CRIU dump every
 # second otherwise: bench/points.sh measures what they cost).
 export CXLCR_RECOVERY_INTERVAL_MS=${CXLCR_RECOVERY_INTERVAL_MS:-0}
@@ -16,6 +17,7 @@ scratch_pod() {
 	chmod 700 "$WORK"
 	export CXLCR_POOL=$WORK/pool
 	trap 'set +e; "$CXLCR" pod down >/dev/null 2>&1; rm -rf "$WORK"' EXIT
-	"$CXLCR" pool format --size "$2" >/dev/null
+	# shellcheck disable=SC2086
+	"$CXLCR" pool format --size "$2" ${POOL_FLAGS:-} >/dev/null
 	"$CXLCR" pod up --hosts "$3" >/dev/null
 }
