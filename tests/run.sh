@@ -209,6 +209,14 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 
 flavour "$build" ""
+# Snapshots again on a pool that keeps its memory (cxlcr pool format --keep-memory).
+if selected snapshot_test_keep_memory; then
+	if [ -x "$build/tests/snapshot_test" ]; then
+		run_test snapshot_test_keep_memory "$build/tests/snapshot_test" --quick --keep-memory
+	else
+		missing snapshot_test_keep_memory "$build/tests/snapshot_test"
+	fi
+fi
 if [ -d "$build/ubsan" ]; then
 	flavour "$build/ubsan" ubsan/
 fi

@@ -1778,10 +1778,19 @@ static void test_host_guard(struct cxlcr_pool *pool, struct arena_map *a)
 
 int main(int argc, char **argv)
 {
-	bool quick = argc == 2 && !strcmp(argv[1], "--quick");
-	if (argc > 2 || (argc == 2 && !quick)) {
-		fprintf(stderr, "usage: snapshot_test [--quick]\n");
-		return 2;
+	/* --keep-memory: the same on a pool that clears by writing zeros and
+	 * never punches (as a device does), where a region on freed space
+	 * holds data to SEEK_DATA until written again. */
+	bool quick = false, keep = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (!strcmp(argv[i], "--keep-memory"))
+			keep = true;
+		else {
+			fprintf(stderr, "usage: snapshot_test [--quick] [--keep-memory]\n");
+			return 2;
+		}
 	}
 	printf("snapshot_test: snapshots and the snapshot catalog of common/\n");
 	snprintf(dir, sizeof(dir), "/dev/shm/cxlcr-snapshot-test.XXXXXX");
@@ -1790,7 +1799,9 @@ int main(int argc, char **argv)
 	test_on_failure(remove_dir);
 	SAY("pool file %s", path);
 	struct cxlcr_pool pool;
-	CHECK(cxlcr_pool_format(path, POOL_SIZE, false, &pool) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_pool_format_as(path, POOL_SIZE, false, keep ? CXLCR_POOL_F_KEEP_MEMORY : 0, &pool) == 0, "%s",
+	      cxlcr_last_error());
+	CHECK(pool.keeps_memory == keep);
 
 	test_snapshot_contents(&pool);
 	test_draft_and_finish(&pool);
