@@ -131,6 +131,9 @@ $(O)/bench/mcload: bench/mcload.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
 $(O)/bench/loadclient: bench/loadclient.c | $(O)/bench
 	$(CC) $(BASE) -o $@ $<
+# What a write after tracking re-armed its page costs (bench/wp_fault.c).
+$(O)/bench/wp_fault: bench/wp_fault.c $(O)/libcxlcr-common.a | $(O)/bench
+	$(CC) $(BASE) -o $@ $< $(O)/libcxlcr-common.a -ldl -lpthread
 # What authenticating the control protocol's answers costs (bench/ctl_seal.c).
 $(O)/bench/ctl_seal: bench/ctl_seal.c daemon/rpc_wire.h $(O)/daemon/rpc_wire.o $(CTL_OBJ) $(O)/libcxlcr-common.a \
 		| $(O)/bench
@@ -181,7 +184,8 @@ stress: setup
 	@STRESS_SECONDS=$(STRESS_SECONDS) CXLCR_TEST_TIMEOUT=$$(($(STRESS_SECONDS) + 300)) tests/run.sh -v t_stress
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(O)/bench/mcload $(O)/bench/loadclient $(O)/bench/ctl_seal
+	@$(MAKE) --no-print-directory all $(O)/bench/mcload $(O)/bench/loadclient $(O)/bench/ctl_seal \
+		$(O)/bench/wp_fault
 	@bench/run.sh
 
 clean:
