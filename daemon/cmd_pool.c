@@ -137,7 +137,7 @@ static int pool_format(int argc, char **argv)
 			       "A pool that still holds arenas is only formatted with --force.\n"
 			       "--as-devdax: a file that keeps a devdax device's rules (never mapped\n"
 			       "privately, so fork children are copies): runs the devdax paths without a device.\n"
-			       "--keep-memory: a file that keeps its memory as a device does: what is freed is\n"
+			       "--keep-memory: a file that keeps its memory as a device does: what is cleared is\n"
 			       "written with zeros, never given back, so new regions find their pages present\n"
 			       "(in a VM that hands freed memory to its host, a first touch is a fault there).\n",
 			       CXLCR_POOL_DEFAULT_PATH, CXLCR_POOL_DEFAULT_SIZE >> 30);

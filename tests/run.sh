@@ -175,11 +175,18 @@ alloc_test() {
 plain_test() {
 	local dir=$1 prefix=$2 name=$3
 	shift 3
-	selected "$prefix$name" || return 0
-	if [ -x "$dir/tests/$name" ]; then
-		run_test "$prefix$name" "$dir/tests/$name" "$@"
+	named_test "$prefix$name" "$dir/tests/$name" "$@"
+}
+
+# named_test LABEL PROGRAM [ARGS...]: a C test run under a name of its own.
+named_test() {
+	local label=$1 prog=$2
+	shift 2
+	selected "$label" || return 0
+	if [ -x "$prog" ]; then
+		run_test "$label" "$prog" "$@"
 	else
-		missing "$prefix$name" "$dir/tests/$name"
+		missing "$label" "$prog"
 	fi
 }
 
@@ -210,13 +217,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 
 flavour "$build" ""
 # Snapshots again on a pool that keeps its memory (cxlcr pool format --keep-memory).
-if selected snapshot_test_keep_memory; then
-	if [ -x "$build/tests/snapshot_test" ]; then
-		run_test snapshot_test_keep_memory "$build/tests/snapshot_test" --quick --keep-memory
-	else
-		missing snapshot_test_keep_memory "$build/tests/snapshot_test"
-	fi
-fi
+named_test snapshot_test_keep_memory "$build/tests/snapshot_test" --quick --keep-memory
 if [ -d "$build/ubsan" ]; then
 	flavour "$build/ubsan" ubsan/
 fi
