@@ -154,6 +154,7 @@ struct service {
 	uint64_t fallback_allocs, fallback_bytes, early_allocs;
 	uint64_t released_bytes;      /* freed heap given back to the pool so far */
 	bool tracked;                 /* its writes are tracked (tracking/) */
+	bool small_pages;             /* ... at 4 KiB: its heap has small mappings (since its first snapshot) */
 	uint32_t recovery_interval_ms; /* recovery points every this often (recovery/points.c); 0: none */
 	char recovery_point[CXLCR_NAME_MAX]; /* the newest one, "" if none */
 	uint64_t recovery_point_epoch;   /* ... the arena's owner epoch it was taken in */

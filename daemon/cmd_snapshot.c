@@ -323,6 +323,25 @@ static void precopy(struct cxlcr_pool *pool, const struct service *s, const char
 	out->precopy_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 }
 
+/*
+ * A tracked service maps its heap with 2 MiB pages until its first
+ * snapshot, which switches it to small ones (tracking/tracker.c says why),
+ * here, before the hot set and the draft: its helper remaps the heap on a
+ * shed request (preload/shed.c). A service that does not answer keeps the
+ * mappings it has, and is snapshotted all the same (by larger pages).
+ */
+static void small_pages_first(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
+{
+	uint64_t t0 = cxlcr_mono_ns();
+	if (cxlcr_track_small_pages_begin(pool, &s->region) != 1)
+		return;
+	if (service_shed_page_tables(pool, s, SHED_ANSWER_MS))
+		out->small_pages_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
+	else
+		fprintf(stderr, "cxlcr: warning: %s: heap not remapped with small pages (no answer within %d ms)\n",
+			s->region.name, SHED_ANSWER_MS);
+}
+
 static bool snapshot_may_shed(const struct cxlcr_pool *pool, bool recovery_point)
 {
 	const char *env = getenv(recovery_point ? "CXLCR_POINT_SHED" : "CXLCR_SNAPSHOT_SHED");
@@ -335,6 +354,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 {
 	memset(out, 0, sizeof(*out));
 	drop_strays(pool, s->region.name);
+	small_pages_first(pool, s, out);
 	uint64_t *hot = NULL, hot_pages = 0;
 	if (tier_window_ms && snapshot_hot_set(pool, s, tier_window_ms, &hot, &hot_pages, out) < 0)
 		return -1;
@@ -521,6 +541,7 @@ int cmd_snapshot(int argc, char **argv)
 		json_u64(&j, "pages_changed", r.pages_changed);
 		json_double(&j, "draft_ms", r.draft_ms);
 		json_double(&j, "shed_ms", r.shed_ms);
+		json_double(&j, "small_pages_ms", r.small_pages_ms);
 		json_u64(&j, "precopy_passes", r.precopy_passes);
 		json_u64(&j, "precopy_pages", r.precopy_pages);
 		json_double(&j, "precopy_ms", r.precopy_ms);

@@ -100,6 +100,7 @@ struct snapshot_result {
 	uint64_t generation;          /* ... and its generation */
 	double draft_ms;              /* copying the heap while the parent ran */
 	double shed_ms;               /* its page tables dropped before the freeze (0: not) */
+	double small_pages_ms;        /* its heap remapped with small pages first (0: it had them) */
 	uint32_t precopy_passes;      /* pre-copy passes before the freeze (cmd_snapshot.c) */
 	uint64_t precopy_pages;       /* ... pages they found written */
 	double precopy_ms;

@@ -131,6 +131,7 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->early_allocs = h->early_allocs;
 		s->released_bytes = h->released_bytes;
 		s->tracked = __atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE) != 0;
+		s->small_pages = __atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE) != 0;
 		s->recovery_interval_ms = __atomic_load_n(&h->recovery_interval_ms, __ATOMIC_ACQUIRE);
 		s->restored_from = __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE);
 		if (s->restored_from)
@@ -386,6 +387,7 @@ void service_print_json(struct json *j, const struct service *s)
 	json_u64(j, "early_allocs", s->early_allocs);
 	json_u64(j, "arena_released", s->released_bytes);
 	json_bool(j, "write_tracking", s->tracked);
+	json_bool(j, "small_pages", s->small_pages);
 	json_u64(j, "recovery_interval_ms", s->recovery_interval_ms);
 	if (s->restored_from_point[0])
 		json_str(j, "restored_from_point", s->restored_from_point);

@@ -216,14 +216,20 @@ bool preload_grow(size_t n)
 		record_extent(index, &ext, at);
 	fence_leave();
 	if (grown) {
-		if (__atomic_load_n(&cx.header->track_small_pages, __ATOMIC_ACQUIRE))
+		bool small = __atomic_load_n(&cx.header->track_small_pages, __ATOMIC_SEQ_CST);
+		if (small)
 			preload_small_pages((void *)(cx.heap_lo + at), ext.size, false);
 		if (preload_register_extent((void *)(cx.heap_lo + at), ext.size) < 0) {
 			/* Mapped and recorded, but mimalloc will not use it:
 			 * it stays the arena's (a restore maps it), unused. */
 			grown = false;
 		}
-		__atomic_store_n(&cx.grown, at + ext.size, __ATOMIC_RELEASE);
+		__atomic_store_n(&cx.grown, at + ext.size, __ATOMIC_SEQ_CST);
+		/* A first snapshot that asked for small pages after the look
+		 * above may have had the helper remap the heap before it saw
+		 * this extent (shed.c: shed_heap): then it is this one's to do. */
+		if (!small && __atomic_load_n(&cx.header->track_small_pages, __ATOMIC_SEQ_CST))
+			preload_small_pages((void *)(cx.heap_lo + at), ext.size, true);
 	}
 out:
 	growing = false;

@@ -71,9 +71,27 @@ bool preload_heap_is_shared(void)
 }
 
 /*
+ * Drops the heap's page tables. A snapshot that asked for small pages
+ * first (tracking/tracker.c: track_small_pages) has them from here on: no
+ * 2 MiB mapping comes back once the tables are gone. cx.grown is read
+ * after the flag: an extent that grows meanwhile is either in it or sees
+ * the flag itself (grow.c).
+ */
+static void shed_heap(void)
+{
+	bool small = __atomic_load_n(&cx.header->track_small_pages, __ATOMIC_SEQ_CST);
+	size_t len = __atomic_load_n(&cx.grown, __ATOMIC_SEQ_CST);
+	if (small)
+		preload_small_pages((void *)cx.heap_lo, len, true);
+	else
+		preload_madvise((void *)cx.heap_lo, len, MADV_DONTNEED);
+}
+
+/*
  * The service's helper thread: it sleeps on the arena header's doorbell and
  * does what the daemon on this host asks of the service itself: drop its
- * page tables over the heap before a checkpoint, make or close the
+ * page tables over the heap before a checkpoint (and map it with small
+ * pages from a first snapshot on), make or close the
  * userfaultfd of write tracking (track.c).
  */
 static void *shed_thread(void *unused)
@@ -86,8 +104,7 @@ static void *shed_thread(void *unused)
 		uint32_t shed = __atomic_load_n(&h->shed_request, __ATOMIC_ACQUIRE);
 		if (shed != __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE)) {
 			if (preload_heap_is_shared())
-				preload_madvise((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE),
-						MADV_DONTNEED);
+				shed_heap();
 			__atomic_store_n(&h->shed_done, shed, __ATOMIC_RELEASE);
 			syscall(SYS_futex, &h->shed_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 		}

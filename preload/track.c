@@ -19,12 +19,14 @@
  * Tracking reports written pages at the size the heap is mapped with: on
  * a pool whose file system hands out 2 MiB pages (and on devdax), one
  * write marks 512 small pages written, and a random 1% of writes marks
- * nearly the whole heap, which the next snapshot then compares. So, when
- * its daemon asks, the heap is mapped with small pages from the tracker's
- * start on: no more 2 MiB mappings (MADV_NOHUGEPAGE), and the present
- * ones dropped (zap: the data stays in the pool; the first scan after a
- * tracker starts is a full round anyway). The pool's own pages stay as
- * large as they are.
+ * nearly the whole heap, which the next snapshot then compares. So the
+ * heap is mapped with small pages from the service's first snapshot on
+ * (its daemon asks: tracking/tracker.c, cxlcr_track_small_pages_begin),
+ * and from a tracker's start if it was snapshotted before: no more 2 MiB
+ * mappings (MADV_NOHUGEPAGE), and the present ones dropped (zap: the data
+ * stays in the pool; the first scan after either is a full round anyway).
+ * Until then it keeps the 2 MiB ones, which cost less. The pool's own
+ * pages stay as large as they are.
  */
 void preload_small_pages(void *start, size_t len, bool zap)
 {

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# A tracked service keeps its heap on 2 MiB mappings until its first
+# snapshot, and is on 4 KiB ones from then on (tracking/tracker.c,
+# cxlcr_track_small_pages_begin; preload/shed.c). Small pages cost a
+# service that is never snapshotted (each page-table change traps on some
+# guests) and are needed only once scans are read:
+#   a. before any snapshot: status says small_pages false, and no heap
+#      mapping has VM_NOHUGEPAGE ("nh" in /proc/PID/smaps);
+#   b. the first snapshot switches it (its JSON gives small_pages_ms), and
+#      after it every heap mapping has "nh" and maps no 2 MiB page;
+#   c. the next snapshot is incremental on the first (the switch is in the
+#      first one's full round, not a break after it), and a child forked
+#      from it has every value;
+#   d. a checkpoint and restore keeps the small pages.
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server
+
+PORT=6379
+new_pool 8G
+CXLCR_WRITE_TRACKING=1 pod_up 2
+
+# heap_maps NAME: "VMAS NH PMD_KB" over the service's heap mappings: how
+# many, how many have VM_NOHUGEPAGE, and the ShmemPmdMapped they sum to.
+heap_maps() {
+	local pid lo size
+	pid=$(service_pid "$1")
+	lo=$(status_field "$1" arena_address)
+	size=$(status_field "$1" arena_size)
+	python3 - "$pid" "$lo" "$size" <<'EOF'
+import sys
+pid, lo, size = sys.argv[1], int(sys.argv[2], 16), int(sys.argv[3])
+hi = lo + size
+vmas = nh = pmd = 0
+inside = False
+for line in open(f'/proc/{pid}/smaps'):
+    f = line.split()
+    if '-' in f[0] and len(f) >= 5 and not f[0].endswith(':'):
+        a, b = (int(x, 16) for x in f[0].split('-'))
+        inside = a < hi and b > lo
+        vmas += inside
+    elif inside and f[0] == 'ShmemPmdMapped:':
+        pmd += int(f[1])
+    elif inside and f[0] == 'VmFlags:':
+        nh += 'nh' in f[1:]
+print(vmas, nh, pmd)
+EOF
+}
+
+pod_redis r h0 256M
+python3 "$KV" fill --host "$addr" --port $PORT --count 20000 --size 1000 --seed 3
+for _ in $(seq 100); do
+	[ "$(status_field r write_tracking)" = True ] && break
+	sleep 0.05
+done
+[ "$(status_field r write_tracking)" = True ] || die "r is not tracked"
+
+[ "$(status_field r small_pages)" = False ] || die "a: status says small pages before any snapshot"
+read -r vmas nh pmd <<<"$(heap_maps r)"
+[ "$vmas" -ge 1 ] || die "a: no heap mapping found in smaps"
+[ "$nh" -eq 0 ] || die "a: $nh of $vmas heap mappings have VM_NOHUGEPAGE before any snapshot"
+ok "a: tracked, and on the mappings it had ($vmas mappings, ${pmd} KiB on 2 MiB pages) before a snapshot"
+
+out=$("$CXLCR" snapshot r --json) || die "snapshot r failed"
+json small_pages_ms <<<"$out" | python3 -c 'import sys; sys.exit(0 if float(sys.stdin.read()) > 0 else 1)' ||
+	die "b: the first snapshot did not switch the heap: $out"
+[ "$(status_field r small_pages)" = True ] || die "b: status does not say small pages after the first snapshot"
+read -r vmas nh pmd <<<"$(heap_maps r)"
+[ "$nh" -eq "$vmas" ] || die "b: $nh of $vmas heap mappings have VM_NOHUGEPAGE after the first snapshot"
+# Redis touches its heap all the time; what it maps again is 4 KiB.
+python3 "$KV" verify --host "$addr" --port $PORT --count 20000 --size 1000 --seed 3 --quiet || die "b: values changed"
+read -r vmas nh pmd <<<"$(heap_maps r)"
+[ "$pmd" -eq 0 ] || die "b: $pmd KiB of the heap mapped with 2 MiB pages after the switch"
+ok "b: the first snapshot switched the heap to small pages ($vmas mappings, none on 2 MiB pages)"
+
+python3 "$KV" fill --host "$addr" --port $PORT --count 200 --size 1000 --seed 4
+out=$("$CXLCR" snapshot r --json) || die "second snapshot failed"
+[ "$(json incremental <<<"$out")" = True ] || die "c: the snapshot after the switch is not incremental: $out"
+[ "$(json small_pages_ms <<<"$out")" = 0.0 ] || [ "$(json small_pages_ms <<<"$out")" = 0 ] ||
+	die "c: the second snapshot switched again: $out"
+kid=$("$CXLCR" fork r --to h1 --json | json children 0 name) || die "c: fork failed"
+SERVICES+=("$kid")
+kaddr=$(status_field "$kid" address)
+python3 "$KV" verify --host "$kaddr" --port $PORT --count 200 --size 1000 --seed 4 --quiet || die "c: child's new values wrong"
+python3 "$KV" verify --host "$kaddr" --port $PORT --start 200 --count 19800 --size 1000 --seed 3 --quiet ||
+	die "c: child's older values wrong"
+ok "c: the next snapshot is incremental, and its child has every value"
+
+"$CXLCR" checkpoint r >/dev/null || die "checkpoint r failed"
+"$CXLCR" restore r --host h0 >/dev/null || die "restore r failed"
+addr=$(status_field r address)
+for _ in $(seq 100); do
+	[ "$(status_field r write_tracking)" = True ] && break
+	sleep 0.05
+done
+[ "$(status_field r small_pages)" = True ] || die "d: the restored service lost small pages"
+read -r vmas nh pmd <<<"$(heap_maps r)"
+[ "$nh" -eq "$vmas" ] || die "d: $nh of $vmas heap mappings have VM_NOHUGEPAGE after restore"
+python3 "$KV" verify --host "$addr" --port $PORT --count 200 --size 1000 --seed 4 --quiet || die "d: values changed"
+ok "d: a restored service keeps its small pages"
