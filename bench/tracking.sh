@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # What write tracking costs a service (issue 14, point 5): the same server
-# twice under `cxlcr run`, one with tracking (the default) and one without
-# (CXLCR_WRITE_TRACKING=0), Redis (redis-benchmark) and Memcached
-# (bench/mcload) SET and GET throughput, the load alternating between them
-# round by round (each goes first in half the rounds); the medians and the
-# ratio tracked/untracked (target >= 0.97 for SET).
+# three times under `cxlcr run`: tracked (the default) and never
+# snapshotted, tracked and snapshotted once (from its first snapshot a
+# tracked heap is mapped with 4 KiB pages: tracking/tracker.c), and
+# untracked (CXLCR_WRITE_TRACKING=0). Redis (redis-benchmark) and
+# Memcached (bench/mcload) SET and GET throughput, the load going round
+# them round by round (each goes first in a third of the rounds); the
+# medians and the ratios to untracked (target >= 0.97 for SET).
 #
-#   bench/tracking.sh                 (ROUNDS=6)
+#   bench/tracking.sh                 (ROUNDS=6 N=400000 KEYSPACE=100000 SIZE=100 ARENA=1G)
+#   KEYSPACE=1000000 SIZE=1000 ARENA=2G bench/tracking.sh   (a 1 GiB heap)
 # Output: a table on stdout and bench/out/tracking.csv.
 set -euo pipefail
 
@@ -17,7 +20,9 @@ MCLOAD=$ROOT/build/bench/mcload
 OUT=$ROOT/bench/out
 ROUNDS=${ROUNDS:-6}
 N=${N:-400000}
-KEYSPACE=100000
+KEYSPACE=${KEYSPACE:-100000}
+SIZE=${SIZE:-100}
+ARENA=${ARENA:-1G}
 say() { printf 'tracking: %s\n' "$*"; }
 die() { printf 'tracking: error: %s\n' "$*" >&2; exit 1; }
 [ -x "$CXLCR" ] || die "build first (make)"
@@ -26,84 +31,107 @@ if [ ! -x "$MCLOAD" ] || [ "$ROOT/bench/mcload.c" -nt "$MCLOAD" ]; then
 	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$MCLOAD" "$ROOT/bench/mcload.c"
 fi
 mkdir -p "$OUT"
-WORK=$(mktemp -d /dev/shm/cxlcr-trackbench-XXXX)
-chmod 700 "$WORK"
-export CXLCR_POOL=$WORK/pool
-NAMES=()
-cleanup() {
-	set +e
-	for n in "${NAMES[@]}"; do "$CXLCR" stop "$n" >/dev/null 2>&1; done
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-SERVER_CPU=() CLIENT_CPU=()
-if [ "$(nproc)" -ge 2 ]; then SERVER_CPU=(taskset -c 0) CLIENT_CPU=(taskset -c 1); fi
-port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-start() { # NAME TRACKING(0|1) CMD...
-	local name=$1 t=$2
+# Snapshots need a pod: h0 tracks (its daemon's default), h1 does not.
+# shellcheck source=bench/lib/scratch_pod.sh
+. "$ROOT/bench/lib/scratch_pod.sh"
+scratch_pod trackbench 8G 1
+CXLCR_WRITE_TRACKING=0 "$CXLCR" pod up --hosts 2 >/dev/null
+CLIENT_CPU=()
+[ "$(nproc)" -ge 2 ] && CLIENT_CPU=(taskset -c 1)
+PORT=6379
+addr_of() { "$CXLCR" status "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["address"])'; }
+start() { # NAME HOST CMD...: the server pinned to CPU 0, the load runs on CPU 1
+	local name=$1 host=$2 pid
 	shift 2
-	NAMES+=("$name")
-	CXLCR_WRITE_TRACKING=$t "${SERVER_CPU[@]}" "$CXLCR" run --name "$name" --arena 1G --log "$WORK/$name.log" \
-		-- "$@" >/dev/null || die "cxlcr run $name failed"
+	"$CXLCR" run --host "$host" --name "$name" --arena "$ARENA" --log "$WORK/$name.log" -- "$@" >/dev/null ||
+		die "cxlcr run $name failed"
+	pid=$("$CXLCR" status "$name" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+	pid=$(python3 "$ROOT/tests/lib/hostpid.py" machine "$host" "$pid") || die "no pid of $name"
+	[ "$(nproc)" -ge 2 ] && taskset -a -p -c 0 "$pid" >/dev/null
+	return 0
 }
 tracked_is() { "$CXLCR" status "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["write_tracking"])'; }
+small_pages_is() { "$CXLCR" status "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["small_pages"])'; }
 
-"$CXLCR" pool format --size 8G >/dev/null
 echo "server,variant,round,test,rps" >"$OUT/tracking.csv"
-rb() { # PORT VARIANT ROUND
-	"${CLIENT_CPU[@]}" redis-benchmark -p "$1" -t set,get -n "$N" -c 8 -P 16 -r $KEYSPACE -d 100 --csv |
+rb() { # ADDRESS VARIANT ROUND
+	"${CLIENT_CPU[@]}" redis-benchmark -h "$1" -p $PORT -t set,get -n "$N" -c 8 -P 16 -r "$KEYSPACE" -d "$SIZE" --csv |
 		python3 -c '
 import csv, sys
 for row in csv.reader(sys.stdin):
     if row and row[0] in ("SET", "GET"):
         print("redis,%s,%s,%s,%s" % (sys.argv[1], sys.argv[2], row[0], row[1]))' "$2" "$3" >>"$OUT/tracking.csv"
 }
-mb() { # PORT VARIANT ROUND
+mb() { # ADDRESS VARIANT ROUND
 	local t
 	for t in set get; do
-		"${CLIENT_CPU[@]}" "$MCLOAD" -p "$1" -t $t -n "$N" -c 8 -P 16 -r $KEYSPACE -d 100 --csv | python3 -c '
+		"${CLIENT_CPU[@]}" "$MCLOAD" -h "$1" -p 11211 -t $t -n "$N" -c 8 -P 16 -r "$KEYSPACE" -d "$SIZE" --csv | python3 -c '
 import csv, sys
 for row in csv.reader(sys.stdin):
     print("memcached,%s,%s,%s,%s" % (sys.argv[1], sys.argv[2], row[0], row[1]))' "$2" "$3" >>"$OUT/tracking.csv"
 	done
 }
-alternate() { # FUNC PORT_TRACKED PORT_UNTRACKED
-	local r
-	for r in $(seq "$ROUNDS"); do
-		if [ $((r % 2)) = 1 ]; then "$1" "$2" tracked "$r"; "$1" "$3" untracked "$r"
-		else "$1" "$3" untracked "$r"; "$1" "$2" tracked "$r"; fi
+# round FUNC ROUND ADDRESS:VARIANT...: one round of FUNC on each server, the
+# first one rotating with the round.
+round() {
+	local f=$1 r=$2 i n
+	shift 2
+	local servers=("$@")
+	n=${#servers[@]}
+	for i in $(seq 0 $((n - 1))); do
+		local s=${servers[$(((i + r) % n))]}
+		"$f" "${s%%:*}" "${s#*:}" "$r"
 	done
 }
+alternate() { # FUNC ADDRESS_TRACKED ADDRESS_SNAPSHOTTED ADDRESS_UNTRACKED
+	local r
+	for r in $(seq "$ROUNDS"); do
+		round "$1" "$r" "$2:tracked" "$3:snapshotted" "$4:untracked"
+	done
+}
+# ready NAME...: each one tracked (the tracker registers the heap a moment
+# after the start); then the "snapshotted" one (the second) is snapshotted
+# once, which maps its heap with small pages from then on.
+ready() {
+	local i
+	for i in $(seq 100); do [ "$(tracked_is "$1")" = True ] && [ "$(tracked_is "$2")" = True ] && break; python3 -c 'import time; time.sleep(0.05)'; done
+	[ "$(tracked_is "$1")" = True ] && [ "$(tracked_is "$2")" = True ] && [ "$(tracked_is "$3")" = False ] ||
+		die "tracking is not as asked"
+	"$CXLCR" snapshot "$2" >/dev/null || die "snapshot $2 failed"
+	[ "$(small_pages_is "$1")" = False ] && [ "$(small_pages_is "$2")" = True ] || die "small pages are not as asked"
+}
 
-pt=$(port); pu=$(port)
-start rt 1 redis-server --port "$pt" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK"
-start ru 0 redis-server --port "$pu" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK"
-python3 "$KV" wait --port "$pt" >/dev/null && python3 "$KV" wait --port "$pu" >/dev/null || die "redis"
-# The tracker registers the heap a moment after the start: wait for it.
-for _ in $(seq 100); do [ "$(tracked_is rt)" = True ] && break; python3 -c 'import time; time.sleep(0.05)'; done
-[ "$(tracked_is rt)" = True ] && [ "$(tracked_is ru)" = False ] || die "tracking is not as asked"
-say "redis: $ROUNDS rounds, redis-benchmark -t set,get -n $N -c 8 -P 16 -r $KEYSPACE -d 100"
-alternate rb "$pt" "$pu"
-"$CXLCR" stop rt >/dev/null; "$CXLCR" stop ru >/dev/null
+start rt h0 redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir /
+start rs h0 redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir /
+start ru h1 redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir /
+at=$(addr_of rt); as=$(addr_of rs); au=$(addr_of ru)
+for a in "$at" "$as" "$au"; do python3 "$KV" wait --host "$a" --port $PORT >/dev/null || die "redis"; done
+ready rt rs ru
+say "redis: $ROUNDS rounds, redis-benchmark -t set,get -n $N -c 8 -P 16 -r $KEYSPACE -d $SIZE"
+alternate rb "$at" "$as" "$au"
+for n in rt rs ru; do "$CXLCR" stop "$n" >/dev/null; done
 
-pt=$(port); pu=$(port)
-start mt 1 memcached -U 0 -l 127.0.0.1 -p "$pt" -m 1024 -t 1 -u root
-start mu 0 memcached -U 0 -l 127.0.0.1 -p "$pu" -m 1024 -t 1 -u root
-python3 "$KV" wait --port "$pt" --proto memcached >/dev/null && python3 "$KV" wait --port "$pu" --proto memcached >/dev/null ||
-	die "memcached"
-for _ in $(seq 100); do [ "$(tracked_is mt)" = True ] && break; python3 -c 'import time; time.sleep(0.05)'; done
-say "memcached: $ROUNDS rounds, mcload set,get -n $N -c 8 -P 16 -r $KEYSPACE -d 100"
-alternate mb "$pt" "$pu"
+start mt h0 memcached -U 0 -p 11211 -m 1024 -t 1 -u root
+start ms h0 memcached -U 0 -p 11211 -m 1024 -t 1 -u root
+start mu h1 memcached -U 0 -p 11211 -m 1024 -t 1 -u root
+at=$(addr_of mt); as=$(addr_of ms); au=$(addr_of mu)
+for a in "$at" "$as" "$au"; do python3 "$KV" wait --host "$a" --port 11211 --proto memcached >/dev/null || die "memcached"; done
+ready mt ms mu
+say "memcached: $ROUNDS rounds, mcload set,get -n $N -c 8 -P 16 -r $KEYSPACE -d $SIZE"
+alternate mb "$at" "$as" "$au"
+for n in mt ms mu; do "$CXLCR" stop "$n" >/dev/null; done
 
 python3 - "$OUT/tracking.csv" <<'EOF' | tee "$OUT/tracking.txt"
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-print("server     test  tracked_rps  untracked_rps  tracked/untracked")
+print("server     test  tracked_rps  snapshotted_rps  untracked_rps  tracked/untracked  snapshotted/untracked")
 for server in ("redis", "memcached"):
     for test in ("SET", "GET"):
-        t = [float(r["rps"]) for r in rows if r["server"] == server and r["variant"] == "tracked" and r["test"].upper() == test]
-        u = [float(r["rps"]) for r in rows if r["server"] == server and r["variant"] == "untracked" and r["test"].upper() == test]
-        if t and u:
-            mt, mu = statistics.median(t), statistics.median(u)
-            print("%-9s  %-4s  %11.0f  %13.0f  %17.3f" % (server, test, mt, mu, mt / mu))
+        med = {}
+        for v in ("tracked", "snapshotted", "untracked"):
+            x = [float(r["rps"]) for r in rows if r["server"] == server and r["variant"] == v and r["test"].upper() == test]
+            med[v] = statistics.median(x) if x else None
+        if all(med.values()):
+            t, s, u = med["tracked"], med["snapshotted"], med["untracked"]
+            print("%-9s  %-4s  %11.0f  %15.0f  %13.0f  %17.3f  %21.3f" % (server, test, t, s, u, t / u, s / u))
 EOF
