@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include "pool_format.h"
@@ -25,6 +27,23 @@ uint64_t cxlcr_mono_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* An absolute CLOCK_MONOTONIC timeout (FUTEX_WAIT_BITSET), so that no
+ * caller converts a span into a timespec: a tv_nsec of a second or more is
+ * EINVAL, which turned one caller's 2 s wait into a busy loop. */
+void cxlcr_futex_wait_until(uint32_t *word, uint32_t val, uint64_t deadline_ns)
+{
+	if (cxlcr_mono_ns() >= deadline_ns)
+		return;
+	struct timespec at = { (time_t)(deadline_ns / 1000000000ull), (long)(deadline_ns % 1000000000ull) };
+	syscall(SYS_futex, word, FUTEX_WAIT_BITSET, val, deadline_ns == CXLCR_FOREVER ? NULL : &at, NULL,
+		FUTEX_BITSET_MATCH_ANY);
+}
+
+void cxlcr_futex_wake_all(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 }
 
 int cxlcr_parse_size(const char *s, uint64_t *out)

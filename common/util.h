@@ -7,6 +7,14 @@
 uint64_t cxlcr_now_ns(void);          /* CLOCK_REALTIME */
 uint64_t cxlcr_mono_ns(void);         /* CLOCK_MONOTONIC */
 
+/* Futexes in the pool (shared between processes): sleeps while *word is
+ * still val, until a wake or deadline_ns (cxlcr_mono_ns), which may be
+ * past already, or CXLCR_FOREVER; callers re-check their condition after.
+ * And wakes every sleeper on word. */
+#define CXLCR_FOREVER UINT64_MAX
+void cxlcr_futex_wait_until(uint32_t *word, uint32_t val, uint64_t deadline_ns);
+void cxlcr_futex_wake_all(uint32_t *word);
+
 /* "512M", "4G", "1.5GiB", "4096" -> bytes; -1 on junk. */
 int cxlcr_parse_size(const char *s, uint64_t *out);
 /* 1610612736 -> "1.5 GiB" into buf. */

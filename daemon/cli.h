@@ -198,7 +198,10 @@ int service_signal(const struct service *s, int sig);
  * extents, or a child's region. */
 int service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r);
 /* Asks the service to drop its page tables over its heap (preload/shed.c)
- * and waits for it, at most timeout_ms: CRIU walks them in the freeze. */
+ * and waits for it, at most timeout_ms: CRIU walks them in the freeze.
+ * Snapshots wait SERVICE_SHED_ANSWER_MS (a service whose helper does not
+ * answer is dumped as it is); a migrate, in its critical path, less. */
+#define SERVICE_SHED_ANSWER_MS 2000
 bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, int timeout_ms);
 /* Before a dump: no growth of the service's heap may be under way while
  * CRIU freezes it (pool_format.h, grow_fence). Fences growth off, waits

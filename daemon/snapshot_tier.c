@@ -21,8 +21,6 @@
 #include "cli.h"
 #include "fork.h"
 
-#define SHED_ANSWER_MS 2000
-
 int snapshot_hot_set(struct cxlcr_pool *pool, const struct service *s, uint32_t window_ms, uint64_t **hot,
 		     uint64_t *pages, struct snapshot_result *out)
 {
@@ -31,7 +29,7 @@ int snapshot_hot_set(struct cxlcr_pool *pool, const struct service *s, uint32_t 
 	 * later (the split then fails, and the service has lost nothing). */
 	if (tier_servers_up(pool) == 0)
 		return cxlcr_error("the pod has no memory server up (cxlcr tier up)");
-	if (!service_shed_page_tables(pool, s, SHED_ANSWER_MS))
+	if (!service_shed_page_tables(pool, s, SERVICE_SHED_ANSWER_MS))
 		return cxlcr_error("the service did not drop its page tables (its helper thread does not answer): "
 				   "its hot set cannot be found");
 	/* The window is the measurement itself, not a wait for anything. */
