@@ -534,11 +534,14 @@ struct cxlcr_arena_header {
 	uint64_t restored_from;
 	char     restored_from_name[CXLCR_NAME_MAX]; /* ... its name, for people */
 	/* Write tracking at 4 KiB: the service maps its heap without 2 MiB
-	 * pages from its tracker's start on (preload/track.c), so that a
-	 * scan reports the small pages written, not whole 2 MiB ones. Set by
-	 * the daemon that starts the tracker. */
+	 * pages from its first snapshot on (preload/track.c), so that a scan
+	 * reports the small pages written, not whole 2 MiB ones. Set by that
+	 * snapshot (tracking/tracker.c); cleared by a daemon that does not
+	 * want it. track_small_mapped: the service's helper has remapped the
+	 * heap so (preload/shed.c, track.c); until it has, each snapshot asks
+	 * again (a service that did not answer, a snapshot killed between). */
 	uint32_t track_small_pages;
-	uint32_t reserved2;
+	uint32_t track_small_mapped;
 	/* The last CXLCR_PUNCH_LOG punches (preload/release.c), so that a
 	 * snapshot finds the pages they zeroed without comparing the whole
 	 * heap. Punch number n (punches_begun before its bump) is entry

@@ -225,7 +225,9 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	 * (the punch log did not hold every punch since the base).
 	 */
 	const struct cxlcr_arena_header *ah = (const void *)src.base;
-	bool compare = !__atomic_load_n(&ah->track_small_pages, __ATOMIC_ACQUIRE) || (punched && logged < 0);
+	bool small = __atomic_load_n(&ah->track_small_pages, __ATOMIC_ACQUIRE) &&
+		     __atomic_load_n(&ah->track_small_mapped, __ATOMIC_ACQUIRE);
+	bool compare = !small || (punched && logged < 0);
 	uint64_t own_pages = 0, cxl = 0;
 	for (uint64_t i = snap_next_page_with(&copy, 0, true); i < src.pages; i = snap_next_page_with(&copy, i + 1, true)) {
 		const uint8_t *p = src.heap + i * PAGE;

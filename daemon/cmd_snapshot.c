@@ -33,7 +33,6 @@
 
 /* How long a tiered snapshot watches the service's hot set by default. */
 #define HOT_WINDOW_MS 1000
-#define SHED_ANSWER_MS 2000 /* a service whose helper does not answer is dumped as it is */
 
 /* What the plugin wrote about the snapshot it took (CXLCR_SNAPSHOT_INFO_FILE). */
 static int read_snapshot_info(const char *dir, struct snapshot_result *r)
@@ -327,19 +326,21 @@ static void precopy(struct cxlcr_pool *pool, const struct service *s, const char
  * A tracked service maps its heap with 2 MiB pages until its first
  * snapshot, which switches it to small ones (tracking/tracker.c says why),
  * here, before the hot set and the draft: its helper remaps the heap on a
- * shed request (preload/shed.c). A service that does not answer keeps the
- * mappings it has, and is snapshotted all the same (by larger pages).
+ * shed request (preload/shed.c). Nothing depends on the remap but the
+ * size of what scans report, so a service that does not answer soon is
+ * snapshotted as it is mapped, and the next snapshot asks again.
  */
+#define SMALL_PAGES_ANSWER_MS 200
 static void small_pages_first(struct cxlcr_pool *pool, const struct service *s, struct snapshot_result *out)
 {
 	uint64_t t0 = cxlcr_mono_ns();
 	if (cxlcr_track_small_pages_begin(pool, &s->region) != 1)
 		return;
-	if (service_shed_page_tables(pool, s, SHED_ANSWER_MS))
+	if (service_shed_page_tables(pool, s, SMALL_PAGES_ANSWER_MS))
 		out->small_pages_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	else
-		fprintf(stderr, "cxlcr: warning: %s: heap not remapped with small pages (no answer within %d ms)\n",
-			s->region.name, SHED_ANSWER_MS);
+		fprintf(stderr, "cxlcr: warning: %s: heap not remapped with small pages yet (no answer within %d ms)\n",
+			s->region.name, SMALL_PAGES_ANSWER_MS);
 }
 
 static bool snapshot_may_shed(const struct cxlcr_pool *pool, bool recovery_point)
@@ -375,7 +376,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
 	precopy(pool, s, dir, out);
 	uint64_t s0 = cxlcr_mono_ns();
-	if (snapshot_may_shed(pool, recovery_point) && service_shed_page_tables(pool, s, SHED_ANSWER_MS))
+	if (snapshot_may_shed(pool, recovery_point) && service_shed_page_tables(pool, s, SERVICE_SHED_ANSWER_MS))
 		out->shed_ms = (double)(cxlcr_mono_ns() - s0) / 1e6;
 	uint64_t f0 = cxlcr_mono_ns();
 	if (recovery_point)
@@ -448,8 +449,14 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	 * it copied, in itself and in every older point it shares pages
 	 * with). Only memory: the snapshot stands if this fails. */
 	cxlcr_snapshot_trim(pool, out->generation, &out->room_freed_bytes);
-	if (!out->bases)
-		out->base[0] = 0; /* the freeze had to copy everything after all */
+	if (!out->bases && out->base[0]) {
+		/* Incremental as drafted, but nothing is left of its base: every
+		 * page was found written since (or the freeze copied afresh). */
+		if (out->tracked && !out->full_because[0])
+			snprintf(out->full_because, sizeof(out->full_because),
+				 "every page it holds was written since its base %.100s", out->base);
+		out->base[0] = 0;
+	}
 	out->total_ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	image_work_dir_remove(dir);
 	return 0;

@@ -5,7 +5,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <poll.h>
@@ -131,7 +130,8 @@ static void read_arena_stats(struct cxlcr_pool *pool, struct service *s)
 		s->early_allocs = h->early_allocs;
 		s->released_bytes = h->released_bytes;
 		s->tracked = __atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE) != 0;
-		s->small_pages = __atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE) != 0;
+		s->small_pages = __atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE) &&
+				 __atomic_load_n(&h->track_small_mapped, __ATOMIC_ACQUIRE);
 		s->recovery_interval_ms = __atomic_load_n(&h->recovery_interval_ms, __ATOMIC_ACQUIRE);
 		s->restored_from = __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE);
 		if (s->restored_from)
@@ -170,15 +170,13 @@ bool service_shed_page_tables(struct cxlcr_pool *pool, const struct service *s, 
 		return false;
 	uint32_t want = __atomic_add_fetch(&h->shed_request, 1, __ATOMIC_ACQ_REL);
 	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
-	syscall(SYS_futex, &h->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	cxlcr_futex_wake_all(&h->doorbell);
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
 		uint32_t done = __atomic_load_n(&h->shed_done, __ATOMIC_ACQUIRE);
-		uint64_t now = cxlcr_mono_ns();
-		if ((answered = done == want) || now >= deadline)
+		if ((answered = done == want) || cxlcr_mono_ns() >= deadline)
 			break;
-		struct timespec left = { 0, (long)(deadline - now) };
-		syscall(SYS_futex, &h->shed_done, FUTEX_WAIT, done, &left, NULL, 0);
+		cxlcr_futex_wait_until(&h->shed_done, done, deadline);
 	}
 	munmap(h, sizeof(*h));
 	return answered;
@@ -192,12 +190,8 @@ int service_fence_growth(struct cxlcr_pool *pool, const struct service *s, int t
 	uint32_t *w = &h->grow_fence;
 	uint32_t seen = __atomic_or_fetch(w, CXLCR_GROW_FENCE, __ATOMIC_ACQ_REL);
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-	while (seen & ~CXLCR_GROW_FENCE) {
-		uint64_t now = cxlcr_mono_ns();
-		if (now >= deadline)
-			break;
-		struct timespec left = { (time_t)((deadline - now) / 1000000000ull), (long)((deadline - now) % 1000000000ull) };
-		syscall(SYS_futex, w, FUTEX_WAIT, seen, &left, NULL, 0);
+	while ((seen & ~CXLCR_GROW_FENCE) && cxlcr_mono_ns() < deadline) {
+		cxlcr_futex_wait_until(w, seen, deadline);
 		seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
 	}
 	munmap(h, sizeof(*h));
@@ -214,7 +208,7 @@ void service_unfence_growth(struct cxlcr_pool *pool, const struct service *s)
 	if (!h)
 		return;
 	__atomic_and_fetch(&h->grow_fence, ~CXLCR_GROW_FENCE, __ATOMIC_ACQ_REL);
-	syscall(SYS_futex, &h->grow_fence, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+	cxlcr_futex_wake_all(&h->grow_fence);
 	munmap(h, sizeof(*h));
 }
 

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -95,7 +94,7 @@ static void record_extent(uint32_t index, const struct cxlcr_region *ext, uint64
 	cxlcr_publish(&h->extents[index], sizeof(h->extents[index]));
 	__atomic_store_n(&h->extent_count, index + 1, __ATOMIC_RELEASE);
 	cxlcr_publish(&h->extent_count, sizeof(h->extent_count));
-	syscall(SYS_futex, &h->extent_count, FUTEX_WAKE, 1 << 30, NULL, NULL, 0); /* the tracker */
+	cxlcr_futex_wake_all(&h->extent_count); /* the tracker */
 	__atomic_store_n(&h->heap_size, at + ext->size, __ATOMIC_RELEASE);
 	cxlcr_publish(&h->heap_size, sizeof(h->heap_size));
 }
@@ -140,9 +139,7 @@ static void fence_enter(void)
 				return;
 			continue;
 		}
-		uint64_t left = until - now;
-		struct timespec t = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
-		syscall(SYS_futex, w, FUTEX_WAIT, seen, &t, NULL, 0);
+		cxlcr_futex_wait_until(w, seen, until);
 	}
 }
 
@@ -151,7 +148,7 @@ static void fence_leave(void)
 	uint32_t *w = &cx.header->grow_fence;
 	uint32_t now = __atomic_sub_fetch(w, 1, __ATOMIC_ACQ_REL);
 	if (now & CXLCR_GROW_FENCE)
-		syscall(SYS_futex, w, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+		cxlcr_futex_wake_all(w);
 }
 
 /*

@@ -18,7 +18,6 @@
  * MADV_DONTNEED would throw its private pages away.
  */
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/util.h"
 #include "preload.h"
 
 /* Is the heap still a shared mapping (of the pool)? A fork child made from
@@ -81,9 +81,10 @@ static void shed_heap(void)
 {
 	bool small = __atomic_load_n(&cx.header->track_small_pages, __ATOMIC_SEQ_CST);
 	size_t len = __atomic_load_n(&cx.grown, __ATOMIC_SEQ_CST);
-	if (small)
+	if (small) {
 		preload_small_pages((void *)cx.heap_lo, len, true);
-	else
+		__atomic_store_n(&cx.header->track_small_mapped, 1, __ATOMIC_SEQ_CST);
+	} else
 		preload_madvise((void *)cx.heap_lo, len, MADV_DONTNEED);
 }
 
@@ -106,16 +107,16 @@ static void *shed_thread(void *unused)
 			if (preload_heap_is_shared())
 				shed_heap();
 			__atomic_store_n(&h->shed_done, shed, __ATOMIC_RELEASE);
-			syscall(SYS_futex, &h->shed_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+			cxlcr_futex_wake_all(&h->shed_done);
 		}
 		uint32_t track = __atomic_load_n(&h->track_request, __ATOMIC_ACQUIRE);
 		if (track != __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE)) {
 			preload_track_serve(h);
 			__atomic_store_n(&h->track_done, track, __ATOMIC_RELEASE);
-			syscall(SYS_futex, &h->track_done, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+			cxlcr_futex_wake_all(&h->track_done);
 		}
 		if (__atomic_load_n(&h->doorbell, __ATOMIC_ACQUIRE) == bell)
-			syscall(SYS_futex, &h->doorbell, FUTEX_WAIT, bell, NULL, NULL, 0);
+			cxlcr_futex_wait_until(&h->doorbell, bell, CXLCR_FOREVER);
 	}
 	return NULL;
 }

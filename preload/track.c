@@ -48,8 +48,10 @@ void preload_track_serve(struct cxlcr_arena_header *h)
 		fd = -1;
 	} else {
 		fd = cxlcr_track_make_uffd(); /* -1 on failure: the tracker sees none */
-		if (fd >= 0 && __atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE))
+		if (fd >= 0 && __atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE)) {
 			preload_small_pages((void *)cx.heap_lo, __atomic_load_n(&cx.grown, __ATOMIC_ACQUIRE), true);
+			__atomic_store_n(&h->track_small_mapped, 1, __ATOMIC_RELEASE);
+		}
 	}
 	__atomic_store_n(&h->track_fd, fd, __ATOMIC_RELEASE);
 }

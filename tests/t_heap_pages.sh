@@ -10,8 +10,12 @@
 #      after it every heap mapping has "nh" and maps no 2 MiB page;
 #   c. the next snapshot is incremental on the first (the switch is in the
 #      first one's full round, not a break after it), and a child forked
-#      from it has every value;
-#   d. a checkpoint and restore keeps the small pages.
+#      after it (its fork's snapshot stands on it) has every value;
+#   d. a checkpoint and restore keeps the small pages;
+#   e. a service stopped (SIGSTOP) when its first snapshot asks is
+#      snapshotted as it is mapped; its helper remaps once it runs again,
+#      the snapshots after are incremental again, and a child forked after
+#      them has every value.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -85,7 +89,7 @@ kaddr=$(status_field "$kid" address)
 python3 "$KV" verify --host "$kaddr" --port $PORT --count 200 --size 1000 --seed 4 --quiet || die "c: child's new values wrong"
 python3 "$KV" verify --host "$kaddr" --port $PORT --start 200 --count 19800 --size 1000 --seed 3 --quiet ||
 	die "c: child's older values wrong"
-ok "c: the next snapshot is incremental, and its child has every value"
+ok "c: the next snapshot is incremental, and a child forked after it has every value"
 
 "$CXLCR" checkpoint r >/dev/null || die "checkpoint r failed"
 "$CXLCR" restore r --host h0 >/dev/null || die "restore r failed"
@@ -99,3 +103,35 @@ read -r vmas nh pmd <<<"$(heap_maps r)"
 [ "$nh" -eq "$vmas" ] || die "d: $nh of $vmas heap mappings have VM_NOHUGEPAGE after restore"
 python3 "$KV" verify --host "$addr" --port $PORT --count 200 --size 1000 --seed 4 --quiet || die "d: values changed"
 ok "d: a restored service keeps its small pages"
+
+# e: the helper cannot answer while the whole process is stopped.
+PORT=6380 pod_redis r2 h0 256M
+python3 "$KV" fill --host "$addr" --port 6380 --count 5000 --size 1000 --seed 6
+r2pid=$(service_pid r2)
+kill -STOP "$r2pid"
+out=$("$CXLCR" snapshot r2 --json 2>"$POOL_DIR/r2.snap.err") || { kill -CONT "$r2pid"; die "e: snapshot of a stopped service failed: $(cat "$POOL_DIR/r2.snap.err")"; }
+grep -q "not remapped with small pages" "$POOL_DIR/r2.snap.err" || { kill -CONT "$r2pid"; die "e: no warning: $(cat "$POOL_DIR/r2.snap.err")"; }
+[ "$(status_field r2 small_pages)" = False ] || { kill -CONT "$r2pid"; die "e: status says small pages before the helper answered"; }
+kill -CONT "$r2pid"
+for _ in $(seq 100); do
+	[ "$(status_field r2 small_pages)" = True ] && break
+	sleep 0.05
+done
+[ "$(status_field r2 small_pages)" = True ] || die "e: the helper did not remap once the service ran again"
+# The remap dropped 2 MiB mappings that the first snapshot's scans had
+# protected whole: the kernel reports those pages written (never fewer),
+# so the next snapshot may copy them all; the one after is incremental.
+python3 "$KV" fill --host "$addr" --port 6380 --count 100 --size 1000 --seed 7
+"$CXLCR" snapshot r2 >/dev/null || die "e: second snapshot of r2 failed"
+python3 "$KV" fill --host "$addr" --port 6380 --count 50 --size 1000 --seed 8
+out=$("$CXLCR" snapshot r2 --json) || die "e: third snapshot of r2 failed"
+[ "$(json incremental <<<"$out")" = True ] || die "e: the snapshots after the late remap are not incremental: $out"
+kid=$("$CXLCR" fork r2 --to h1 --json | json children 0 name) || die "e: fork failed"
+SERVICES+=("$kid")
+kaddr=$(status_field "$kid" address)
+python3 "$KV" verify --host "$kaddr" --port 6380 --count 50 --size 1000 --seed 8 --quiet || die "e: child's newest values wrong"
+python3 "$KV" verify --host "$kaddr" --port 6380 --start 50 --count 50 --size 1000 --seed 7 --quiet ||
+	die "e: child's newer values wrong"
+python3 "$KV" verify --host "$kaddr" --port 6380 --start 100 --count 4900 --size 1000 --seed 6 --quiet ||
+	die "e: child's older values wrong"
+ok "e: a stopped service is snapshotted as mapped, remaps when it runs, and its later snapshots are right"

@@ -89,10 +89,10 @@ bool cxlcr_track_zap_keeps_writes(void);
 bool cxlcr_tracking_enabled(void);
 
 /* Small pages (tracker.c): whether tracking maps the heap with 4 KiB pages
- * (unless CXLCR_TRACK_SMALL_PAGES=0), and, before a service's first
- * snapshot, the switch to them in its arena header: 1 if the service has
- * to remap its heap now (its helper does on a shed request: preload/shed.c),
- * 0 if it has them already or does not want them, -1 on error. */
+ * (unless CXLCR_TRACK_SMALL_PAGES=0), and, before each snapshot, the
+ * switch to them in its arena header: 1 if the service has to remap its
+ * heap now (its helper does on a shed request: preload/shed.c), 0 if it
+ * has them already or does not want them, -1 on error. */
 struct cxlcr_region;
 bool cxlcr_track_small_pages_wanted(void);
 int cxlcr_track_small_pages_begin(struct cxlcr_pool *pool, const struct cxlcr_region *arena);

@@ -16,7 +16,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,7 +47,7 @@ static int ask(struct cxlcr_arena_header *h, int pidfd)
 	uint32_t want = __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE) + 1;
 	__atomic_store_n(&h->track_request, want, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
-	syscall(SYS_futex, &h->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	cxlcr_futex_wake_all(&h->doorbell);
 	uint64_t deadline = cxlcr_mono_ns() + ASK_TIMEOUT_MS * 1000000ull;
 	for (;;) {
 		uint32_t done = __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE);
@@ -61,8 +60,9 @@ static int ask(struct cxlcr_arena_header *h, int pidfd)
 		if (now >= deadline)
 			return cxlcr_error("the service did not answer a tracking request within %d ms",
 					   ASK_TIMEOUT_MS);
-		struct timespec left = { 0, (long)((deadline - now) < 100000000ull ? deadline - now : 100000000ull) };
-		syscall(SYS_futex, &h->track_done, FUTEX_WAIT, done, &left, NULL, 0);
+		/* A tenth of a second at most: its pidfd is looked at in between. */
+		uint64_t until = now + 100000000ull;
+		cxlcr_futex_wait_until(&h->track_done, done, until < deadline ? until : deadline);
 	}
 }
 
@@ -138,8 +138,7 @@ static void run(struct cxlcr_arena_header *h, int pidfd, const char *name)
 			registered = count;
 			__atomic_store_n(&h->tracked, 1, __ATOMIC_RELEASE);
 		}
-		struct timespec wait = { GROWTH_POLL_MS / 1000, (GROWTH_POLL_MS % 1000) * 1000000L };
-		syscall(SYS_futex, &h->extent_count, FUTEX_WAIT, count, &wait, NULL, 0);
+		cxlcr_futex_wait_until(&h->extent_count, count, cxlcr_mono_ns() + GROWTH_POLL_MS * 1000000ull);
 	}
 	close(uffd);
 }
@@ -208,41 +207,52 @@ bool cxlcr_track_small_pages_wanted(void)
 /* A service keeps the heap mapping it has until a snapshot asks for small
  * pages (cxlcr_track_small_pages_begin), and keeps small pages from then
  * on, restored or migrated too (the flag lives in the arena header): the
- * preload applies it at the tracker's start (preload/track.c). Only an
- * operator's CXLCR_TRACK_SMALL_PAGES=0 turns it off again. */
+ * preload applies it at the tracker's start (preload/track.c). On a kernel
+ * that loses what tracking knows when page tables are dropped, the start
+ * of a tracker, before it registers anything, is the only safe time for
+ * the remap: there every tracked service gets small pages at once. Only
+ * an operator's CXLCR_TRACK_SMALL_PAGES=0 turns them off again. */
 static void tracker_small_pages(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
 {
-	if (cxlcr_track_small_pages_wanted())
+	bool wanted = cxlcr_track_small_pages_wanted();
+	if (wanted && cxlcr_track_zap_keeps_writes())
 		return;
 	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, sizeof(*h), 0, 0);
 	if (!h)
 		return;
-	__atomic_store_n(&h->track_small_pages, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->track_small_pages, wanted, __ATOMIC_RELEASE);
+	if (!wanted)
+		__atomic_store_n(&h->track_small_mapped, 0, __ATOMIC_RELEASE);
 	munmap(h, sizeof(*h));
 }
 
 /*
  * Small pages cost a service that is never snapshotted for nothing: on a
- * guest where each page-table change traps to the hypervisor, a Redis on
- * 4 KiB mappings did a third of the SETs it did on 2 MiB ones (session
- * 15, docs/tracking.md). They pay only once scans are read: from the
- * first snapshot on. So that snapshot asks for them here, before its
- * draft. The scan counted first makes its draft a full round whatever the
- * kernel reports for the pages the remap drops (the first snapshot is one
- * anyway), so no snapshot before the switch is a base for one after it.
+ * guest where each page-table change traps to the hypervisor, a Redis with
+ * a 1 GiB heap on 4 KiB mappings did a third of the SETs it did on 2 MiB
+ * ones (docs/tracking.md). They pay only once scans are read: from the
+ * first snapshot on. So that snapshot asks for them, before its draft:
+ * the flag here, then the service's helper remaps the heap (a shed
+ * request). Before the first scan there is nothing tracked to lose; later,
+ * the remap is a drop of page tables while the service is tracked, which
+ * is safe only where the kernel keeps what tracking knows across it (as
+ * for the shed: zap_probe.c), so this is only done there. Until the
+ * service says it has remapped (track_small_mapped), every snapshot asks
+ * again: one whose service did not answer in time, or that was killed in
+ * between, leaves it to the next (a late answer is as safe as a timely
+ * one, by the same property).
  */
 int cxlcr_track_small_pages_begin(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
 {
-	if (!cxlcr_tracking_enabled() || !cxlcr_track_small_pages_wanted())
+	if (!cxlcr_tracking_enabled() || !cxlcr_track_small_pages_wanted() || !cxlcr_track_zap_keeps_writes())
 		return 0;
 	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, sizeof(*h), 0, 0);
 	if (!h)
 		return -1;
-	cxlcr_refresh(&h->track_small_pages, sizeof(h->track_small_pages));
+	cxlcr_refresh(&h->track_small_pages, sizeof(h->track_small_pages) + sizeof(h->track_small_mapped));
 	int rc = 0;
-	if (!__atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE)) {
-		__atomic_add_fetch(&h->scan_count, 1, __ATOMIC_SEQ_CST);
-		cxlcr_publish(&h->scan_count, sizeof(h->scan_count));
+	if (!__atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&h->track_small_mapped, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&h->track_small_pages, 1, __ATOMIC_SEQ_CST);
 		cxlcr_publish(&h->track_small_pages, sizeof(h->track_small_pages));
 		rc = 1;
