@@ -25,6 +25,7 @@ struct tier_reader {
 	const uint32_t *crcs;              /* in the snapshot's mapping */
 	struct conn conn;
 	bool connected;
+	uint64_t max_run;                  /* pages in one tier_read_run() */
 };
 
 /* The snapshot's cold part: its checksum, the CRC table inside the region
@@ -64,14 +65,15 @@ static int check_cold(const struct cxlcr_snapshot *s, struct tier_reader *r)
 	return 0;
 }
 
-int tier_reader_open(const struct cxlcr_snapshot *s, struct tier_reader **out)
+int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struct tier_reader **out)
 {
 	struct tier_reader *r = calloc(1, sizeof(*r));
 	if (!r)
 		return cxlcr_error("out of memory");
 	r->s = s;
+	r->max_run = max_run ? max_run : 1;
 	if (s->header.pages_cold) {
-		if (check_cold(s, r) < 0 || conn_open(s->pool, r->cold.server, TIER_READ_RUN * PAGE, &r->conn) < 0) {
+		if (check_cold(s, r) < 0 || conn_open(s->pool, r->cold.server, r->max_run * PAGE, &r->conn) < 0) {
 			free(r);
 			return -1;
 		}
@@ -84,6 +86,11 @@ int tier_reader_open(const struct cxlcr_snapshot *s, struct tier_reader **out)
 	}
 	*out = r;
 	return 0;
+}
+
+int tier_reader_open(const struct cxlcr_snapshot *s, struct tier_reader **out)
+{
+	return tier_reader_open_run(s, TIER_READ_RUN, out);
 }
 
 int tier_read_page(struct tier_reader *r, uint64_t page_index, void *dst)
@@ -116,7 +123,7 @@ int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *
 	const struct cxlcr_snapshot *s = r->s;
 	uint32_t tier;
 	uint64_t offset = 0, at;
-	if (n == 0 || n > TIER_READ_RUN)
+	if (n == 0 || n > r->max_run)
 		return cxlcr_error("snapshot '%s': %llu pages in one read", s->region.name, (unsigned long long)n);
 	/* One run: cold pages whose copies lie one after the other on the
 	 * server. */

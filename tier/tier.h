@@ -128,12 +128,14 @@ int tier_watch_tick(struct cxlcr_pool *pool, struct tier_watch *w, uint64_t now,
  * and checked against its CRC. A mismatch, a missing extent or a server
  * that does not answer within TIER_TIMEOUT_MS is refused with one line
  * (-1): a caller never gets a wrong page. tier_read_run() does the same
- * for n pages (at most TIER_READ_RUN) of one cold run, in one RMA read:
- * the pager's background fetch. One reader per thread.
+ * for n pages (at most TIER_READ_RUN, or max_run for a reader opened with
+ * tier_reader_open_run()) of one cold run, in one RMA read: the pager's
+ * background fetch. One reader per thread.
  */
 #define TIER_READ_RUN 16u
 struct tier_reader;
 int tier_reader_open(const struct cxlcr_snapshot *s, struct tier_reader **out);
+int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struct tier_reader **out);
 int tier_read_page(struct tier_reader *r, uint64_t page_index, void *dst);
 int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *dst);
 void tier_reader_close(struct tier_reader *r);
