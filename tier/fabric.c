@@ -52,7 +52,7 @@ static struct {
  * server): rxm sends no message of ours, so its buffers carry only its own
  * connection traffic. Its defaults (16 KiB buffers, a deep queue on each
  * connection) made every fi_endpoint() and first connection allocate and
- * touch ~85 MiB of buffer pools: ~250 ms of page faults before a tiered
+ * touch ~70 MiB of buffer pools: ~250 ms of page faults before a tiered
  * child's first cold page on a guest where a fault costs ~10 us (measured:
  * a reader's open 190-200 ms and its first read 50-60 ms, against ~20 ms
  * and 16-19 ms with these). rxm reads them once, when libfabric starts
