@@ -145,10 +145,14 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 			cxlcr_region_free(pool, reserved.generation);
 		return -1;
 	}
-	if (image_store_publish_in(pool, dir, &meta, have_reserved ? &reserved : NULL, image_bytes) < 0)
+	/* The destination may start the moment the set is marked complete,
+	 * before the publish has returned (it still unmaps the set): the
+	 * restore is timed from that moment, so that its parts, the
+	 * destination's own account, fit inside it. */
+	if (image_store_publish_in(pool, dir, &meta, have_reserved ? &reserved : NULL, image_bytes,
+				   &parts->published_ns) < 0)
 		return -1;
-	parts->published_ns = cxlcr_mono_ns();
-	parts->publish_ms = (double)(parts->published_ns - t1) / 1e6;
+	parts->publish_ms = (double)(cxlcr_mono_ns() - t1) / 1e6;
 	/* Only the newest checkpoint of a service is worth keeping. */
 	char name[CXLCR_NAME_MAX + 24];
 	snprintf(name, sizeof(name), "%s.%llu", s->region.name, (unsigned long long)meta.arena_epoch);

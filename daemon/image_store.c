@@ -82,11 +82,11 @@ int image_store_reserve(struct cxlcr_pool *pool, const struct cxlcr_image_set *m
 int image_store_publish(struct cxlcr_pool *pool, const char *dir, struct cxlcr_image_set *meta,
 			uint64_t *bytes)
 {
-	return image_store_publish_in(pool, dir, meta, NULL, bytes);
+	return image_store_publish_in(pool, dir, meta, NULL, bytes, NULL);
 }
 
 int image_store_publish_in(struct cxlcr_pool *pool, const char *dir, struct cxlcr_image_set *meta,
-			   const struct cxlcr_region *reserved, uint64_t *bytes)
+			   const struct cxlcr_region *reserved, uint64_t *bytes, uint64_t *complete_ns)
 {
 	static struct cxlcr_image_file files[MAX_FILES];
 	DIR *d = opendir(dir);
@@ -159,6 +159,8 @@ int image_store_publish_in(struct cxlcr_pool *pool, const char *dir, struct cxlc
 	h->checksum = header_checksum(h, files);
 	/* Everything is on the device before the marker that says so. */
 	cxlcr_publish(m, r.size);
+	if (complete_ns)
+		*complete_ns = cxlcr_mono_ns();
 	__atomic_store_n(&h->complete, CXLCR_IMAGES_COMPLETE, __ATOMIC_RELEASE);
 	cxlcr_publish(&h->complete, sizeof(h->complete));
 	*meta = *h;

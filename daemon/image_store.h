@@ -27,11 +27,13 @@ int image_store_publish(struct cxlcr_pool *pool, const char *dir, struct cxlcr_i
  * the size the dump will probably have. A dump larger than its
  * reservation goes into a region made then. On failure the caller frees
  * the reservation (cxlcr_region_free); publish_in frees it when it is too
- * small, and on its own failure. */
+ * small, and on its own failure. *complete_ns (if not NULL): when the set
+ * was marked complete (cxlcr_mono_ns), the moment a destination waiting
+ * for it may go on. */
 int image_store_reserve(struct cxlcr_pool *pool, const struct cxlcr_image_set *meta, uint64_t size,
 			struct cxlcr_region *out);
 int image_store_publish_in(struct cxlcr_pool *pool, const char *dir, struct cxlcr_image_set *meta,
-			   const struct cxlcr_region *reserved, uint64_t *bytes);
+			   const struct cxlcr_region *reserved, uint64_t *bytes, uint64_t *complete_ns);
 
 /* The newest complete image set of a service; its header into *meta. */
 int image_store_find(struct cxlcr_pool *pool, const char *service, struct cxlcr_region *region,

@@ -90,8 +90,10 @@ for ((i = 0; i < ${#VERBS[@]}; i++)); do
 		[ "$(wc -l <"$lose_err")" -eq 1 ] || die "$what: the refusal is not one line: $(cat "$lose_err")"
 		if [ "$win" = stop ]; then
 			# (a loser that comes after the stop ended the process,
-			# before it freed the arena, finds it exited)
-			grep -Eq "is busy: stop by pid [0-9]+ on |no service named '$NAME'|service '$NAME' is not running \(exited\)" \
+			# before it freed the arena, finds it exited; one that
+			# found the arena just before it was freed finds no
+			# lease slot for it: gone)
+			grep -Eq "is busy: stop by pid [0-9]+ on |no service named '$NAME'|service '$NAME' is not running \(exited\)|service $NAME is gone" \
 				"$lose_err" ||
 				die "$what: unclear refusal: $(cat "$lose_err")"
 		else
