@@ -14,6 +14,7 @@
 #include "../common/checksum.h"
 #include "../common/error.h"
 #include "../common/persist.h"
+#include "../common/util.h"
 #include "internal.h"
 #include "tier.h"
 
@@ -26,6 +27,7 @@ struct tier_reader {
 	struct conn conn;
 	bool connected;
 	uint64_t max_run;                  /* pages in one tier_read_run() */
+	uint64_t rma_ns, check_ns;         /* tier_reader_times() */
 };
 
 /* The snapshot's cold part: its checksum, the CRC table inside the region
@@ -118,7 +120,7 @@ int tier_read_page(struct tier_reader *r, uint64_t page_index, void *dst)
 	return 0;
 }
 
-int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *dst)
+int tier_read_run_at(struct tier_reader *r, uint64_t first_page, uint64_t n, const void **data)
 {
 	const struct cxlcr_snapshot *s = r->s;
 	uint32_t tier;
@@ -141,18 +143,37 @@ int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *
 		return cxlcr_error("snapshot '%s': page %llu's cold copy lies outside its extent", s->region.name,
 				   (unsigned long long)first_page);
 	uint64_t k = (offset - r->cold.extent_offset) / PAGE;
+	uint64_t t0 = cxlcr_mono_ns();
 	if (conn_rma(&r->conn, false, 0, n * PAGE, offset) < 0)
 		return cxlcr_error("snapshot '%s': pages %llu..%llu: %s", s->region.name,
 				   (unsigned long long)first_page, (unsigned long long)(first_page + n - 1),
 				   cxlcr_last_error());
+	uint64_t t1 = cxlcr_mono_ns();
+	r->rma_ns += t1 - t0;
 	const uint8_t *buf = r->conn.fab.buf;
 	for (uint64_t i = 0; i < n; i++)
 		if (cxlcr_crc32c(0, buf + i * PAGE, PAGE) != r->crcs[k + i])
 			return cxlcr_error("snapshot '%s': page %llu came back from memory server %s corrupt "
 					   "(checksum mismatch); refused",
 					   s->region.name, (unsigned long long)(first_page + i), r->conn.server.name);
-	memcpy(dst, buf, n * PAGE);
+	r->check_ns += cxlcr_mono_ns() - t1;
+	*data = buf;
 	return 0;
+}
+
+int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *dst)
+{
+	const void *data;
+	if (tier_read_run_at(r, first_page, n, &data) < 0)
+		return -1;
+	memcpy(dst, data, n * PAGE);
+	return 0;
+}
+
+void tier_reader_times(const struct tier_reader *r, uint64_t *rma_ns, uint64_t *check_ns)
+{
+	*rma_ns = r ? r->rma_ns : 0;
+	*check_ns = r ? r->check_ns : 0;
 }
 
 void tier_reader_close(struct tier_reader *r)

@@ -130,7 +130,11 @@ int tier_watch_tick(struct cxlcr_pool *pool, struct tier_watch *w, uint64_t now,
  * (-1): a caller never gets a wrong page. tier_read_run() does the same
  * for n pages (at most TIER_READ_RUN, or max_run for a reader opened with
  * tier_reader_open_run()) of one cold run, in one RMA read: the pager's
- * background fetch. One reader per thread.
+ * background fetch. tier_read_run_at() is tier_read_run() without the
+ * copy: *data points at the checked pages in the reader's own buffer,
+ * valid until its next read (the pager installs them from there).
+ * tier_reader_times() says how long the reader spent waiting for RMA reads
+ * and checking what came back, in ns. One reader per thread.
  */
 #define TIER_READ_RUN 16u
 struct tier_reader;
@@ -138,6 +142,8 @@ int tier_reader_open(const struct cxlcr_snapshot *s, struct tier_reader **out);
 int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struct tier_reader **out);
 int tier_read_page(struct tier_reader *r, uint64_t page_index, void *dst);
 int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *dst);
+int tier_read_run_at(struct tier_reader *r, uint64_t first_page, uint64_t n, const void **data);
+void tier_reader_times(const struct tier_reader *r, uint64_t *rma_ns, uint64_t *check_ns);
 void tier_reader_close(struct tier_reader *r);
 
 /* Which pages of a process's heap [heap, heap + pages * 4 KiB) have page
