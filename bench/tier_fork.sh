@@ -33,8 +33,10 @@
 #
 #   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 SKEW=95 WINDOW=2 CHILDREN=8 FIRST=get,
 #                           CXLCR_TIER_WARM=1: hosts configured for the tier)
-# Output: lines on stdout, bench/out/tier_fork.jsonl (every child) and
-# bench/out/tier_fork.txt (the table). Needs root, CRIU, redis-server, gcc.
+# Output: lines on stdout, bench/out/tier_fork.jsonl (every child),
+# bench/out/tier_fork.txt (the table) and bench/out/tier_fork.pager.log
+# (each child's pager's end line: its fault service times, and where its
+# cold fetch spent its time). Needs root, CRIU, redis-server, gcc.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -83,6 +85,9 @@ field() { python3 "$HELP" field "$@"; }
 cleanup() { # pod_cleanup (which removes WORK), with the run's exit status
 	local rc=$?
 	[ -z "$LOOP" ] || kill "$LOOP" 2>/dev/null
+	# The children's pagers' end lines (where each child's cold fetch
+	# spent its time, its fault service times) outlive the pod.
+	[ "$POD" = 1 ] && timeout 60 "$CXLCR" pod logs h1 pager >"$OUT/tier_fork.pager.log" 2>/dev/null
 	(exit "$rc")
 	pod_cleanup
 }
@@ -115,7 +120,25 @@ print("%s:%d" % (h["address"], h["port"]))')
 POD_DIR=
 for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CXLCR_POOL")" ] && POD_DIR=$d; done
 [ -n "$POD_DIR" ] || die "no pod directory for $CXLCR_POOL under /run/cxlcr"
-say "redis, $KEYS keys x 1000 B, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of the hot $HOT_PCT% of keys; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# PIN=1: the children's host h1 (its daemon, and so everything it starts:
+# CRIU's restores, the children, their pagers) on CPU 1, the rest (the
+# parent's host, the memory host, this script's request client) on CPU 0,
+# as if the pod's hosts were machines of their own. Unpinned, on this
+# 2-vCPU guest, each round drew at random whether a child and its client
+# shared a CPU (p50 ~11 us) or not (~70 us: a wakeup across vCPUs), which
+# swamped the difference between kinds that the figures are about.
+PIN=${PIN:-1}
+TASKSET=()
+if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+	CG=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)/cxlcr/$(basename "$POD_DIR")
+	for h in "$CG"/*/; do
+		cpu=0
+		[ "$(basename "$h")" = h1 ] && cpu=1
+		while read -r p; do taskset -a -p -c $cpu "$p" >/dev/null 2>&1 || true; done <"$h/cgroup.procs"
+	done
+	TASKSET=(taskset -c 0)
+fi
+say "redis, $KEYS keys x 1000 B, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of the hot $HOT_PCT% of keys; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; PIN=$PIN; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The skew: one connection reading the first HOT_PCT % of the keys over and over.
 seq 0 $((KEYS * HOT_PCT / 100 - 1)) | sed 's/^/GET kv:str:/' >"$WORK/hot.cmds"
@@ -144,7 +167,7 @@ fork_kids() { # KIND ROUND COUNT [FETCH]: COUNT copy-mode children, timed, then 
 	local kind=$1 r=$2 n=$3 fetch=() reqs=() kids
 	[ -n "${4:-}" ] && fetch=(--fetch "$4")
 	[ "$n" -eq 1 ] && reqs=(--requests "$REQUESTS" --keys "$KEYS" --hot-keys $((KEYS * HOT_PCT / 100)) --hot-pct "$SKEW")
-	timeout $VERB_TIMEOUT "$PROBE" api --api "$API" --token-file "$POD_DIR/api-token" --service redis --to h1 \
+	timeout $VERB_TIMEOUT "${TASKSET[@]}" "$PROBE" api --api "$API" --token-file "$POD_DIR/api-token" --service redis --to h1 \
 		--count "$n" --mode copy "${fetch[@]}" --port $PORT --key "kv:str:$((KEYS / 2))" --timeout 120 \
 		"${FIRST_ARGS[@]}" "${reqs[@]}" >"$WORK/fork.json" 2>"$WORK/probe.err" || {
 		mapfile -t -O "${#SERVICES[@]}" SERVICES < <("$CXLCR" ps | awk '$1 ~ /^redis\./ { print $1 }')
