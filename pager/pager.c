@@ -678,7 +678,11 @@ static void tell(int fd, const char *line)
  * needs it): checking the cold part is quick, connecting to the server
  * takes tens of ms. Joined before anything reads a cold page, and before
  * the child runs: a child never runs without its reader, nor from a
- * snapshot whose cold part does not check. */
+ * snapshot whose cold part does not check. The thread also reads one
+ * cold page, because ofi_rxm connects to the server on a connection's
+ * first operation: that read was the child's first cold fault, ~10-45 ms
+ * in the pager log. If it fails, the reader is dropped and the first
+ * fault opens one anew, with its tries (read_cold()). */
 struct reader_start {
 	pthread_t thread;
 	bool running;
@@ -686,13 +690,24 @@ struct reader_start {
 	struct tier_reader *r;
 	int rc;
 	char why[CXLCR_ERROR_MAX];
+	uint8_t scratch[PAGE];
 };
 
 static void *reader_main(void *arg)
 {
 	struct reader_start *rs = arg;
-	if ((rs->rc = tier_reader_open(rs->s, &rs->r)) < 0)
+	if ((rs->rc = tier_reader_open(rs->s, &rs->r)) < 0) {
 		snprintf(rs->why, sizeof(rs->why), "%s", cxlcr_last_error());
+		return NULL;
+	}
+	for (uint64_t i = 0; i < rs->s->run_count; i++)
+		if (CXLCR_LEAF_TIER(rs->s->runs[i].leaf) == CXLCR_TIER_COLD) {
+			if (tier_read_page(rs->r, rs->s->runs[i].first_page, rs->scratch) < 0) {
+				tier_reader_close(rs->r);
+				rs->r = NULL;
+			}
+			break;
+		}
 	return NULL;
 }
 
