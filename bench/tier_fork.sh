@@ -127,15 +127,22 @@ for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CX
 # 2-vCPU guest, each round drew at random whether a child and its client
 # shared a CPU (p50 ~11 us) or not (~70 us: a wakeup across vCPUs), which
 # swamped the difference between kinds that the figures are about.
+# The CHILDREN children at once run with h1 on both CPUs again (eight
+# children and their pagers on one vCPU would measure that vCPU).
 PIN=${PIN:-1}
 TASKSET=()
-if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
-	CG=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)/cxlcr/$(basename "$POD_DIR")
+CG=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)/cxlcr/$(basename "$POD_DIR")
+pin_hosts() { # CPU-LIST-FOR-h1 CPU-LIST-FOR-THE-REST: each host's processes (and so all they start)
+	local h p cpus
 	for h in "$CG"/*/; do
-		cpu=0
-		[ "$(basename "$h")" = h1 ] && cpu=1
-		while read -r p; do taskset -a -p -c $cpu "$p" >/dev/null 2>&1 || true; done <"$h/cgroup.procs"
+		cpus=$2
+		[ "$(basename "$h")" = h1 ] && cpus=$1
+		while read -r p; do taskset -a -p -c "$cpus" "$p" >/dev/null 2>&1 || true; done <"$h/cgroup.procs"
 	done
+}
+[ "$(nproc)" -ge 2 ] || PIN=0
+if [ "$PIN" = 1 ]; then
+	pin_hosts 1 0
 	TASKSET=(taskset -c 0)
 fi
 say "redis, $KEYS keys x 1000 B, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of the hot $HOT_PCT% of keys; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; PIN=$PIN; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -207,7 +214,9 @@ PY
 )
 		say "[$r/$ROUNDS] $line"
 		if [ "$kind" = tiered ]; then
+			[ "$PIN" = 1 ] && pin_hosts 0-1 0-1
 			fork_kids tiered-x$CHILDREN "$r" "$CHILDREN"
+			[ "$PIN" = 1 ] && pin_hosts 1 0
 			say "[$r/$ROUNDS] $CHILDREN copy-mode children at once of the tiered snapshot: last first answer $(python3 -c 'import json, sys
 print(max(c["first_answer_ms"] for c in json.load(open(sys.argv[1]))["children"]))' "$WORK/fork.json") ms"
 		fi
