@@ -17,7 +17,7 @@ O       ?= build
 POOL_SRC    := common/arena.c common/checksum.c common/devdax.c common/error.c common/pool.c common/util.c \
                tracking/scan.c
 COMMON_SRC  := $(POOL_SRC) \
-               common/snapshot.c common/snapshot_draft.c common/snapshot_split.c common/catalog.c common/hosts.c common/rtnl.c common/netns_nursery.c common/seal.c
+               common/snapshot.c common/snapshot_draft.c common/snapshot_split.c common/catalog.c common/hosts.c common/rtnl.c common/netns_nursery.c common/seal.c common/cpus.c
 PRELOAD_SRC := preload/glue.c preload/glibc.c preload/attach.c preload/grow.c preload/stats.c preload/malloc.c preload/shed.c preload/release.c preload/track.c
 VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_check.c daemon/cmd_pod.c daemon/cmd_pod_host.c daemon/host_files.c \
                daemon/cmd_run.c daemon/cmd_status.c daemon/service_there.c daemon/cmd_migrate.c daemon/restore.c daemon/restore_session.c daemon/container.c \

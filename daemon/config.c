@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cpus.h"
 #include "../common/error.h"
 #include "../common/pool_format.h"
 #include "../common/util.h"
@@ -106,8 +107,16 @@ static bool set_key(struct daemon_config *c, const char *key, const char *value,
 			return false;
 		}
 		c->tier_warm = !strcmp(value, "yes");
+	} else if (!strcmp(key, "pager_cpus")) {
+		struct cpu_list l;
+		if (cxlcr_parse_cpus(value, &l) < 0) {
+			snprintf(why, len, "pager_cpus '%.100s' is not a CPU list (as 0-3,8)", value);
+			return false;
+		}
+		snprintf(c->pager_cpus, sizeof(c->pager_cpus), "%s", value);
 	} else {
-		snprintf(why, len, "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm)",
+		snprintf(why, len,
+			 "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm, pager_cpus)",
 			 key);
 		return false;
 	}

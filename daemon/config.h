@@ -13,6 +13,9 @@
  *   lease    milliseconds: a host whose heartbeat this daemon has seen
  *            stand still that long is dead, and its services are
  *            recovered (default $CXLCR_LEASE_MS, else 300)
+ *   pager_cpus  the CPUs (a list, "0-1,8") the pagers of copy-mode
+ *            children run on, kept off the services' own (default
+ *            $CXLCR_PAGER_CPUS, else wherever the daemon may run)
  *
  * Command-line flags override the file.
  */
@@ -32,6 +35,7 @@ struct daemon_config {
 	long lease_ms;                          /* 0: not set */
 	long recovery_interval_ms;              /* -1: not set; 0: no recovery points */
 	int  tier_warm;                         /* -1: not set; 1: start libfabric at start-up */
+	char pager_cpus[DAEMON_CONFIG_VALUE_MAX]; /* "": not set */
 };
 
 #define DAEMON_LEASE_DEFAULT_MS 300

@@ -35,12 +35,14 @@
 #include <unistd.h>
 
 #include "../common/catalog.h"
+#include "../common/cpus.h"
 #include "../common/error.h"
 #include "../common/pool_format.h"
 #include "../common/pool.h"
 #include "../common/util.h"
 #include "../control/fence.h"
 #include "../control/outcome.h"
+#include "../pager/pager.h"
 #include "../pod/liveness.h"
 #include "../tier/tier.h"
 #include "api.h"
@@ -391,6 +393,15 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 		cfg->port = flags.port;
 	if (flags.lease_ms > 0)
 		cfg->lease_ms = flags.lease_ms;
+	/* The pagers' CPUs go to them as the lease does: in the environment
+	 * that the workers, and the pagers their forks start, inherit. */
+	if (cfg->pager_cpus[0])
+		setenv(PAGER_CPUS_ENV, cfg->pager_cpus, 1);
+	const char *pager_cpus = getenv(PAGER_CPUS_ENV);
+	if (pager_cpus && cxlcr_pin_cpus(pager_cpus, true) < 0) {
+		dlog_startup_error("pager_cpus: %s", cxlcr_last_error());
+		return EXIT_USAGE;
+	}
 	/* The lease is the process's (common/hosts.c reads it): the heartbeat
 	 * beats every quarter of it, and hosts silent for it are dead. */
 	char lease[24];

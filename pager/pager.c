@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../common/arena.h"
+#include "../common/cpus.h"
 #include "../common/error.h"
 #include "../common/persist.h"
 #include "../common/pool.h"
@@ -743,6 +744,12 @@ static int reader_end(struct reader_start *rs, struct pager *p)
 _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int why_fd)
 {
 	prctl(PR_SET_NAME, "cxlcr-pager");
+	/* Its threads (the reader's, the cold fetch's) inherit it. The
+	 * daemon checked the list as it started; a CPU taken offline since
+	 * leaves the pager where it was rather than its child without pages. */
+	const char *cpus = getenv(PAGER_CPUS_ENV);
+	if (cpus)
+		(void)cxlcr_pin_cpus(cpus, false);
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);

@@ -39,6 +39,12 @@
 
 struct cxlcr_snapshot;
 
+/* The CPUs the pagers run on (a list, "0-1,8"), from the daemon's
+ * pager_cpus: kept off a service's own CPUs, a child's background fetch
+ * and faults do not take its CPU time (docs/cold-tier.md). Unset: wherever
+ * the daemon may run. */
+#define PAGER_CPUS_ENV "CXLCR_PAGER_CPUS"
+
 struct pager_child {
 	pid_t pid;                            /* restored with --leave-stopped */
 	const char *name;                     /* the child service (PARENT.N) */

@@ -44,6 +44,10 @@ pager_end() {
 }
 
 new_pool 8G
+# The hosts' pagers kept on one CPU (cxlcrd's pager_cpus, here through its
+# environment, as `pod up` passes it on): the first this test may use.
+PAGER_CPU=$(awk '/^Cpus_allowed_list:/ { split($2, a, /[-,]/); print a[1] }' /proc/self/status)
+export CXLCR_PAGER_CPUS=$PAGER_CPU
 pod_up 2
 
 say "cxlcr run --host h0 redis-server, $COUNT keys"
@@ -63,9 +67,11 @@ for k in "${kids[@]}"; do
 	[ "$(status_field "$name" state)" = running ] || die "$name is not running"
 	"$CXLCR" status "$name" | grep -q "copy mode" || die "status of $name does not say copy mode"
 	[ "$(pager_of "$pid")" -gt 0 ] || die "$name (pid $pid) has no pager tracing it"
+	cpus=$(on h1 sh -c 'cat /proc/$1/task/*/status' sh "$(pager_of "$pid")" | awk '/^Cpus_allowed_list:/ { print $2 }' | sort -u)
+	[ "$cpus" = "$PAGER_CPU" ] || die "the pager of $name runs on CPUs '$cpus', not on pager_cpus $PAGER_CPU"
 	on h1 grep -q "/dev/shm" "/proc/$pid/maps" && die "$name maps the pool: $(on h1 grep /dev/shm "/proc/$pid/maps" | head -1)"
 	verify "$addr" || die "$name does not hold its parent's values"
-	ok "$name (copy mode, maps nothing of the pool) holds every value of its parent"
+	ok "$name (copy mode, maps nothing of the pool, its pager on CPU $PAGER_CPU) holds every value of its parent"
 done
 read -r kid1 addr1 pid1 <<<"${kids[0]}"
 read -r kid2 addr2 pid2 <<<"${kids[1]}"

@@ -136,3 +136,18 @@ env -u CXLCR_POD JOURNAL_STREAM="$stream" "$DEST/usr/bin/cxlcrd" --config "$POOL
 [ $rc -ne 0 ] && grep -q "^<3>cxlcrd: .*bad.conf:2: unknown key 'listen'" "$POOL_DIR/bad.err" ||
 	die "under the journal, the refusal has no error priority: $(cat "$POOL_DIR/bad.err")"
 ok "a wrong configuration line is refused with FILE:LINE (under the journal, at priority <3>)"
+
+# pager_cpus: a CPU list, naming a CPU the daemon may run on.
+printf 'pager_cpus = 0-\n' >"$POOL_DIR/bad.conf"
+rc=0
+env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
+	grep -q "bad.conf:1: pager_cpus '0-' is not a CPU list" "$POOL_DIR/bad.err" ||
+	die "a pager_cpus that is not a CPU list is not refused with one line: $(cat "$POOL_DIR/bad.err")"
+printf 'pool = %s\npager_cpus = 1023\n' "$CXLCR_POOL" >"$POOL_DIR/bad.conf"
+rc=0
+env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
+	grep -q "pager_cpus: CPU list '1023' names no CPU that is online" "$POOL_DIR/bad.err" ||
+	die "a pager_cpus of no online CPU is not refused with one line: $(cat "$POOL_DIR/bad.err")"
+ok "pager_cpus that is no CPU list, or names no online CPU, is refused with one line"
