@@ -108,6 +108,12 @@ unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 export CXLCR_TIER_WARM=${CXLCR_TIER_WARM:-1}
 BYTES=$((KEYS * 1000))
 ARENA=$(server_arena_mb redis "$BYTES")
+# PIN=1 also keeps the pagers on CPU 0 (cxlcrd's pager_cpus, for every
+# kind of child alike), as an operator keeps cxlcr's work off a service's
+# CPUs; PIN=2 pins as PIN=1 but leaves the pagers on the children's CPU.
+PIN=${PIN:-1}
+[ "$(nproc)" -ge 2 ] || PIN=0
+[ "$PIN" = 1 ] && export CXLCR_PAGER_CPUS=0
 pod_up 16
 timeout $VERB_TIMEOUT "$CXLCR" tier up --size 4G >/dev/null || die "cxlcr tier up failed"
 pod_serve redis "$BYTES" redis "$ARENA" $PORT
@@ -129,7 +135,6 @@ for d in /run/cxlcr/pod*; do [ "$(cat "$d/pool" 2>/dev/null)" = "$(realpath "$CX
 # swamped the difference between kinds that the figures are about.
 # The CHILDREN children at once run with h1 on both CPUs again (eight
 # children and their pagers on one vCPU would measure that vCPU).
-PIN=${PIN:-1}
 TASKSET=()
 CG=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)/cxlcr/$(basename "$POD_DIR")
 pin_hosts() { # CPU-LIST-FOR-h1 CPU-LIST-FOR-THE-REST: each host's processes (and so all they start)
@@ -140,8 +145,7 @@ pin_hosts() { # CPU-LIST-FOR-h1 CPU-LIST-FOR-THE-REST: each host's processes (an
 		while read -r p; do taskset -a -p -c "$cpus" "$p" >/dev/null 2>&1 || true; done <"$h/cgroup.procs"
 	done
 }
-[ "$(nproc)" -ge 2 ] || PIN=0
-if [ "$PIN" = 1 ]; then
+if [ "$PIN" != 0 ]; then
 	pin_hosts 1 0
 	TASKSET=(taskset -c 0)
 fi
@@ -214,9 +218,9 @@ PY
 )
 		say "[$r/$ROUNDS] $line"
 		if [ "$kind" = tiered ]; then
-			[ "$PIN" = 1 ] && pin_hosts 0-1 0-1
+			[ "$PIN" != 0 ] && pin_hosts 0-1 0-1
 			fork_kids tiered-x$CHILDREN "$r" "$CHILDREN"
-			[ "$PIN" = 1 ] && pin_hosts 1 0
+			[ "$PIN" != 0 ] && pin_hosts 1 0
 			say "[$r/$ROUNDS] $CHILDREN copy-mode children at once of the tiered snapshot: last first answer $(python3 -c 'import json, sys
 print(max(c["first_answer_ms"] for c in json.load(open(sys.argv[1]))["children"]))' "$WORK/fork.json") ms"
 		fi
