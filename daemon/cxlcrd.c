@@ -318,7 +318,9 @@ static void usage(void)
 	       "--config %s; in the emulated pod, `cxlcr pod up` starts one per host.\n"
 	       "Flags override the file's keys (host, pool, address, port, lease); the file's\n"
 	       "recovery_interval (ms, default 1000; 0: none) is how often the services this\n"
-	       "daemon starts take a recovery point unless cxlcr run --recovery-interval says.\n"
+	       "daemon starts take a recovery point unless cxlcr run --recovery-interval says;\n"
+	       "its pager_cpus ($%s, a CPU list as 0-3,8) is where the pagers of copy-mode\n"
+	       "children run, off the services' own CPUs.\n"
 	       "  --host     this host's name in the pod (default: the machine's name)\n"
 	       "  --pool     the pool device or file ($CXLCR_POOL, else %s)\n"
 	       "  --address  the IPv4 address to listen on over TCP (default: the emulated host's,\n"
@@ -326,7 +328,7 @@ static void usage(void)
 	       "  --port     the TCP port (the control protocol and the fork API; $%s, default %d; 0: no TCP)\n"
 	       "  --lease    ms: a host whose heartbeat stood still that long is dead and its services\n"
 	       "             are recovered elsewhere ($CXLCR_LEASE_MS, default %d)\n",
-	       DAEMON_CONFIG_DEFAULT, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
+	       DAEMON_CONFIG_DEFAULT, PAGER_CPUS_ENV, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
 }
 
 /* The flags, then the file they override: what the daemon runs with. */
