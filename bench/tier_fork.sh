@@ -31,7 +31,7 @@
 # over ROUNDS rounds, and the ratios tiered/cxl (goal <= 1.15) and
 # remote/tiered for the first answer (goal >= 2).
 #
-#   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 SKEW=95 WINDOW=2 CHILDREN=8 FIRST=get,
+#   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 SKEW=95 WINDOW=2 CHILDREN=8 FIRST=get, PIN=1,
 #                           CXLCR_TIER_WARM=1: hosts configured for the tier)
 # Output: lines on stdout, bench/out/tier_fork.jsonl (every child),
 # bench/out/tier_fork.txt (the table) and bench/out/tier_fork.pager.log
