@@ -21,6 +21,11 @@
  *       requests, while its pages are still coming in. With --hot-keys H
  *       --hot-pct P, P % of them read one of kv:str:0 .. kv:str:H-1 (the
  *       keys a skewed load reads: bench/tier_fork.sh), the rest any key.
+ *       With --lines FILE the child speaks a line protocol instead (the
+ *       FaaS function's, demos/faas/function.py): FILE holds one request
+ *       a line; its first line is the first-answer request, and the N
+ *       requests are its lines (--hot-keys H: P % of them of its first H
+ *       lines, the rest any), each answered by one line starting "OK".
  *
  *   fork-probe exec --addr IP --port PORT --key KEY [--timeout S] -- CMD...
  *       starts CMD (e.g. a criu restore) and polls IP:PORT the same way
@@ -108,6 +113,61 @@ static int read_bulk(int fd)
 	return 1;
 }
 
+/* --lines: the requests of a line-protocol child, and whether a reply's
+ * first line answers one. */
+static char **lines;
+static unsigned line_count;
+
+static int is_ok(const char *line)
+{
+	return !strncmp(line, "OK", 2);
+}
+
+static int load_lines(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "fork-probe: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	char buf[256];
+	while (fgets(buf, sizeof(buf), f)) {
+		buf[strcspn(buf, "\n")] = 0;
+		char **more = realloc(lines, (line_count + 1) * sizeof(*lines));
+		if (!more || !(more[line_count] = malloc(strlen(buf) + 2))) {
+			fclose(f);
+			fprintf(stderr, "fork-probe: out of memory\n");
+			return -1;
+		}
+		lines = more;
+		snprintf(lines[line_count++], strlen(buf) + 2, "%s\n", buf);
+	}
+	fclose(f);
+	if (!line_count) {
+		fprintf(stderr, "fork-probe: %s holds no request\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* One reply line of a line-protocol child, whole: 1 if it starts "OK",
+ * 0 if not, -1 on a closed socket. One request is in flight at a time, so
+ * nothing follows the newline. */
+static int read_line_reply(int fd)
+{
+	static char buf[4096];
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - 1 - n);
+		if (r <= 0)
+			return -1;
+		n += (size_t)r;
+		if (memchr(buf, '\n', n) || n == sizeof(buf) - 1)
+			break;
+	}
+	return is_ok(buf);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -139,7 +199,20 @@ static int first_requests(const char *address, uint16_t port, unsigned n, unsign
 		char key[32], req[96];
 		uint64_t r = x * 0x2545f4914f6cdd1dull;
 		bool hot = hot_keys && (r >> 40) % 100 < hot_pct;
-		int kl = snprintf(key, sizeof(key), "kv:str:%llu", (unsigned long long)(r % (hot ? hot_keys : keys)));
+		uint64_t k = r % (hot ? hot_keys : keys);
+		if (lines) {
+			const char *line = lines[k];
+			ssize_t ll = (ssize_t)strlen(line);
+			uint64_t t = fa_mono_ns();
+			if (write(fd, line, (size_t)ll) != ll || read_line_reply(fd) != 1) {
+				fprintf(stderr, "fork-probe: request %u (%.*s) to %s: no answer\n", i, (int)ll - 1, line,
+					address);
+				rc = -1;
+			}
+			us[i] = (double)(fa_mono_ns() - t) / 1e3;
+			continue;
+		}
+		int kl = snprintf(key, sizeof(key), "kv:str:%llu", (unsigned long long)k);
 		int rl = snprintf(req, sizeof(req), "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", kl, key);
 		uint64_t t = fa_mono_ns();
 		if (write(fd, req, (size_t)rl) != rl || read_bulk(fd) != 1) {
@@ -166,8 +239,8 @@ static int probe_api(const char *endpoint, const char *token, const char *servic
 	static struct fa_fork f;
 	f.mode = mode;
 	f.fetch = fetch;
-	int rc = fa_fork_and_poll("fork-probe", endpoint, token, service, host, count, port, request, is_value,
-				  timeout_s, &f);
+	int rc = fa_fork_and_poll("fork-probe", endpoint, token, service, host, count, port, request,
+				  lines ? is_ok : is_value, timeout_s, &f);
 	if (rc < 0)
 		return 1;
 	const struct cxlcr_fork_result *r = &f.result;
@@ -236,7 +309,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: fork-probe api --api ENDPOINT [--token-file FILE] --service NAME --to HOST "
 			"[--count N] [--mode share|copy] [--fetch background|eager|lazy] --port PORT --key KEY "
-			"[--timeout S] [--first-keys N] [--requests N [--keys K] [--hot-keys H --hot-pct P]]\n"
+			"[--timeout S] [--first-keys N] [--lines FILE] [--requests N [--keys K] [--hot-keys H --hot-pct P]]\n"
 			"       fork-probe exec --addr IP --port PORT --key KEY [--timeout S] -- CMD...\n");
 	exit(2);
 }
@@ -247,7 +320,7 @@ int main(int argc, char **argv)
 		usage();
 	bool api_mode = !strcmp(argv[1], "api");
 	const char *endpoint = NULL, *token_file = NULL, *service = NULL, *host = NULL, *addr = NULL, *key = NULL,
-		   *mode = NULL, *fetch = NULL;
+		   *mode = NULL, *fetch = NULL, *lines_file = NULL;
 	unsigned count = 1, port = 0, requests = 0, keys = 0, first_keys = 0, hot_keys = 0, hot_pct = 0;
 	double timeout_s = 60;
 	const struct option opts[] = { { "api", required_argument, 0, 'a' },
@@ -266,6 +339,7 @@ int main(int argc, char **argv)
 				       { "first-keys", required_argument, 0, 'F' },
 				       { "hot-keys", required_argument, 0, 'h' },
 				       { "hot-pct", required_argument, 0, 'P' },
+				       { "lines", required_argument, 0, 'L' },
 				       { 0, 0, 0, 0 } };
 	int c;
 	optind = 2;
@@ -287,15 +361,24 @@ int main(int argc, char **argv)
 		case 'F': first_keys = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'h': hot_keys = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'P': hot_pct = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'L': lines_file = optarg; break;
 		default: usage();
 		}
+	}
+	if (lines_file) {
+		if (load_lines(lines_file) < 0)
+			return 1;
+		keys = line_count;
+		if (hot_keys > line_count)
+			usage();
+		key = "";
 	}
 	if (!key || strlen(key) > 200 || !port || port > 65535 || timeout_s <= 0)
 		usage();
 	static char get[256];
 	snprintf(get, sizeof(get), "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
-	const char *request = get;
-	if (first_keys && first_keys <= 1000000 && !(request = working_set_request(first_keys))) {
+	const char *request = lines ? lines[0] : get;
+	if (!lines && first_keys && first_keys <= 1000000 && !(request = working_set_request(first_keys))) {
 		fprintf(stderr, "fork-probe: out of memory\n");
 		return 1;
 	}

@@ -33,6 +33,12 @@
 #
 #   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 SKEW=95 WINDOW=2 CHILDREN=8 FIRST=get, PIN=1,
 #                           CXLCR_TIER_WARM=1: hosts configured for the tier)
+#   SERVICE=faas bench/tier_fork.sh   (FN_SIZE=128M HOT_WORDS=2)
+#       the same with the FaaS demo's function (demos/faas/function.py:
+#       CPython, PYTHONMALLOC=malloc, a catalogue of FN_SIZE in its heap)
+#       in place of Redis: the hot window and SKEW % of the requests invoke
+#       it with one of HOT_WORDS words (of its 4,096), the rest with any
+#       word; the first answer is an invocation of a hot word.
 # Output: lines on stdout, bench/out/tier_fork.jsonl (every child),
 # bench/out/tier_fork.txt (the table) and bench/out/tier_fork.pager.log
 # (each child's pager's end line: its fault service times, and where its
@@ -54,7 +60,11 @@ SKEW=${SKEW:-95}
 WINDOW=${WINDOW:-2}
 CHILDREN=${CHILDREN:-8}
 FIRST=${FIRST:-get}
+SERVICE=${SERVICE:-redis}
+FN_SIZE=${FN_SIZE:-128M}
+HOT_WORDS=${HOT_WORDS:-2}
 PORT=6379
+NAME=redis
 VERB_TIMEOUT=600
 
 START=$SECONDS
@@ -73,6 +83,19 @@ case $FIRST in
 get) FIRST_ARGS=() ;;
 working-set) FIRST_ARGS=(--first-keys $((KEYS * HOT_PCT / 100))) ;;
 *) die "FIRST: get or working-set" ;;
+esac
+case $SERVICE in
+redis) ;;
+faas)
+	[ "$FIRST" = get ] || die "FIRST: the function's first answer is an invocation (FIRST=get)"
+	[[ $HOT_WORDS =~ ^[1-9][0-9]*$ ]] && [ "$HOT_WORDS" -le 4096 ] || die "HOT_WORDS: 1 to 4096"
+	PORT=8080
+	NAME=fn
+	# A pod service gets its host daemon's environment (demos/faas/run.sh):
+	# with Python's own allocator its objects would not be in the arena.
+	export PYTHONMALLOC=malloc
+	;;
+*) die "SERVICE: redis or faas" ;;
 esac
 
 mkdir -p "$OUT"
@@ -108,6 +131,11 @@ unset LD_PRELOAD CXLCR_ARENA CXLCR_ARENA_SIZE CXLCR_ARENA_OWNER CXLCR_READY_FD
 export CXLCR_TIER_WARM=${CXLCR_TIER_WARM:-1}
 BYTES=$((KEYS * 1000))
 ARENA=$(server_arena_mb redis "$BYTES")
+if [ "$SERVICE" = faas ]; then
+	BYTES=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from function import parse_size
+print(parse_size(sys.argv[2]))' "$ROOT/demos/faas" "$FN_SIZE") || die "FN_SIZE: a size (128M)"
+	ARENA=$((((BYTES * 3 / 2 >> 20) + 256 + 63) / 64 * 64)) # as demos/faas/run.sh sizes it
+fi
 # PIN=1 also keeps the pagers on CPU 0 (cxlcrd's pager_cpus, for every
 # kind of child alike), as an operator keeps cxlcr's work off a service's
 # CPUs; PIN=2 pins as PIN=1 but leaves the pagers on the children's CPU.
@@ -116,10 +144,33 @@ PIN=${PIN:-1}
 [ "$PIN" = 1 ] && export CXLCR_PAGER_CPUS=0
 pod_up 16
 timeout $VERB_TIMEOUT "$CXLCR" tier up --size 4G >/dev/null || die "cxlcr tier up failed"
-pod_serve redis "$BYTES" redis "$ARENA" $PORT
-PARENT=$ADDR
-python3 "$KV" fill --host "$PARENT" --port $PORT --count "$KEYS" --size 1000 --types strings --seed 3 \
-	--quiet || die "fill failed"
+if [ "$SERVICE" = redis ]; then
+	pod_serve redis "$BYTES" redis "$ARENA" $PORT
+	PARENT=$ADDR
+	python3 "$KV" fill --host "$PARENT" --port $PORT --count "$KEYS" --size 1000 --types strings --seed 3 \
+		--quiet || die "fill failed"
+else
+	SERVICES+=("$NAME")
+	"$CXLCR" run --host h0 --name "$NAME" --arena "${ARENA}M" --log "$WORK/$NAME.log" -- \
+		"$(python3 -c 'import sys; print(sys.executable)')" "$ROOT/demos/faas/function.py" --port $PORT \
+		--size "$BYTES" >/dev/null 2>"$WORK/$NAME.run.err" || die "cxlcr run $NAME failed: $(cat "$WORK/$NAME.run.err")"
+	PARENT=$(status_field "$NAME" address)
+	pid=$(python3 "$ROOT/tests/lib/hostpid.py" machine h0 "$(status_field "$NAME" pid)") || die "$NAME is not found on h0"
+	ip neigh flush to "$PARENT" >/dev/null 2>&1 || true
+	python3 "$ROOT/demos/faas/client.py" wait --host "$PARENT" --port $PORT --since "$(python3 "$ROOT/demos/faas/client.py" now)" \
+		--timeout 600 --pid "$pid" >/dev/null || die "the function does not answer at $PARENT:$PORT"
+	# Its requests: INVOKE of every word, in an order of a fixed seed; the
+	# first HOT_WORDS are the hot ones, and the first the first answer's.
+	python3 - "$ROOT/demos/faas" >"$WORK/fn.lines" <<'PY'
+import random, sys
+sys.path.insert(0, sys.argv[1])
+from function import vocabulary
+words = vocabulary()
+random.Random(7).shuffle(words)
+print("\n".join("INVOKE " + w for w in words))
+PY
+	head -n "$HOT_WORDS" "$WORK/fn.lines" >"$WORK/hot.cmds"
+fi
 API=tcp:$("$CXLCR" hosts --json | python3 -c 'import json, sys
 h = [h for h in json.load(sys.stdin)["hosts"] if h["host"] == "h0"][0]
 print("%s:%d" % (h["address"], h["port"]))')
@@ -149,11 +200,31 @@ if [ "$PIN" != 0 ]; then
 	pin_hosts 1 0
 	TASKSET=(taskset -c 0)
 fi
-say "redis, $KEYS keys x 1000 B, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of the hot $HOT_PCT% of keys; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; PIN=$PIN; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+WHAT="redis, $KEYS keys x 1000 B"
+HOT="the hot $HOT_PCT% of keys"
+[ "$SERVICE" = faas ] && WHAT="the FaaS function, $FN_SIZE of catalogue" HOT="$HOT_WORDS hot words of 4096"
+say "$WHAT, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of $HOT; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; PIN=$PIN; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# The skew: one connection reading the first HOT_PCT % of the keys over and over.
-seq 0 $((KEYS * HOT_PCT / 100 - 1)) | sed 's/^/GET kv:str:/' >"$WORK/hot.cmds"
+# The skew: one connection reading the first HOT_PCT % of the keys (or
+# invoking the function with the hot words) over and over.
+[ "$SERVICE" = redis ] && seq 0 $((KEYS * HOT_PCT / 100 - 1)) | sed 's/^/GET kv:str:/' >"$WORK/hot.cmds"
 feed() { while cat "$WORK/hot.cmds"; do :; done; }
+skew() { # in the background (exec: $! is the process that loads), until killed
+	if [ "$SERVICE" = redis ]; then
+		exec redis-cli -h "$PARENT" -p $PORT >/dev/null 2>&1 < <(feed)
+	else
+		exec python3 - "$PARENT" $PORT "$WORK/hot.cmds" 2>/dev/null <<'PY'
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+f = s.makefile("rb")
+lines = [l.encode() for l in open(sys.argv[3])]
+while True:
+    for l in lines:
+        s.sendall(l)
+        f.readline()
+PY
+	fi
+}
 
 snapshot() { # KIND: the parent's snapshot of that kind, its JSON in $WORK/snap.json
 	local args=(--full)
@@ -162,11 +233,11 @@ snapshot() { # KIND: the parent's snapshot of that kind, its JSON in $WORK/snap.
 	remote) args=(--tier --hot-window 0.001) ;;
 	esac
 	if [ "$1" = tiered ]; then
-		redis-cli -h "$PARENT" -p $PORT >/dev/null 2>&1 < <(feed) &
+		skew &
 		LOOP=$!
 	fi
-	timeout $VERB_TIMEOUT "$CXLCR" snapshot redis "${args[@]}" --json >"$WORK/snap.json" 2>"$WORK/snap.err" ||
-		die "cxlcr snapshot redis ${args[*]} failed: $(cat "$WORK/snap.err")"
+	timeout $VERB_TIMEOUT "$CXLCR" snapshot "$NAME" "${args[@]}" --json >"$WORK/snap.json" 2>"$WORK/snap.err" ||
+		die "cxlcr snapshot $NAME ${args[*]} failed: $(cat "$WORK/snap.err")"
 	if [ -n "$LOOP" ]; then
 		kill "$LOOP"
 		wait "$LOOP" 2>/dev/null || true
@@ -178,10 +249,12 @@ fork_kids() { # KIND ROUND COUNT [FETCH]: COUNT copy-mode children, timed, then 
 	local kind=$1 r=$2 n=$3 fetch=() reqs=() kids
 	[ -n "${4:-}" ] && fetch=(--fetch "$4")
 	[ "$n" -eq 1 ] && reqs=(--requests "$REQUESTS" --keys "$KEYS" --hot-keys $((KEYS * HOT_PCT / 100)) --hot-pct "$SKEW")
-	timeout $VERB_TIMEOUT "${TASKSET[@]}" "$PROBE" api --api "$API" --token-file "$POD_DIR/api-token" --service redis --to h1 \
+	[ "$n" -eq 1 ] && [ "$SERVICE" = faas ] && reqs=(--requests "$REQUESTS" --hot-keys "$HOT_WORDS" --hot-pct "$SKEW")
+	[ "$SERVICE" = faas ] && reqs+=(--lines "$WORK/fn.lines")
+	timeout $VERB_TIMEOUT "${TASKSET[@]}" "$PROBE" api --api "$API" --token-file "$POD_DIR/api-token" --service "$NAME" --to h1 \
 		--count "$n" --mode copy "${fetch[@]}" --port $PORT --key "kv:str:$((KEYS / 2))" --timeout 120 \
 		"${FIRST_ARGS[@]}" "${reqs[@]}" >"$WORK/fork.json" 2>"$WORK/probe.err" || {
-		mapfile -t -O "${#SERVICES[@]}" SERVICES < <("$CXLCR" ps | awk '$1 ~ /^redis\./ { print $1 }')
+		mapfile -t -O "${#SERVICES[@]}" SERVICES < <("$CXLCR" ps | awk -v n="$NAME." 'index($1, n) == 1 { print $1 }')
 		die "fork ($kind, round $r) failed: $(cat "$WORK/probe.err")"
 	}
 	python3 - "$OUT/tier_fork.jsonl" "$kind" "$r" "$WORK/snap.json" "$WORK/fork.json" <<'PY'
@@ -227,10 +300,10 @@ print(max(c["first_answer_ms"] for c in json.load(open(sys.argv[1]))["children"]
 	done
 done
 
-python3 - "$OUT/tier_fork.jsonl" "$KEYS" "$CHILDREN" "$(cut -d' ' -f1-3 /proc/loadavg)" "$FIRST" <<'PY' | tee "$OUT/tier_fork.txt"
+python3 - "$OUT/tier_fork.jsonl" "$WHAT" "$CHILDREN" "$(cut -d' ' -f1-3 /proc/loadavg)" "$FIRST" <<'PY' | tee "$OUT/tier_fork.txt"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-keys, children, load, first = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+what, children, load, first = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 med = statistics.median
 def of(kind, f):
     return [f(d) for d in rows if d["kind"] == kind]
@@ -241,8 +314,8 @@ def hot_pct(d):
     t = d["snapshot"]["tier"]
     return 100.0 * t["pages_hot"] / (t["pages_hot"] + t["pages_cold"])
 n = len(of("cxl", fa))
-print("Redis, %s keys x 1000 B; copy-mode children; first answer: %s; medians of %d rounds (load average at the end %s)"
-      % (keys, first, n, load))
+print("%s; copy-mode children; first answer: %s; medians of %d rounds (load average at the end %s)"
+      % (what[0].upper() + what[1:], first, n, load))
 print("%-8s %16s %12s %12s %14s %12s" % ("child", "first answer ms", "p50 us", "p99 us", "hot pages %", "CXL MB"))
 for k in ("cxl", "tiered", "remote"):
     cxl = med(of(k, lambda d: d["snapshot"]["tier"]["cxl_bytes"] if "tier" in d["snapshot"] else
