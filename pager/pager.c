@@ -394,11 +394,14 @@ static int cold_chunk(struct tier_reader **r, uint64_t first, uint64_t n)
 }
 
 /* The fetch runs at SCHED_IDLE: it takes only the CPU time that the child
- * and the pager's faults leave, so a request the child is to answer never
- * waits for a CPU behind it. (Two such threads, each with a connection of
- * its own, one checking and installing while the other waits for its
- * read, took as long as one: ~150 ms for 25,000 pages, the reads wait for
- * the server.) */
+ * and the pager's faults leave. On a kernel that does not preempt, a
+ * request the child is to answer on the same CPU still waits for the end
+ * of the fetch's system call under way (a 256 KiB receive, a 64-page
+ * UFFDIO_COPY): pager_cpus keeps the pagers off the services' CPUs
+ * (docs/cold-tier.md). (Two such threads, each with a connection of its
+ * own, one checking and installing while the other waits for its read,
+ * took as long as one: ~150 ms for 25,000 pages, the reads wait for the
+ * server.) */
 static void *cold_main(void *unused)
 {
 	(void)unused;
