@@ -9,7 +9,7 @@
 #include "cpus.h"
 #include "error.h"
 
-bool cxlcr_cpu_listed(const struct cpu_list *l, unsigned cpu)
+static bool listed(const struct cpu_list *l, unsigned cpu)
 {
 	return cpu < CXLCR_CPUS_MAX && (l->bits[cpu / 64] >> (cpu % 64) & 1u);
 }
@@ -66,7 +66,7 @@ int cxlcr_pin_cpus(const char *text, bool check)
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	for (unsigned c = 0; c < CXLCR_CPUS_MAX && c < CPU_SETSIZE; c++)
-		if (cxlcr_cpu_listed(&l, c) && cxlcr_cpu_listed(&online, c))
+		if (listed(&l, c) && listed(&online, c))
 			CPU_SET(c, &set);
 	if (!CPU_COUNT(&set))
 		return cxlcr_error("CPU list '%.100s' names no CPU that is online", text);

@@ -17,7 +17,6 @@ struct cpu_list {
 
 /* 0, or -1 on junk, an empty list, or a CPU from CXLCR_CPUS_MAX on. */
 int cxlcr_parse_cpus(const char *text, struct cpu_list *out);
-bool cxlcr_cpu_listed(const struct cpu_list *l, unsigned cpu);
 /* Confines the calling thread (and the threads and processes it starts
  * from now on) to the CPUs of list text that are online, whatever CPUs it
  * ran on before (a daemon may be confined to CPUs of its own and its

@@ -97,7 +97,6 @@ struct pager {
 	 * page is read to before it is copied in. */
 	struct tier_reader *tier;
 	uint8_t bounce[PAGE] __attribute__((aligned(PAGE)));
-	uint8_t run_buf[TIER_READ_RUN * PAGE] __attribute__((aligned(PAGE))); /* the background's reads */
 	uint64_t cold_pages;
 };
 
@@ -300,14 +299,15 @@ static int install_hot(struct pager *p, const uint64_t *hot, uint64_t count, uin
 }
 
 /* Pages [first, first + n) of a cold run: TIER_READ_RUN of them per RMA
- * read, or, where such a read fails, one read each with retries
- * (read_cold()), as a fault's. */
+ * read, installed from the reader's buffer, or, where such a read fails,
+ * one read each with retries (read_cold()), as a fault's. */
 static int install_cold(struct pager *p, uint64_t first, uint64_t n)
 {
 	for (uint64_t done = 0; done < n;) {
 		uint64_t k = n - done < TIER_READ_RUN ? n - done : TIER_READ_RUN, at = first + done;
-		if (p->tier && tier_read_run(p->tier, at, k, p->run_buf) == 0) {
-			if (copy_in(p->uffd, p->heap_lo + at * PAGE, p->run_buf, k * PAGE) < 0)
+		const void *data;
+		if (p->tier && tier_read_run(p->tier, at, k, &data) == 0) {
+			if (copy_in(p->uffd, p->heap_lo + at * PAGE, data, k * PAGE) < 0)
 				return -1;
 			done += k;
 			continue;
@@ -378,7 +378,7 @@ static int cold_chunk(struct tier_reader **r, uint64_t first, uint64_t n)
 	for (unsigned tries = 1;; tries++) {
 		if (!*r && tier_reader_open_run(cold.p->s, COLD_RUN, r) < 0)
 			*r = NULL;
-		if (*r && tier_read_run_at(*r, first, n, &data) == 0)
+		if (*r && tier_read_run(*r, first, n, &data) == 0)
 			break;
 		if (*r)
 			cold_close(r);

@@ -120,7 +120,7 @@ int tier_read_page(struct tier_reader *r, uint64_t page_index, void *dst)
 	return 0;
 }
 
-int tier_read_run_at(struct tier_reader *r, uint64_t first_page, uint64_t n, const void **data)
+int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, const void **data)
 {
 	const struct cxlcr_snapshot *s = r->s;
 	uint32_t tier;
@@ -158,15 +158,6 @@ int tier_read_run_at(struct tier_reader *r, uint64_t first_page, uint64_t n, con
 					   s->region.name, (unsigned long long)(first_page + i), r->conn.server.name);
 	r->check_ns += cxlcr_mono_ns() - t1;
 	*data = buf;
-	return 0;
-}
-
-int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *dst)
-{
-	const void *data;
-	if (tier_read_run_at(r, first_page, n, &data) < 0)
-		return -1;
-	memcpy(dst, data, n * PAGE);
 	return 0;
 }
 

@@ -127,13 +127,12 @@ int tier_watch_tick(struct cxlcr_pool *pool, struct tier_watch *w, uint64_t now,
  * heap into dst (4 KiB): zeros, the CXL copy, or the cold copy read by RMA
  * and checked against its CRC. A mismatch, a missing extent or a server
  * that does not answer within TIER_TIMEOUT_MS is refused with one line
- * (-1): a caller never gets a wrong page. tier_read_run() does the same
- * for n pages (at most TIER_READ_RUN, or max_run for a reader opened with
- * tier_reader_open_run()) of one cold run, in one RMA read: the pager's
- * background fetch. tier_read_run_at() is tier_read_run() without the
- * copy: *data points at the checked pages in the reader's own buffer,
- * valid until its next read (the pager installs them from there).
- * tier_reader_times() says how long the reader spent waiting for RMA reads
+ * (-1): a caller never gets a wrong page. tier_read_run() reads and
+ * checks n pages (at most TIER_READ_RUN, or max_run for a reader opened
+ * with tier_reader_open_run()) of one cold run in one RMA read, without a
+ * copy: *data points at them in the reader's own registered buffer, valid
+ * until its next read (the pager's background fetch installs them from
+ * there). tier_reader_times() says how long the reader spent waiting for RMA reads
  * and checking what came back, in ns. One reader per thread.
  */
 #define TIER_READ_RUN 16u
@@ -141,8 +140,7 @@ struct tier_reader;
 int tier_reader_open(const struct cxlcr_snapshot *s, struct tier_reader **out);
 int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struct tier_reader **out);
 int tier_read_page(struct tier_reader *r, uint64_t page_index, void *dst);
-int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, void *dst);
-int tier_read_run_at(struct tier_reader *r, uint64_t first_page, uint64_t n, const void **data);
+int tier_read_run(struct tier_reader *r, uint64_t first_page, uint64_t n, const void **data);
 void tier_reader_times(const struct tier_reader *r, uint64_t *rma_ns, uint64_t *check_ns);
 void tier_reader_close(struct tier_reader *r);
 
