@@ -150,15 +150,8 @@ if [ "$SERVICE" = redis ]; then
 	python3 "$KV" fill --host "$PARENT" --port $PORT --count "$KEYS" --size 1000 --types strings --seed 3 \
 		--quiet || die "fill failed"
 else
-	SERVICES+=("$NAME")
-	"$CXLCR" run --host h0 --name "$NAME" --arena "${ARENA}M" --log "$WORK/$NAME.log" -- \
-		"$(python3 -c 'import sys; print(sys.executable)')" "$ROOT/demos/faas/function.py" --port $PORT \
-		--size "$BYTES" >/dev/null 2>"$WORK/$NAME.run.err" || die "cxlcr run $NAME failed: $(cat "$WORK/$NAME.run.err")"
-	PARENT=$(status_field "$NAME" address)
-	pid=$(python3 "$ROOT/tests/lib/hostpid.py" machine h0 "$(status_field "$NAME" pid)") || die "$NAME is not found on h0"
-	ip neigh flush to "$PARENT" >/dev/null 2>&1 || true
-	python3 "$ROOT/demos/faas/client.py" wait --host "$PARENT" --port $PORT --since "$(python3 "$ROOT/demos/faas/client.py" now)" \
-		--timeout 600 --pid "$pid" >/dev/null || die "the function does not answer at $PARENT:$PORT"
+	pod_serve faas "$BYTES" "$NAME" "$ARENA" $PORT
+	PARENT=$ADDR
 	# Its requests: INVOKE of every word, in an order of a fixed seed; the
 	# first HOT_WORDS are the hot ones, and the first the first answer's.
 	python3 - "$ROOT/demos/faas" >"$WORK/fn.lines" <<'PY'

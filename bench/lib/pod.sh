@@ -20,7 +20,7 @@
 #   pool_gb MIN BYTES...      pool size (GiB, at least MIN) for the largest
 #                             Redis of BYTES... (the largest server's arena)
 #   pod_up GIB                formats the pool and starts hosts h0 and h1
-#   server_cmd SERVER BYTES PORT [BIND]  the server's command line, in CMD
+#   server_cmd SERVER BYTES PORT [BIND]  the server's command line, in CMD (redis, memcached, faas)
 #   status_field NAME KEY     a field of `cxlcr status NAME --json`
 #   pod_serve SERVER BYTES NAME ARENA_MB PORT
 #                             runs SERVER under cxlcr on h0, waits until it
@@ -102,6 +102,10 @@ server_cmd() { # SERVER BYTES PORT [BIND]
 		[ -z "${4:-}" ] || bind=(-l "$4")
 		CMD=(memcached -U 0 -p "$3" "${bind[@]}" -m "$(mc_limit_mb "$2")" -t 4 -u root)
 		;;
+	faas) # the FaaS demo's function, a catalogue of BYTES (needs PYTHONMALLOC=malloc in the daemons)
+		CMD=("$(python3 -c 'import sys; print(sys.executable)')" "$ROOT/demos/faas/function.py" --port "$3"
+			--size "$2")
+		;;
 	esac
 }
 
@@ -124,7 +128,11 @@ pod_serve() { # SERVER BYTES NAME ARENA_MB PORT
 	# connections nowhere for up to ~45 s (cxlcr run announces no new MAC).
 	# Only the start-up is concerned, not what is measured.
 	ip neigh flush to "$ADDR" >/dev/null 2>&1 || true
-	python3 "$KV" wait --proto "$server" --host "$ADDR" --port "$port" --pid "$pid" ||
+	# The function listens once its catalogue is built: a connection is
+	# its answer, after up to minutes.
+	local wait=(--proto "$server")
+	[ "$server" = faas ] && wait=(--proto tcp --tries 12000)
+	python3 "$KV" wait "${wait[@]}" --host "$ADDR" --port "$port" --pid "$pid" ||
 		die "$name does not answer at $ADDR:$port"
 }
 
