@@ -33,6 +33,10 @@
 #
 #   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 SKEW=95 WINDOW=2 CHILDREN=8 FIRST=get, PIN=1,
 #                           CXLCR_TIER_WARM=1: hosts configured for the tier)
+#   CLIENT_CPU=1 bench/tier_fork.sh   the request client on the children's
+#       CPU instead of CPU 0 (with PIN=1 or 2): a client as near as a wakeup
+#       on the same CPU (p50 ~11 us), so that what the children's own tail
+#       costs is not hidden by the client's cross-CPU wakeups (~80 us)
 #   SERVICE=faas bench/tier_fork.sh   (FN_SIZE=128M HOT_WORDS=2)
 #       the same with the FaaS demo's function (demos/faas/function.py:
 #       CPython, PYTHONMALLOC=malloc, a catalogue of FN_SIZE in its heap)
@@ -191,7 +195,7 @@ pin_hosts() { # CPU-LIST-FOR-h1 CPU-LIST-FOR-THE-REST: each host's processes (an
 }
 if [ "$PIN" != 0 ]; then
 	pin_hosts 1 0
-	TASKSET=(taskset -c 0)
+	TASKSET=(taskset -c "${CLIENT_CPU:-0}")
 fi
 WHAT="redis, $KEYS keys x 1000 B"
 HOT="the hot $HOT_PCT% of keys"
