@@ -116,7 +116,8 @@ static int tier_up(int argc, char **argv)
 			       "Starts the cold tier's memory server (cxlcr-memd, default %s) on memory host %s\n"
 			       "of the emulated pod: a network namespace of its own on the pod's bridge. It\n"
 			       "registers in the pool; tiered snapshots (cxlcr snapshot --tier) keep their\n"
-			       "cold pages there. $CXLCR_TIER_PROVIDER names the libfabric provider.\n",
+			       "cold pages there. $CXLCR_TIER_PROVIDER names the libfabric provider;\n"
+			       "$CXLCR_MEMD_SPIN_US how long the server spins after a request (default 200).\n",
 			       DEFAULT_SIZE, MEM_HOST);
 			return EXIT_OK;
 		default: return EXIT_USAGE;
