@@ -26,6 +26,9 @@
  *       a line; its first line is the first-answer request, and the N
  *       requests are its lines (--hot-keys H: P % of them of its first H
  *       lines, the rest any), each answered by one line starting "OK".
+ *       With $FORK_PROBE_TRACE=FILE, each request's time is appended to
+ *       FILE in the order sent ("INDEX US" a line, "end" after the last),
+ *       to see when in the child's first moments the slow ones came.
  *
  *   fork-probe exec --addr IP --port PORT --key KEY [--timeout S] -- CMD...
  *       starts CMD (e.g. a criu restore) and polls IP:PORT the same way
@@ -223,6 +226,16 @@ static int first_requests(const char *address, uint16_t port, unsigned n, unsign
 	}
 	*total_ms = fa_ms_since(t0);
 	close(fd);
+	const char *trace = getenv("FORK_PROBE_TRACE");
+	if (rc == 0 && trace && *trace) {
+		FILE *tf = fopen(trace, "a");
+		if (tf) {
+			for (unsigned i = 0; i < n; i++)
+				fprintf(tf, "%u %.1f\n", i, us[i]);
+			fprintf(tf, "end\n");
+			fclose(tf);
+		}
+	}
 	if (rc == 0) {
 		qsort(us, n, sizeof(double), cmp_double);
 		*p50 = us[n / 2];
