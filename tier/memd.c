@@ -112,8 +112,11 @@ static int parse_spin(const char *s, uint64_t *us)
  */
 static void spin_while_busy(struct fab *f, uint64_t spin_ns)
 {
-	uint64_t until = cxlcr_mono_ns() + spin_ns;
-	while (!stopping && cxlcr_mono_ns() < until)
+	/* Back to the caller's loop at least every tick, however busy: it
+	 * beats the server's heartbeat there, and a server whose counter
+	 * stands still through a long fetch is taken for dead. */
+	uint64_t now = cxlcr_mono_ns(), until = now + spin_ns, cap = now + TICK_MS * 1000000ull;
+	while (!stopping && (now = cxlcr_mono_ns()) < until && now < cap)
 		if (fab_progress(f, 0))
 			until = cxlcr_mono_ns() + spin_ns;
 }
