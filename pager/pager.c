@@ -408,15 +408,6 @@ static int cold_chunk(struct cold_lane *l, struct tier_reader **r, uint64_t firs
 	return 0;
 }
 
-/* The fetch runs at SCHED_IDLE: it takes only the CPU time that the child
- * and the pager's faults leave. On a kernel that does not preempt, a
- * request the child is to answer on the same CPU still waits for the end
- * of the fetch's system call under way (a 256 KiB receive, a 64-page
- * UFFDIO_COPY): pager_cpus keeps the pagers off the services' CPUs
- * (docs/cold-tier.md). (Two such threads, each with a connection of its
- * own, one checking and installing while the other waits for its read,
- * took as long as one: ~150 ms for 25,000 pages, the reads wait for the
- * server.) */
 /* A lane (or cold_begin() itself) is done: the last one sums the lanes'
  * times and says when the fetch ended. */
 static void cold_count_out(void)
@@ -431,6 +422,15 @@ static void cold_count_out(void)
 	__atomic_store_n(&cold.done_ns, cxlcr_mono_ns(), __ATOMIC_RELEASE);
 }
 
+/* The fetch runs at SCHED_IDLE: it takes only the CPU time that the child
+ * and the pager's faults leave. On a kernel that does not preempt, a
+ * request the child is to answer on the same CPU still waits for the end
+ * of the fetch's system call under way (a 256 KiB receive, a 64-page
+ * UFFDIO_COPY): pager_cpus keeps the pagers off the services' CPUs
+ * (docs/cold-tier.md). (Two lanes took as long as one, ~150 ms for
+ * 25,000 pages, while the memory server slept between requests; with it
+ * spinning while busy, tier/memd.c, two lanes cut the child's slow
+ * requests, above.) */
 static void *cold_main(void *arg)
 {
 	struct cold_lane *l = arg;
