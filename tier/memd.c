@@ -135,11 +135,10 @@ int main(int argc, char **argv)
 	const char *name = NULL, *address = NULL, *port = DEFAULT_PORT, *provider = NULL;
 	uint64_t size = DEFAULT_SIZE, spin_us = DEFAULT_SPIN_US;
 	int ready = -1, c;
-	const char *spin_env = getenv("CXLCR_MEMD_SPIN_US");
-	if (spin_env && *spin_env && parse_spin(spin_env, &spin_us) < 0) {
-		fprintf(stderr, "cxlcr-memd: CXLCR_MEMD_SPIN_US=%s: microseconds, 0 to 1000000\n", spin_env);
-		return 2;
-	}
+	/* The option wins over the environment; either is checked once. */
+	const char *spin = getenv("CXLCR_MEMD_SPIN_US"), *spin_from = "CXLCR_MEMD_SPIN_US=";
+	if (spin && !*spin)
+		spin = NULL;
 	while ((c = getopt_long(argc, argv, "n:a:p:s:P:r:S:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': name = optarg; break;
@@ -153,15 +152,14 @@ int main(int argc, char **argv)
 			break;
 		case 'P': provider = optarg; break;
 		case 'r': ready = atoi(optarg); break;
-		case 'S':
-			if (parse_spin(optarg, &spin_us) < 0) {
-				fprintf(stderr, "cxlcr-memd: --spin-us %s: microseconds, 0 to 1000000\n", optarg);
-				return 2;
-			}
-			break;
+		case 'S': spin = optarg, spin_from = "--spin-us "; break;
 		case 'h': usage(); return 0;
 		default: return usage();
 		}
+	}
+	if (spin && parse_spin(spin, &spin_us) < 0) {
+		fprintf(stderr, "cxlcr-memd: %s%s: microseconds, 0 to 1000000\n", spin_from, spin);
+		return 2;
 	}
 	if (!name || !address || strlen(name) >= 32)
 		return usage();
