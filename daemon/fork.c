@@ -34,6 +34,7 @@
 #include "../common/snapshot.h"
 #include "../common/util.h"
 #include "../rebase/rebase.h"
+#include "../pager/ahead.h"
 #include "../pager/pager.h"
 #include "../tier/tier.h"
 #include "cli.h"
@@ -393,7 +394,7 @@ static void warm_join(struct warm_up *w)
  * child runs; -1 with the first reason (the children of pagers that
  * failed are dead with them; the caller ends the others). */
 static int start_pagers(struct child_job *jobs, unsigned n, const struct cxlcr_snapshot *snap, int fetch,
-			const uint64_t *hot, uint64_t hot_count)
+			const uint64_t *hot, uint64_t hot_count, struct cold_ahead *ahead)
 {
 	struct pager_child *pc = calloc(n, sizeof(*pc));
 	struct pager_handle *ph = calloc(n, sizeof(*ph));
@@ -402,7 +403,8 @@ static int start_pagers(struct child_job *jobs, unsigned n, const struct cxlcr_s
 	for (unsigned i = 0; rc == 0 && i < n; i++) {
 		pc[i] = (struct pager_child){ .pid = jobs[i].pid, .name = jobs[i].name, .host = this_host(),
 					      .region_generation = jobs[i].region.generation, .snapshot = snap,
-					      .fetch = fetch, .hot = hot, .hot_count = hot_count };
+					      .fetch = fetch, .hot = hot, .hot_count = hot_count,
+					      .ahead = ahead_on(ahead) ? ahead : NULL };
 		if (pager_spawn(&pc[i], &ph[i]) < 0)
 			rc = -1;
 		else
@@ -425,6 +427,19 @@ static int start_pagers(struct child_job *jobs, unsigned n, const struct cxlcr_s
 	free(pc);
 	free(ph);
 	return rc;
+}
+
+/* Starts reading a tiered snapshot's cold pages for the copy-mode
+ * children about to be restored (pager/ahead.h), unless
+ * $CXLCR_COLD_AHEAD_MB says not to: the pagers then fetch them all, as
+ * they do if it cannot start (said in the pager log). */
+static void fetch_ahead(const struct cxlcr_snapshot *snap, struct cold_ahead *ahead, const struct child_job *job)
+{
+	int64_t limit = ahead_limit();
+	if (limit > 0 && ahead_start(snap, (uint64_t)limit, ahead) == 0)
+		return;
+	if (limit != 0)
+		host_log_line("pager.log", "%s: no fetch ahead of its cold pages: %s", job->name, cxlcr_last_error());
 }
 
 /*
@@ -450,6 +465,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	struct cxlcr_snapshot snap = { 0 };
 	struct warm_up warm = { 0 };
 	struct prefetch_list list = { 0 };
+	struct cold_ahead ahead = { .pidfd = -1 };
 	char src[PATH_MAX] = "";
 	if (!jobs) {
 		cxlcr_error("out of memory");
@@ -501,6 +517,10 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	if (verb_lease_check(l, "the children's restore") < 0)
 		goto undo;
 	warm_join(&warm);
+	if (fetch < 0)
+		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
+	if (fetch < 0)
+		fetch = PAGER_BACKGROUND;
 	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, copy);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
@@ -518,16 +538,18 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	/* The pages the parent changed before its snapshot, the same list for
 	 * every child (it came with the dump): prefetched into a share-mode
 	 * child once it runs, a copy-mode child's hot pages. */
+	if (copy && cold && fetch == PAGER_BACKGROUND && n > 1)
+		fetch_ahead(&snap, &ahead, &jobs[0]);
 	int have_list = prefetch_load(src, &snap, &list);
 	if (have_list < 0)
 		log_prefetch(&jobs[0], jobs[0].pid, 0, 0, -1);
 	/* Copy mode: each child is stopped until its pager has installed its
 	 * pages (and dies with its pager). */
-	if (fetch < 0)
-		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
-	if (copy && start_pagers(jobs, n, &snap, fetch < 0 ? PAGER_BACKGROUND : fetch,
-				 have_list > 0 ? list.pages : NULL, have_list > 0 ? list.header.count : 0) < 0)
+	if (copy && start_pagers(jobs, n, &snap, fetch, have_list > 0 ? list.pages : NULL,
+				 have_list > 0 ? list.header.count : 0, &ahead) < 0)
 		goto undo;
+	ahead_go(&ahead);
+	ahead_release(&ahead); /* the fetcher and the pagers have it */
 	/* Made: each child owns its region, and its namespace needs no name. */
 	for (unsigned i = 0; i < n; i++) {
 		cxlcr_region_set_owner(pool, jobs[i].region.generation, jobs[i].pid, this_host(), command);
@@ -561,9 +583,11 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	goto out;
 undo:
 	warm_join(&warm);
+	ahead_stop(&ahead);
 	undo_children(pool, jobs, n);
 out:
 	warm_join(&warm);
+	ahead_release(&ahead);
 	if (snap.base)
 		cxlcr_snapshot_close(&snap);
 	cxlcr_catalog_return(pool, &borrow);

@@ -32,6 +32,7 @@
 #include "../common/util.h"
 #include "../daemon/host_files.h"
 #include "../tier/tier.h"
+#include "ahead.h"
 #include "inject.h"
 #include "pager.h"
 
@@ -39,13 +40,7 @@
 #define INSTALL_CHUNK (512u * PAGE)  /* one UFFDIO_COPY before the child runs: 2 MiB */
 #define BACKGROUND_CHUNK (64u * PAGE) /* while it runs: a fault waits for at most one (~50 us) */
 #define BACKGROUND_COLD TIER_READ_RUN /* cold pages per step: one RMA read, which a fault waits for at most */
-/* Cold pages per RMA read of the cold fetch's own thread (its own
- * connection: no fault waits behind one). Measured on this project's
- * emulated pod, 24,976 cold pages: 16 a read 239-240 ms, 64 181-209 ms,
- * 256 166-187 ms; the rest is the installs. */
-#define COLD_RUN 64u
 #define COLD_LANES 2u                 /* threads of the cold fetch (cold_main) */
-#define COLD_TRIES 3u                 /* reads of a cold page, each bounded by CXLCR_TIER_TIMEOUT_MS */
 #define READY_TIMEOUT_MS 60000
 #define MSGS_PER_READ 64
 #define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
@@ -99,6 +94,11 @@ struct pager {
 	struct tier_reader *tier;
 	uint8_t bounce[PAGE] __attribute__((aligned(PAGE)));
 	uint64_t cold_pages;
+	/* The cold pages fetched ahead by the fork's restore, while it
+	 * lasts (released once the cold fetch is done), and how many faults
+	 * it served. */
+	struct cold_ahead *ahead;
+	uint64_t ahead_faults;
 };
 
 int pager_fetch_parse(const char *s)
@@ -178,6 +178,10 @@ static int page_source(struct pager *p, uint64_t addr, const uint8_t **from, uin
 		if (!p->s->header.pages_cold)
 			return cxlcr_error("heap page %" PRIu64 " is on the cold tier, and snapshot %s has no cold part",
 					   page, p->s->region.name);
+		if ((*from = ahead_page(p->ahead, page))) {
+			p->ahead_faults++;
+			return PAGE_COLD;
+		}
 		if (read_cold(p, page) < 0)
 			return -1;
 		p->cold_pages++;
@@ -330,13 +334,15 @@ static int install_cold(struct pager *p, uint64_t first, uint64_t n)
 /*
  * The background fetch of cold pages, in COLD_LANES threads (lanes), each
  * with a reader (a connection to the memory server) of its own, claiming
- * the fetch's chunks in heap order: one lane's RMA read is in flight
- * while the other checks and installs what it read. One lane spent 58 ms
- * on RMA, 16 on CRC and 36 on installs for a tiered child's 25,000 cold
- * pages on this project's pod; the fetch is as long with two lanes
+ * the fetch's chunks (ahead.h) in heap order: one lane's RMA read is in
+ * flight while the other checks and installs what it read. One lane spent
+ * 58 ms on RMA, 16 on CRC and 36 on installs for a tiered child's 25,000
+ * cold pages on this project's pod; the fetch is as long with two lanes
  * (116-118 ms against 119-127), but a quarter fewer of the child's first
  * 10,000 requests take over 150 us meanwhile (150-177 against 216-229:
- * docs/cold-tier.md). In the pager's one
+ * docs/cold-tier.md). A chunk the fork's restore fetched ahead (ahead.h)
+ * is installed from there, after a wait if it is on its way; a lane reads
+ * by RMA only the chunks that fetch could not get. In the pager's one
  * thread, a fault that came while a background RMA read was in flight
  * waited for it (~100-400 us for TIER_READ_RUN pages over tcp;ofi_rxm):
  * that wait was most of a tiered child's p99. Now faults are served by
@@ -352,14 +358,17 @@ static struct cold_fetch {
 	pthread_t thread[COLD_LANES];
 	unsigned lanes;         /* threads started */
 	bool running;
-	uint64_t next;          /* atomic: the next chunk of the fetch a lane may claim */
+	struct cold_chunks chunks;
+	uint64_t next;          /* atomic: the next chunk a lane may claim */
 	struct pager *p;
 	int stop;               /* atomic: the child ended */
 	uint64_t pages;         /* atomic: pages it installed */
+	uint64_t ahead_pages;   /* atomic: of those, pages the fork's restore fetched ahead */
 	unsigned left;          /* atomic: lanes still fetching */
 	uint64_t done_ns;       /* atomic: when the last lane ended; 0 while one runs */
 	/* Where its time went (final once done_ns is set), summed over the
-	 * lanes: waiting for RMA reads, checking their CRCs, UFFDIO_COPY. */
+	 * lanes: waiting for RMA reads (or for the fetch ahead), checking
+	 * their CRCs, UFFDIO_COPY. */
 	uint64_t rma_ns, check_ns, install_ns;
 } cold;
 struct cold_lane {
@@ -383,17 +392,17 @@ static void cold_close(struct cold_lane *l, struct tier_reader **r)
 	*r = NULL;
 }
 
-/* One chunk of a cold run into the child, installed straight from the
- * reader's registered buffer (no copy in between: 100 MiB of cold pages
- * were 100 MiB of memcpy): 0, or -1 when the thread is to end (the child
- * is gone, or the server does not answer). */
-static int cold_chunk(struct cold_lane *l, struct tier_reader **r, uint64_t first, uint64_t n)
+/* Chunk c into the child: from data (the fetch ahead had it) or read by
+ * RMA and installed straight from the reader's registered buffer (no copy
+ * in between: 100 MiB of cold pages were 100 MiB of memcpy). 0, or -1
+ * when the lane is to end (the child is gone, or the server does not
+ * answer). */
+static int cold_chunk(struct cold_lane *l, struct tier_reader **r, const struct cold_chunk *c, const void *data)
 {
-	const void *data = NULL;
-	for (unsigned tries = 1;; tries++) {
+	for (unsigned tries = 1; !data; tries++) {
 		if (!*r && tier_reader_open_run(cold.p->s, COLD_RUN, r) < 0)
 			*r = NULL;
-		if (*r && tier_read_run(*r, first, n, &data) == 0)
+		if (*r && tier_read_run(*r, c->first_page, c->pages, &data) == 0)
 			break;
 		if (*r)
 			cold_close(l, r);
@@ -401,10 +410,10 @@ static int cold_chunk(struct cold_lane *l, struct tier_reader **r, uint64_t firs
 			return -1;
 	}
 	uint64_t t0 = cxlcr_mono_ns();
-	if (copy_in(cold.p->uffd, cold.p->heap_lo + first * PAGE, data, n * PAGE) != 0)
+	if (copy_in(cold.p->uffd, cold.p->heap_lo + c->first_page * PAGE, data, (uint64_t)c->pages * PAGE) != 0)
 		return -1;
 	l->install_ns += cxlcr_mono_ns() - t0;
-	__atomic_add_fetch(&cold.pages, n, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&cold.pages, c->pages, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -430,29 +439,31 @@ static void cold_count_out(void)
  * (docs/cold-tier.md). (Two lanes took as long as one, ~150 ms for
  * 25,000 pages, while the memory server slept between requests; with it
  * spinning while busy, tier/memd.c, two lanes cut the child's slow
- * requests, above.) */
+ * requests, above.) A chunk on its way from the fetch ahead is waited for
+ * 20 ms at a time, so that a child that ends stops the lane. */
 static void *cold_main(void *arg)
 {
 	struct cold_lane *l = arg;
 	struct sched_param idle = { .sched_priority = 0 };
 	pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
-	const struct cxlcr_snapshot *s = cold.p->s;
 	struct tier_reader *r = NULL;
-	uint64_t chunk = 0, mine = __atomic_fetch_add(&cold.next, 1, __ATOMIC_RELAXED);
-	for (uint64_t i = 0; i < s->run_count && !cold_stopped(); i++) {
-		const struct cxlcr_snapshot_run *run = &s->runs[i];
-		if (CXLCR_LEAF_TIER(run->leaf) != CXLCR_TIER_COLD)
-			continue;
-		for (uint64_t at = 0; at < run->pages && !cold_stopped(); at += COLD_RUN, chunk++) {
-			if (chunk != mine)
-				continue;
-			mine = __atomic_fetch_add(&cold.next, 1, __ATOMIC_RELAXED);
-			uint64_t n = run->pages - at < COLD_RUN ? run->pages - at : COLD_RUN;
-			if (cold_chunk(l, &r, run->first_page + at, n) < 0)
-				goto out;
-		}
+	for (;;) {
+		uint64_t i = __atomic_fetch_add(&cold.next, 1, __ATOMIC_RELAXED);
+		if (i >= cold.chunks.count || cold_stopped())
+			break;
+		const uint8_t *data = NULL;
+		uint64_t t0 = cxlcr_mono_ns();
+		int got;
+		while ((got = ahead_chunk(cold.p->ahead, i, 20, &data)) == 0 && !cold_stopped())
+			;
+		l->rma_ns += cxlcr_mono_ns() - t0;
+		if (got == 0)
+			break;
+		if (cold_chunk(l, &r, &cold.chunks.c[i], got == 1 ? data : NULL) < 0)
+			break;
+		if (got == 1)
+			__atomic_add_fetch(&cold.ahead_pages, cold.chunks.c[i].pages, __ATOMIC_RELAXED);
 	}
-out:
 	if (r)
 		cold_close(l, &r);
 	cold_count_out();
@@ -461,11 +472,16 @@ out:
 
 /* Starts the cold fetch's thread, if the snapshot has cold pages and the
  * child is fetched in the background; without a thread, background_step()
- * reads them between faults, as before. */
+ * reads them between faults, as before. A fetch ahead whose chunks are not
+ * the pager's own (it cannot be: both cut the same snapshot) is not used. */
 static void cold_begin(struct pager *p)
 {
-	if (!p->background || !p->s->header.pages_cold)
+	if (!p->background || !p->s->header.pages_cold || cold_chunks_make(p->s, &cold.chunks) < 0)
 		return;
+	if (p->ahead && (p->ahead->chunks.count != cold.chunks.count || p->ahead->chunks.pages != cold.chunks.pages)) {
+		ahead_release(p->ahead);
+		p->ahead = NULL;
+	}
 	cold.p = p;
 	sigset_t all, old;
 	sigfillset(&all);
@@ -809,6 +825,7 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 			   .heap_hi = h->heap_address + h->heap_size };
 	p.header_lo = h->heap_address - CXLCR_ARENA_HEAP_OFFSET;
 	p.header_copy_hi = p.header_lo + h->arena_header_size;
+	p.ahead = ahead_on(c->ahead) ? c->ahead : NULL;
 	uint64_t pages = 0, t0 = cxlcr_mono_ns();
 	int sfd = -1;
 	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_EVENT_FORK };
@@ -866,6 +883,11 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		}
 		if (p.background && background_step(&p) < 0)
 			goto fail;
+		/* The fetch ahead's memory goes once every cold page is in. */
+		if (p.ahead && cold.running && __atomic_load_n(&cold.done_ns, __ATOMIC_ACQUIRE)) {
+			ahead_release(p.ahead);
+			p.ahead = NULL;
+		}
 		if (fds[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
@@ -886,13 +908,15 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 						 (double)cold.install_ns / 1e6);
 				snprintf(end, sizeof(end), "ended (%s %d) after %" PRIu64 " faults served by copy, %"
 					 PRIu64 " by a zero page; %" PRIu64 " pages installed before it ran, %" PRIu64
-					 " in the background (%s %.1f ms%s); %" PRIu64 " read from the cold tier; %s\n",
+					 " in the background (%s %.1f ms%s); %" PRIu64 " read from the cold tier, %" PRIu64
+					 " fetched ahead (%" PRIu64 " of them on a fault); %s\n",
 					 WIFSIGNALED(status) ? "signal" : "exit status",
 					 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
 					 p.faults_copied, p.faults_zero, pages,
 					 p.bg_pages + __atomic_load_n(&cold.pages, __ATOMIC_ACQUIRE),
 					 bg_on ? "unfinished after" : "done in", (double)(bg_end - p.bg_t0) / 1e6, split,
-					 p.cold_pages, times);
+					 p.cold_pages, __atomic_load_n(&cold.ahead_pages, __ATOMIC_RELAXED) + p.ahead_faults,
+					 p.ahead_faults, times);
 				tell(why_fd, end);
 				_exit(0);
 			}
@@ -939,6 +963,8 @@ _Noreturn static void keeper_main(const struct pager_child *c, int ready_fd)
 		close(why[0]);
 		pager_main(c, ready_fd, why[1]);
 	}
+	if (c->ahead)
+		ahead_release(c->ahead); /* the pager has it */
 	close(ready_fd);
 	close(why[1]);
 	char line[CXLCR_ERROR_MAX + 2] = "";
@@ -1003,7 +1029,7 @@ int pager_spawn(const struct pager_child *c, struct pager_handle *h)
 		for (int fd = 0; fd < 3; fd++)
 			dup2(null, fd);
 		for (int fd = 3; fd < 1024; fd++)
-			if (fd != ready[1] && fd != c->snapshot->pool->fd)
+			if (fd != ready[1] && fd != c->snapshot->pool->fd && !(c->ahead && fd == c->ahead->pidfd))
 				close(fd);
 		keeper_main(c, ready[1]);
 	}

@@ -38,6 +38,7 @@
 #include <sys/types.h>
 
 struct cxlcr_snapshot;
+struct cold_ahead;
 
 /* The CPUs the pagers run on (a list, "0-1,8"), from the daemon's
  * pager_cpus: kept off a service's own CPUs, a child's background fetch
@@ -54,6 +55,7 @@ struct pager_child {
 	int fetch;                            /* enum pager_fetch */
 	const uint64_t *hot;                  /* background: heap pages installed before it runs */
 	uint64_t hot_count;
+	struct cold_ahead *ahead;             /* background: the cold pages fetched ahead (ahead.h), or NULL */
 };
 
 enum pager_fetch {

@@ -9,12 +9,15 @@
 # cold page waits while its pager tries 3 times (a fresh reader each,
 # each bounded by CXLCR_TIER_TIMEOUT_MS), then dies (never reads a wrong
 # page) with one line in status, and
-# the parent and the other child go on.
+# the parent and the other child go on. Two children forked at once share
+# one fetch ahead of their cold pages, whose fetcher killed mid-way leaves
+# the rest to their pagers.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 need redis-server redis-cli
 export CXLCR_TIER_TIMEOUT_MS=1000
+export CXLCR_TEST_AHEAD_STOP=1 # the fetch ahead of several children stops after its first chunk
 
 COUNT=20000
 SIZE=1000
@@ -82,6 +85,47 @@ done
 n=$(echo "$line" | sed -n 's/.* cold n=\([0-9]*\) p50=[0-9.]* p99=[0-9.]* .*/\1/p')
 [ "${n:-0}" -gt 0 ] || die "the pager of lazy $kid4 timed no fault served from the cold tier: $line"
 ok "the pager of lazy $kid4 timed its faults: ${line#*fault service }"
+
+# --- two children at once: one fetch ahead of their pagers reads the cold
+# pages for both (pager/ahead.h). The fetcher stops itself after its first
+# chunk here (CXLCR_TEST_AHEAD_STOP) and is killed there: each child
+# still gets every value (its faults and its pager's lanes read the rest
+# by RMA), and its pager says how many pages came from the fetch ahead.
+out=$("$CXLCR" fork redis --to h1 --count 2 --json) || die "a fork of two children of a tiered snapshot failed"
+mapfile -t pair < <(echo "$out" | kids_of)
+[ "${#pair[@]}" -eq 2 ] || die "a fork of two children made ${#pair[@]}"
+read -r kid5 addr5 pid5 <<<"${pair[0]}"
+read -r kid6 addr6 pid6 <<<"${pair[1]}"
+SERVICES+=("$kid5" "$kid6")
+fetcher= state=
+for _ in $(seq 100); do
+	fetcher=$(on h1 pgrep -x cxlcr-ahead | head -n 1) || true
+	[ -n "$fetcher" ] && state=$(on h1 awk '{ print $3 }' "/proc/$fetcher/stat") && [ "$state" = T ] && break
+	sleep 0.1 # polling a condition, bounded: not a synchronisation
+done
+[ "$state" = T ] || die "no fetch ahead of the two children's cold pages stopped on h1 (pid '$fetcher', state '$state')"
+verify "$addr5" || die "$kid5 does not hold its parent's values while its fetch ahead is stopped"
+on h1 kill -9 "$fetcher"
+verify "$addr6" || die "$kid6 does not hold its parent's values once its fetch ahead was killed"
+for kid in "$kid5 $pid5" "$kid6 $pid6"; do
+	read -r k p <<<"$kid"
+	for _ in $(seq 100); do
+		anon=$(on h1 awk '/^RssAnon:/ { print $2 }' "/proc/$p/status")
+		[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && break
+		sleep 0.1 # polling a condition, bounded: not a synchronisation
+	done
+	[ $((anon * 1024)) -ge $((used * 9 / 10)) ] || die "$k owns $anon kB after 10 s: its pager did not fetch what the killed fetcher left"
+	"$CXLCR" stop "$k" >/dev/null || die "cxlcr stop $k failed"
+	line=
+	for _ in $(seq 100); do
+		line=$("$CXLCR" pod logs h1 pager | grep " $k (pid $p): ended " | tail -n 1) && [ -n "$line" ] && break
+		sleep 0.1 # polling a condition, bounded: not a synchronisation
+	done
+	ahead=$(echo "$line" | sed -n 's/.* read from the cold tier, \([0-9]*\) fetched ahead .*/\1/p')
+	[ "${ahead:-0}" -gt 0 ] && [ "$ahead" -lt "$cold" ] ||
+		die "$k: not some of its cold pages from the fetch ahead ('$ahead' of $cold): $line"
+	ok "$k: $ahead of $cold cold pages from the fetch ahead before it was killed, the rest by its pager, every value right"
+done
 
 # --- the memory server killed: a child faulting on a cold page dies
 kill -9 "$memd"
