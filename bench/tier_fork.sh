@@ -33,6 +33,9 @@
 #
 #   bench/tier_fork.sh     (KEYS=100000 ROUNDS=5 REQUESTS=10000 HOT_PCT=5 SKEW=95 WINDOW=2 CHILDREN=8 FIRST=get, PIN=1,
 #                           CXLCR_TIER_WARM=1: hosts configured for the tier)
+#   CXLCR_COLD_AHEAD_MB=0 bench/tier_fork.sh   the CHILDREN children without
+#       the one fetch of their cold pages that their pagers share
+#       (pager/ahead.h): each pager reads them all, as a single child's does
 #   CLIENT_CPU=1 bench/tier_fork.sh   the request client on the children's
 #       CPU instead of CPU 0 (with PIN=1 or 2): a client as near as a wakeup
 #       on the same CPU (p50 ~11 us), so that what the children's own tail
@@ -200,7 +203,7 @@ fi
 WHAT="redis, $KEYS keys x 1000 B"
 HOT="the hot $HOT_PCT% of keys"
 [ "$SERVICE" = faas ] && WHAT="the FaaS function, $FN_SIZE of catalogue" HOT="$HOT_WORDS hot words of 4096"
-say "$WHAT, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of $HOT; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; first answer: $FIRST; PIN=$PIN; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+say "$WHAT, arena ${ARENA}M; $ROUNDS rounds; requests: $SKEW% of $HOT; CXLCR_TIER_WARM=$CXLCR_TIER_WARM; CXLCR_COLD_AHEAD_MB=${CXLCR_COLD_AHEAD_MB:-default}; first answer: $FIRST; PIN=$PIN; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The skew: one connection reading the first HOT_PCT % of the keys (or
 # invoking the function with the hot words) over and over.
