@@ -23,6 +23,26 @@ COUNT=20000
 SIZE=1000
 PORT=6379
 verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $SIZE --types strings --seed 5 --quiet; }
+# have_heap PID: child PID (h1's) comes to own 90% of the parent's arena
+# within 10 s; its RssAnon in kB is in $anon either way.
+have_heap() {
+	for _ in $(seq 100); do
+		anon=$(on h1 awk '/^RssAnon:/ { print $2 }' "/proc/$1/status")
+		[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && return 0
+		sleep 0.1 # polling a condition, bounded: not a synchronisation
+	done
+	return 1
+}
+# pager_end KID PID: the end line the pager of child KID (PID on h1) logged
+# on h1, once it is there (10 s at most); empty if it is not.
+pager_end() {
+	local line=
+	for _ in $(seq 100); do
+		line=$("$CXLCR" pod logs h1 pager | grep " $1 (pid $2): ended " | tail -n 1) && [ -n "$line" ] && break
+		sleep 0.1 # polling a condition, bounded: not a synchronisation
+	done
+	echo "$line"
+}
 
 new_pool 4G
 pod_up 2
@@ -55,12 +75,7 @@ out=$("$CXLCR" fork redis --to h1 --json) || die "a fork of a tiered snapshot fa
 read -r kid3 addr3 pid3 < <(echo "$out" | kids_of)
 SERVICES+=("$kid3")
 used=$(status_field redis arena_used)
-for _ in $(seq 100); do
-	anon=$(on h1 awk '/^RssAnon:/ { print $2 }' "/proc/$pid3/status") # (h1's pid)
-	[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && break
-	sleep 0.1 # polling a condition, bounded: not a synchronisation
-done
-[ $((anon * 1024)) -ge $((used * 9 / 10)) ] || die "$kid3 owns $anon kB after 10 s: its cold pages did not come in the background"
+have_heap "$pid3" || die "$kid3 owns $anon kB after 10 s: its cold pages did not come in the background"
 ok "$kid3 (default: its CXL pages before it ran, its cold pages in the background) got its whole heap untouched"
 out=$("$CXLCR" fork redis --to h1 --fetch lazy --json) || die "a lazy fork of a tiered snapshot failed"
 read -r kid2 addr2 pid2 < <(echo "$out" | kids_of)
@@ -76,11 +91,7 @@ SERVICES+=("$kid4")
 python3 "$KV" verify --host "$addr4" --port $PORT --count $((COUNT / 4)) --size $SIZE --types strings --seed 5 \
 	--quiet || die "lazy $kid4 does not hold its parent's values"
 "$CXLCR" stop "$kid4" >/dev/null || die "cxlcr stop $kid4 failed"
-line=
-for _ in $(seq 100); do
-	line=$("$CXLCR" pod logs h1 pager | grep " $kid4 (pid $pid4): ended " | tail -n 1) && [ -n "$line" ] && break
-	sleep 0.1 # polling a condition, bounded: not a synchronisation
-done
+line=$(pager_end "$kid4" "$pid4")
 [ -n "$line" ] || die "the pager of lazy $kid4 logged no end line on h1"
 n=$(echo "$line" | sed -n 's/.* cold n=\([0-9]*\) p50=[0-9.]* p99=[0-9.]* .*/\1/p')
 [ "${n:-0}" -gt 0 ] || die "the pager of lazy $kid4 timed no fault served from the cold tier: $line"
@@ -109,18 +120,9 @@ on h1 kill -9 "$fetcher"
 verify "$addr6" || die "$kid6 does not hold its parent's values once its fetch ahead was killed"
 for kid in "$kid5 $pid5" "$kid6 $pid6"; do
 	read -r k p <<<"$kid"
-	for _ in $(seq 100); do
-		anon=$(on h1 awk '/^RssAnon:/ { print $2 }' "/proc/$p/status")
-		[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && break
-		sleep 0.1 # polling a condition, bounded: not a synchronisation
-	done
-	[ $((anon * 1024)) -ge $((used * 9 / 10)) ] || die "$k owns $anon kB after 10 s: its pager did not fetch what the killed fetcher left"
+	have_heap "$p" || die "$k owns $anon kB after 10 s: its pager did not fetch what the killed fetcher left"
 	"$CXLCR" stop "$k" >/dev/null || die "cxlcr stop $k failed"
-	line=
-	for _ in $(seq 100); do
-		line=$("$CXLCR" pod logs h1 pager | grep " $k (pid $p): ended " | tail -n 1) && [ -n "$line" ] && break
-		sleep 0.1 # polling a condition, bounded: not a synchronisation
-	done
+	line=$(pager_end "$k" "$p")
 	ahead=$(echo "$line" | sed -n 's/.* read from the cold tier, \([0-9]*\) fetched ahead .*/\1/p')
 	[ "${ahead:-0}" -gt 0 ] && [ "$ahead" -lt "$cold" ] ||
 		die "$k: not some of its cold pages from the fetch ahead ('$ahead' of $cold): $line"
