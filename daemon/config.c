@@ -10,6 +10,7 @@
 #include "../common/error.h"
 #include "../common/pool_format.h"
 #include "../common/util.h"
+#include "../pager/ahead.h"
 #include "config.h"
 
 void daemon_config_init(struct daemon_config *c)
@@ -114,9 +115,15 @@ static bool set_key(struct daemon_config *c, const char *key, const char *value,
 			return false;
 		}
 		snprintf(c->pager_cpus, sizeof(c->pager_cpus), "%s", value);
+	} else if (!strcmp(key, "cold_ahead_mb")) {
+		if (ahead_limit_parse(value) < 0) {
+			snprintf(why, len, "cold_ahead_mb %s", cxlcr_last_error());
+			return false;
+		}
+		snprintf(c->cold_ahead_mb, sizeof(c->cold_ahead_mb), "%s", value);
 	} else {
 		snprintf(why, len,
-			 "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm, pager_cpus)",
+			 "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm, pager_cpus, cold_ahead_mb)",
 			 key);
 		return false;
 	}

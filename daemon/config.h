@@ -16,6 +16,10 @@
  *   pager_cpus  the CPUs (a list, "0-1,8") the pagers of copy-mode
  *            children run on, kept off the services' own (default
  *            $CXLCR_PAGER_CPUS, else wherever the daemon may run)
+ *   cold_ahead_mb  MiB: the most memory one fetch of a tiered snapshot's
+ *            cold pages for several copy-mode children may take
+ *            (pager/ahead.h; default $CXLCR_COLD_AHEAD_MB, else 1024; 0:
+ *            none, each child's pager fetches them all)
  *
  * Command-line flags override the file.
  */
@@ -36,6 +40,7 @@ struct daemon_config {
 	long recovery_interval_ms;              /* -1: not set; 0: no recovery points */
 	int  tier_warm;                         /* -1: not set; 1: start libfabric at start-up */
 	char pager_cpus[DAEMON_CONFIG_VALUE_MAX]; /* "": not set */
+	char cold_ahead_mb[DAEMON_CONFIG_VALUE_MAX]; /* "": not set */
 };
 
 #define DAEMON_LEASE_DEFAULT_MS 300

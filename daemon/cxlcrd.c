@@ -43,6 +43,7 @@
 #include "../tracking/track.h"
 #include "../control/fence.h"
 #include "../control/outcome.h"
+#include "../pager/ahead.h"
 #include "../pager/pager.h"
 #include "../pod/liveness.h"
 #include "../tier/tier.h"
@@ -321,7 +322,9 @@ static void usage(void)
 	       "recovery_interval (ms, default 1000; 0: none) is how often the services this\n"
 	       "daemon starts take a recovery point unless cxlcr run --recovery-interval says;\n"
 	       "its pager_cpus ($%s, a CPU list as 0-3,8) is where the pagers of copy-mode\n"
-	       "children run, off the services' own CPUs.\n"
+	       "children run, off the services' own CPUs; its cold_ahead_mb ($%s, default %u; 0:\n"
+	       "none) bounds the one fetch of a tiered snapshot's cold pages that several\n"
+	       "copy-mode children forked at once share.\n"
 	       "  --host     this host's name in the pod (default: the machine's name)\n"
 	       "  --pool     the pool device or file ($CXLCR_POOL, else %s)\n"
 	       "  --address  the IPv4 address to listen on over TCP (default: the emulated host's,\n"
@@ -329,7 +332,7 @@ static void usage(void)
 	       "  --port     the TCP port (the control protocol and the fork API; $%s, default %d; 0: no TCP)\n"
 	       "  --lease    ms: a host whose heartbeat stood still that long is dead and its services\n"
 	       "             are recovered elsewhere ($CXLCR_LEASE_MS, default %d)\n",
-	       DAEMON_CONFIG_DEFAULT, PAGER_CPUS_ENV, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
+	       DAEMON_CONFIG_DEFAULT, PAGER_CPUS_ENV, AHEAD_ENV, AHEAD_MB_DEFAULT, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
 }
 
 /* The flags, then the file they override: what the daemon runs with. */
@@ -403,6 +406,14 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 	const char *pager_cpus = getenv(PAGER_CPUS_ENV);
 	if (pager_cpus && cxlcr_pin_cpus(pager_cpus, true) < 0) {
 		dlog_startup_error("pager_cpus: %s", cxlcr_last_error());
+		return EXIT_USAGE;
+	}
+	/* So does the limit of the fetch ahead (pager/ahead.h), checked here
+	 * once rather than at each fork. */
+	if (cfg->cold_ahead_mb[0])
+		setenv(AHEAD_ENV, cfg->cold_ahead_mb, 1);
+	if (ahead_limit() < 0) {
+		dlog_startup_error("%s", cxlcr_last_error());
 		return EXIT_USAGE;
 	}
 	/* The lease is the process's (common/hosts.c reads it): the heartbeat

@@ -82,17 +82,25 @@ int64_t cold_chunk_of(const struct cold_chunks *c, uint64_t page)
 	return (int64_t)lo;
 }
 
+int64_t ahead_limit_parse(const char *text)
+{
+	char *end;
+	errno = 0;
+	unsigned long long mb = strtoull(text, &end, 10);
+	if (!*text || *end || errno || text[0] == '-' || text[0] == '+' || text[0] == ' ' || mb > AHEAD_MB_MAX)
+		return cxlcr_error("'%.40s' is not a number of MiB from 0 to %u (0: no fetch ahead)", text, AHEAD_MB_MAX);
+	return (int64_t)(mb << 20);
+}
+
 int64_t ahead_limit(void)
 {
 	const char *v = getenv(AHEAD_ENV);
 	if (!v)
 		return (int64_t)AHEAD_MB_DEFAULT << 20;
-	char *end;
-	errno = 0;
-	unsigned long long mb = strtoull(v, &end, 10);
-	if (!*v || *end || errno || v[0] == '-' || mb > (1ull << 30))
-		return cxlcr_error("%s='%.40s' is not a number of MiB (0 turns the fetch ahead off)", AHEAD_ENV, v);
-	return (int64_t)(mb << 20);
+	int64_t bytes = ahead_limit_parse(v);
+	if (bytes < 0)
+		return cxlcr_error("%s: %s", AHEAD_ENV, cxlcr_last_error());
+	return bytes;
 }
 
 bool ahead_on(const struct cold_ahead *a)

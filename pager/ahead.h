@@ -57,10 +57,12 @@ void cold_chunks_free(struct cold_chunks *c);
 int64_t cold_chunk_of(const struct cold_chunks *c, uint64_t page);
 
 /* How much the fetcher may hold (it is the cold pages twice, for as long
- * as the pagers take to install them): $CXLCR_COLD_AHEAD_MB, 0 for no
- * fetch ahead; unset, AHEAD_MB_DEFAULT. Chunks past it are the pagers'. */
+ * as the pagers take to install them): $CXLCR_COLD_AHEAD_MB (cxlcrd's
+ * cold_ahead_mb sets it), 0 for no fetch ahead; unset, AHEAD_MB_DEFAULT.
+ * Chunks past it are the pagers'. */
 #define AHEAD_ENV "CXLCR_COLD_AHEAD_MB"
 #define AHEAD_MB_DEFAULT 1024u
+#define AHEAD_MB_MAX (1u << 24) /* 16 TiB */
 
 /* Tests only, in the daemons' environment: every fetcher stops itself
  * (SIGSTOP) once its first chunk is in. */
@@ -78,8 +80,10 @@ struct cold_ahead {
 	int pidfd;                   /* -1: none started */
 };
 
-/* Parses $CXLCR_COLD_AHEAD_MB: the limit in bytes (0: off), or -1 with
- * one line if it is not a number of MiB. */
+/* A number of MiB (the configuration's cold_ahead_mb) as bytes, or -1
+ * with one line; ahead_limit() the same of $CXLCR_COLD_AHEAD_MB, or the
+ * default if it is unset. */
+int64_t ahead_limit_parse(const char *text);
 int64_t ahead_limit(void);
 
 /* Starts the fetcher of snapshot s's cold pages (s open and checked: its

@@ -151,3 +151,17 @@ env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_D
 	grep -q "pager_cpus: CPU list '1023' names no CPU that is online" "$POOL_DIR/bad.err" ||
 	die "a pager_cpus of no online CPU is not refused with one line: $(cat "$POOL_DIR/bad.err")"
 ok "pager_cpus that is no CPU list, or names no online CPU, is refused with one line"
+# cold_ahead_mb: a number of MiB, in the file or in the environment.
+printf 'pool = %s\ncold_ahead_mb = lots\n' "$CXLCR_POOL" >"$POOL_DIR/bad.conf"
+rc=0
+env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
+	grep -q "bad.conf:2: cold_ahead_mb 'lots' is not a number of MiB" "$POOL_DIR/bad.err" ||
+	die "a cold_ahead_mb that is not a number is not refused with one line: $(cat "$POOL_DIR/bad.err")"
+printf 'pool = %s\n' "$CXLCR_POOL" >"$POOL_DIR/bad.conf"
+rc=0
+env -u CXLCR_POD CXLCR_COLD_AHEAD_MB=-1 "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
+	grep -q "CXLCR_COLD_AHEAD_MB: '-1' is not a number of MiB" "$POOL_DIR/bad.err" ||
+	die "a CXLCR_COLD_AHEAD_MB that is not a number is not refused with one line: $(cat "$POOL_DIR/bad.err")"
+ok "cold_ahead_mb (or \$CXLCR_COLD_AHEAD_MB) that is not a number of MiB is refused with one line"
