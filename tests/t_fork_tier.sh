@@ -108,7 +108,7 @@ mapfile -t pair < <(echo "$out" | kids_of)
 read -r kid5 addr5 pid5 <<<"${pair[0]}"
 read -r kid6 addr6 pid6 <<<"${pair[1]}"
 SERVICES+=("$kid5" "$kid6")
-fetcher= state=
+fetcher="" state=""
 for _ in $(seq 100); do
 	fetcher=$(on h1 pgrep -x cxlcr-ahead | head -n 1) || true
 	[ -n "$fetcher" ] && state=$(on h1 awk '{ print $3 }' "/proc/$fetcher/stat") && [ "$state" = T ] && break

@@ -137,31 +137,23 @@ env -u CXLCR_POD JOURNAL_STREAM="$stream" "$DEST/usr/bin/cxlcrd" --config "$POOL
 	die "under the journal, the refusal has no error priority: $(cat "$POOL_DIR/bad.err")"
 ok "a wrong configuration line is refused with FILE:LINE (under the journal, at priority <3>)"
 
+# refused CONF WANT [VAR=VALUE...]: cxlcrd with the configuration CONF
+# (printf'd, the pool's path its argument) and those variables set stops
+# with one line that has WANT in it.
+refused() {
+	local conf=$1 want=$2 rc=0
+	shift 2
+	# shellcheck disable=SC2059 # CONF is the format
+	printf "$conf" "$CXLCR_POOL" >"$POOL_DIR/bad.conf"
+	env -u CXLCR_POD "$@" "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
+	[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] && grep -q -- "$want" "$POOL_DIR/bad.err" ||
+		die "not refused with one line saying \"$want\": $(cat "$POOL_DIR/bad.err")"
+}
 # pager_cpus: a CPU list, naming a CPU the daemon may run on.
-printf 'pager_cpus = 0-\n' >"$POOL_DIR/bad.conf"
-rc=0
-env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
-	grep -q "bad.conf:1: pager_cpus '0-' is not a CPU list" "$POOL_DIR/bad.err" ||
-	die "a pager_cpus that is not a CPU list is not refused with one line: $(cat "$POOL_DIR/bad.err")"
-printf 'pool = %s\npager_cpus = 1023\n' "$CXLCR_POOL" >"$POOL_DIR/bad.conf"
-rc=0
-env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
-	grep -q "pager_cpus: CPU list '1023' names no CPU that is online" "$POOL_DIR/bad.err" ||
-	die "a pager_cpus of no online CPU is not refused with one line: $(cat "$POOL_DIR/bad.err")"
+refused 'pager_cpus = 0-\n' "bad.conf:1: pager_cpus '0-' is not a CPU list"
+refused 'pool = %s\npager_cpus = 1023\n' "pager_cpus: CPU list '1023' names no CPU that is online"
 ok "pager_cpus that is no CPU list, or names no online CPU, is refused with one line"
 # cold_ahead_mb: a number of MiB, in the file or in the environment.
-printf 'pool = %s\ncold_ahead_mb = lots\n' "$CXLCR_POOL" >"$POOL_DIR/bad.conf"
-rc=0
-env -u CXLCR_POD "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
-	grep -q "bad.conf:2: cold_ahead_mb 'lots' is not a number of MiB" "$POOL_DIR/bad.err" ||
-	die "a cold_ahead_mb that is not a number is not refused with one line: $(cat "$POOL_DIR/bad.err")"
-printf 'pool = %s\n' "$CXLCR_POOL" >"$POOL_DIR/bad.conf"
-rc=0
-env -u CXLCR_POD CXLCR_COLD_AHEAD_MB=-1 "$DEST/usr/bin/cxlcrd" --config "$POOL_DIR/bad.conf" 2>"$POOL_DIR/bad.err" || rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <"$POOL_DIR/bad.err")" -eq 1 ] &&
-	grep -q "CXLCR_COLD_AHEAD_MB: '-1' is not a number of MiB" "$POOL_DIR/bad.err" ||
-	die "a CXLCR_COLD_AHEAD_MB that is not a number is not refused with one line: $(cat "$POOL_DIR/bad.err")"
+refused 'pool = %s\ncold_ahead_mb = lots\n' "bad.conf:2: cold_ahead_mb 'lots' is not a number of MiB"
+refused 'pool = %s\n' "CXLCR_COLD_AHEAD_MB: '-1' is not a number of MiB" CXLCR_COLD_AHEAD_MB=-1
 ok "cold_ahead_mb (or \$CXLCR_COLD_AHEAD_MB) that is not a number of MiB is refused with one line"
