@@ -105,6 +105,37 @@ def check_all(host, keys, versions):
     return bad
 
 
+# Run inside the service's host (its PID namespace): a short digest of
+# every 4 KiB page of the arena's mappings, in address order, as hex.
+HASH_PAGES = r"""
+import hashlib, sys
+pid, lo, hi = int(sys.argv[1]), int(sys.argv[2], 16), int(sys.argv[3], 16)
+out = []
+with open("/proc/%d/maps" % pid) as m, open("/proc/%d/mem" % pid, "rb", buffering=0) as f:
+    for line in m:
+        if line.split()[1][0] != "r":
+            continue  # the arena's reservation for growth: read, it would fault zero pages in
+        a, b = (int(x, 16) for x in line.split()[0].split("-"))
+        a, b = max(a, lo), min(b, hi)
+        for at in range(a, b, 64 << 20):
+            f.seek(at)
+            buf = f.read(min(64 << 20, b - at))
+            out += [hashlib.blake2b(buf[i:i + 4096], digest_size=6).hexdigest() for i in range(0, len(buf), 4096)]
+sys.stdout.write("\n".join(out))
+"""
+
+
+def heap_pages(a, name):
+    """The digests of the arena's pages of service name (HEAP_DIFF=1)."""
+    st = cxlcr(a, "status", name, "--json")
+    lo = int(st["arena_address"], 16)
+    out = subprocess.run([a.cxlcr, "pod", "exec", st["host"], "--", "python3", "-c", HASH_PAGES, str(st["pid"]),
+                          "%x" % lo, "%x" % (lo + st["arena_max"])], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit("snapshot: reading %s's heap failed: %s" % (name, out.stderr.strip()))
+    return out.stdout.split()
+
+
 def cxlcr(a, *args):
     p = subprocess.run([a.cxlcr] + list(args), capture_output=True, text=True)
     if p.returncode != 0:
@@ -134,6 +165,7 @@ def one_size(a, size, pattern, rows):
     set_keys(r, ((k, value(k, 0)) for k in range(keys)))
     print("snapshot: %s: %d keys written in %.1f s" % (name, keys, time.monotonic() - t0), flush=True)
     versions = {}
+    changed = None
     rng = random.Random(size)
     for rnd in range(a.rounds + 1):
         if rnd:
@@ -142,7 +174,11 @@ def one_size(a, size, pattern, rows):
             else:
                 n = keys // 100
                 picked = [(rnd * n + i) % keys for i in range(n)]
+            before = heap_pages(a, name) if a.heap_diff else None
             set_keys(r, ((k, value(k, rnd)) for k in picked))
+            if before is not None:
+                after = heap_pages(a, name)
+                changed = sum(1 for x, y in zip(before, after) if x != y) + abs(len(after) - len(before))
             for k in picked:
                 versions[k] = rnd
         snap = cxlcr(a, "snapshot", name, "--json")
@@ -151,6 +187,7 @@ def one_size(a, size, pattern, rows):
         bad = check_all(child["address"], keys, versions)
         cxlcr(a, "stop", child["name"])
         row = {"size": size, "pattern": pattern, "round": rnd, "incremental": snap["incremental"],
+               "pages_changed_content": changed if rnd and a.heap_diff else None,
                "shed_ms": snap.get("shed_ms"), "seal_ms": snap.get("seal_ms"),
                "precopy_passes": snap.get("precopy_passes"), "precopy_pages": snap.get("precopy_pages"),
                "freeze_ms": snap["frozen_ms"], "criu_ms": snap["freeze_ms"], "snapshot_ms": snap["snapshot_ms"],
@@ -184,6 +221,8 @@ def main():
     p.add_argument("--sizes", default="64M,1G,4G")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--patterns", default="random,clustered")
+    p.add_argument("--heap-diff", action="store_true",
+                   help="also count the heap pages whose content the rewrites changed (read before and after)")
     a = p.parse_args()
     sizes = [parse_size(s, "snapshot") for s in a.sizes.split(",")]
     patterns = a.patterns.split(",")
@@ -209,6 +248,12 @@ def main():
                           full["total_ms"], t,
                           100.0 * t / full["total_ms"], 100.0 * added / full["heap_used"],
                           sum(1 for x in inc if x["incremental"]), len(inc)))
+            if a.heap_diff:
+                lines.append("%-8s  %-9s  pages whose content changed: %.2f%% of the heap (a snapshot of whole pages "
+                             "adds no less), the snapshot added %.2f%%" %
+                             (size_label(size), pattern,
+                              100.0 * median([x["pages_changed_content"] for x in inc]) * 4096 / full["heap_used"],
+                              100.0 * added / full["heap_used"]))
         lines.append("%s: frozen (CRIU's own figure) at %s against %s: %.2fx (medians of %d rounds; every key checked "
                      "in a child after every snapshot)" % (pattern, a.sizes.split(",")[-1], a.sizes.split(",")[0],
                                                            freeze[sizes[-1]] / freeze[sizes[0]], a.rounds))

@@ -6,6 +6,10 @@
 #
 #   bench/snapshot.sh                       (SIZES=64M,1G,4G ROUNDS=5 PATTERNS=random,clustered)
 #   SIZES=64M,256M ROUNDS=3 PATTERNS=random bench/snapshot.sh
+#   HEAP_DIFF=1 SIZES=1G ROUNDS=3 bench/snapshot.sh   also reads the parent's
+#       heap before and after each round's rewrites and counts the pages
+#       whose content changed: what a snapshot of whole pages cannot add
+#       less than, beside what the snapshot added
 # Output: a table on stdout and bench/out/snapshot.txt, snapshot.jsonl.
 # Needs root, CRIU, redis-server; run it on a quiet machine.
 set -euo pipefail
@@ -21,4 +25,4 @@ die() { printf 'snapshot: error: %s\n' "$*" >&2; exit 1; }
 . "$ROOT/bench/lib/scratch_pod.sh"
 scratch_pod snapbench 16G 2
 python3 "$ROOT/bench/snapshot.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
-	--sizes "$SIZES" --rounds "$ROUNDS" --patterns "$PATTERNS"
+	--sizes "$SIZES" --rounds "$ROUNDS" --patterns "$PATTERNS" ${HEAP_DIFF:+--heap-diff}
