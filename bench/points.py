@@ -22,7 +22,11 @@ their regions holds memory in the pool file, and their regions' sizes
 (what a devdax device would reserve). Then the
 freeze of one point, on the service without periodic points: 1% of its
 keys rewritten, `cxlcr snapshot --recovery-point --json`, ROUNDS times
-(CRIU's own frozen time, and the pages the point copied).
+(CRIU's own frozen time, and the pages the point copied). With
+--snapshotted a third service, snapshotted once after its fill and never
+again (the 4 KiB mappings of a service with points, without the points),
+goes round with the other two: how much of the cost is the mappings and
+how much the points.
 
     points.py --cxlcr BUILD/cxlcr --out DIR --sizes 1G,4G --rounds 5
 
@@ -218,29 +222,50 @@ def freeze_only(a, size, keys, rows):
     cxlcr(a, "stop", name)
 
 
+def pin_apart():
+    """--pin: the services on CPU 0, and cxlcr's own work (the daemons, and
+    everything they start from now on: the points' workers and CRIU) on
+    CPU 1 with the load client, as an operator keeps a daemon off its
+    services' CPUs: the points' CPU time then competes with the client,
+    not with the service."""
+    for comm, cpu in (("cxlcrd", "1"), ("redis-server", "0")):
+        pids = subprocess.run(["pgrep", "-x", comm], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            subprocess.run(["taskset", "-a", "-p", "-c", cpu, pid], capture_output=True)
+
+
 def one_size(a, size, rows):
     tag = size_label(size)
     keys = size // GIB * 1048576 if size >= GIB else size // 1024
     if a.freeze_only:
         return freeze_only(a, size, keys, rows)
-    with_pts, without = "pt" + tag.lower(), "pn" + tag.lower()
+    with_pts, without, snapped = "pt" + tag.lower(), "pn" + tag.lower(), "ps" + tag.lower()
     hosts = {}
-    for name, interval in ((with_pts, 1000), (without, 0)):
-        host, r = start(a, name, size, interval)
+    names = [with_pts, without] + ([snapped] if a.snapshotted else [])
+    for name in names:
+        host, r = start(a, name, size, 1000 if name == with_pts else 0)
         t0 = time.monotonic()
         fill(r, keys)
         hosts[name] = host
         print("points: %s: %d keys written in %.1f s" % (name, keys, time.monotonic() - t0), flush=True)
+    if a.pin:
+        pin_apart()
+    if a.snapshotted:
+        # Snapshotted once, never again: the 4 KiB mappings every service
+        # with points has (docs/tracking.md), without the points.
+        cxlcr(a, "snapshot", snapped, "--json")
+        if not cxlcr(a, "status", snapped, "--json").get("small_pages"):
+            raise SystemExit("points: %s has no 4 KiB mappings after its snapshot" % snapped)
     t0 = time.monotonic()
     while not cxlcr(a, "status", with_pts, "--json").get("recovery_point"):
         if time.monotonic() - t0 > 600:
             raise SystemExit("points: %s has no recovery point after 600 s" % with_pts)
         time.sleep(0.2)
     print("points: %s: first recovery point after %.1f s" % (with_pts, time.monotonic() - t0), flush=True)
-    rps = {with_pts: [], without: []}
+    rps = {name: [] for name in names}
     taken, per_s = [], []
     for rnd in range(a.rounds):
-        order = (with_pts, without) if rnd % 2 == 0 else (without, with_pts)
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
         for name in order:
             logged = points_logged(a, with_pts)
             t0 = time.monotonic()
@@ -248,8 +273,9 @@ def one_size(a, size, rows):
             if name == with_pts:
                 taken.append(points_logged(a, with_pts) - logged)
                 per_s.append(taken[-1] / (time.monotonic() - t0))
-        print("points: %s round %d: %.0f %s/s with points (%d points, %.2f a second), %.0f without" %
-              (tag, rnd, rps[with_pts][-1], a.measured, taken[-1], per_s[-1], rps[without][-1]), flush=True)
+        print("points: %s round %d: %.0f %s/s with points (%d points, %.2f a second), %.0f without%s" %
+              (tag, rnd, rps[with_pts][-1], a.measured, taken[-1], per_s[-1], rps[without][-1],
+               ", %.0f snapshotted once" % rps[snapped][-1] if a.snapshotted else ""), flush=True)
     st = cxlcr(a, "status", with_pts, "--json")
     pool = cxlcr(a, "pool", "info", "--json")
     reserved, held, regions = point_bytes(a, with_pts)
@@ -264,6 +290,12 @@ def one_size(a, size, rows):
            "point_criu_ms": median(whole), "point_pages_copied": median(copied),
            "points_per_s": median(per_s), "pool_held": pool["memory_held"],
            "pool_keeps_memory": pool["keeps_memory"],
+           "rps_snapshotted": median(rps[snapped]) if a.snapshotted else None,
+           # The same two ratios round by round (each round's three loads
+           # ran back to back), their medians: steadier than the ratio of
+           # the medians when the machine's speed drifts between rounds.
+           "snapshotted_over_none": median([x / y for x, y in zip(rps[snapped], rps[without])]) if a.snapshotted else None,
+           "points_over_snapshotted": median([x / y for x, y in zip(rps[with_pts], rps[snapped])]) if a.snapshotted else None,
            "rounds": a.rounds, "raw": {"rps_points": rps[with_pts], "rps_none": rps[without], "frozen": frozen,
                                        "points_taken": taken}}
     rows.append(row)
@@ -272,7 +304,7 @@ def one_size(a, size, rows):
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "points-%s-h0.log" % tag.lower()), "w") as f:
         f.write(subprocess.run([a.cxlcr, "pod", "logs", "h0"], capture_output=True, text=True).stdout)
-    for name in (with_pts, without):
+    for name in names:
         cxlcr(a, "stop", name)
 
 
@@ -286,6 +318,8 @@ def main():
     p.add_argument("--requests", type=int, default=3000000)  # ~15 s a round here: many points
     p.add_argument("--freeze-only", action="store_true")
     p.add_argument("--writes-per-s", type=int, default=0)  # 0: saturating SETs; N: GETs beside N SETs/s
+    p.add_argument("--pin", action="store_true")  # services on CPU 0, cxlcr's daemons and the client on CPU 1
+    p.add_argument("--snapshotted", action="store_true")  # a third service, snapshotted once: 4 KiB mappings, no points
     a = p.parse_args()
     a.measured = "GET" if a.writes_per_s else "SET"
     rows = []
@@ -305,6 +339,12 @@ def main():
                       x["points_bytes"] / MIB, x["heap_used"] / MIB, x["points_reserved"] / MIB,
                       x["points_regions"], x["point_frozen_ms"], x["point_criu_ms"],
                       x["point_pages_copied"]))
+    for x in rows:
+        if x.get("rps_snapshotted"):
+            lines.append("%s: snapshotted once, no points (4 KiB mappings): %.0f %s/s, %.3f of none; with points "
+                         "%.3f of it (what the points cost beyond the mappings; medians of the rounds' ratios)" %
+                         (size_label(x["size"]), x["rps_snapshotted"], a.measured, x["snapshotted_over_none"],
+                          x["points_over_snapshotted"]))
     for x in rows:
         if "pool_held" in x:
             lines.append("%s: the pool (%s) held %.0f MiB of memory after the rounds, both services' heaps included" %

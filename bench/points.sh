@@ -11,6 +11,9 @@
 #                                           SETs come at that rate: a
 #                                           read-mostly service's write load
 #   REQUESTS=1000000 bench/points.sh        requests a round (default 3,000,000)
+#   SNAPSHOTTED=1 bench/points.sh           a third service, snapshotted once
+#                                           and never again: 4 KiB mappings
+#                                           without points, beside the two
 #   POOL_FLAGS=--keep-memory bench/points.sh  on a pool file that keeps its
 #                                           memory as a device does
 # Output: a table on stdout and bench/out/points.txt, points.jsonl.
@@ -28,4 +31,5 @@ command -v redis-benchmark >/dev/null || die "redis-benchmark is not installed (
 . "$ROOT/bench/lib/scratch_pod.sh"
 scratch_pod pointbench 20G 2
 python3 "$ROOT/bench/points.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
-	--sizes "$SIZES" --rounds "$ROUNDS" ${REQUESTS:+--requests "$REQUESTS"} ${FREEZE_ONLY:+--freeze-only} --writes-per-s "${WRITES_PER_S:-0}"
+	--sizes "$SIZES" --rounds "$ROUNDS" ${REQUESTS:+--requests "$REQUESTS"} ${FREEZE_ONLY:+--freeze-only} --writes-per-s "${WRITES_PER_S:-0}" \
+	${SNAPSHOTTED:+--snapshotted} ${PIN:+--pin}
