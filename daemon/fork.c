@@ -429,10 +429,10 @@ static int start_pagers(struct child_job *jobs, unsigned n, const struct cxlcr_s
 	return rc;
 }
 
-/* Starts reading a tiered snapshot's cold pages for the copy-mode
- * children about to be restored (pager/ahead.h), unless
- * $CXLCR_COLD_AHEAD_MB says not to: the pagers then fetch them all, as
- * they do if it cannot start (said in the pager log). */
+/* Forks the one fetcher of a tiered snapshot's cold pages for several
+ * restored copy-mode children (pager/ahead.h), before their pagers, unless
+ * cold_ahead_mb ($CXLCR_COLD_AHEAD_MB) is 0: the pagers then fetch them
+ * all, as they do if it cannot start (said in the pager log). */
 static void fetch_ahead(const struct cxlcr_snapshot *snap, struct cold_ahead *ahead, const struct child_job *job)
 {
 	int64_t limit = ahead_limit();
@@ -517,10 +517,6 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	if (verb_lease_check(l, "the children's restore") < 0)
 		goto undo;
 	warm_join(&warm);
-	if (fetch < 0)
-		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
-	if (fetch < 0)
-		fetch = PAGER_BACKGROUND;
 	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, copy);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
@@ -535,11 +531,15 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	/* The children are the parent's fork's only while it holds the lease. */
 	if (verb_lease_check(l, "the children's start") < 0)
 		goto undo;
+	if (fetch < 0)
+		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
+	if (fetch < 0)
+		fetch = PAGER_BACKGROUND;
+	if (copy && cold && fetch == PAGER_BACKGROUND && n > 1)
+		fetch_ahead(&snap, &ahead, &jobs[0]);
 	/* The pages the parent changed before its snapshot, the same list for
 	 * every child (it came with the dump): prefetched into a share-mode
 	 * child once it runs, a copy-mode child's hot pages. */
-	if (copy && cold && fetch == PAGER_BACKGROUND && n > 1)
-		fetch_ahead(&snap, &ahead, &jobs[0]);
 	int have_list = prefetch_load(src, &snap, &list);
 	if (have_list < 0)
 		log_prefetch(&jobs[0], jobs[0].pid, 0, 0, -1);

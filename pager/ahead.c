@@ -6,8 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -18,7 +16,6 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../common/cpus.h"
@@ -108,11 +105,6 @@ bool ahead_on(const struct cold_ahead *a)
 	return a && a->map && a->pidfd >= 0;
 }
 
-static void wake_all(uint32_t *word)
-{
-	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 /* The fetcher's lanes claim chunks in order from one counter: the pagers
  * install them in that order too, so the first to be waited for is the
  * first to come. */
@@ -153,7 +145,7 @@ static void *lane_main(void *arg)
 		if (ok)
 			memcpy(a->data + c->at * PAGE, data, (size_t)c->pages * PAGE);
 		__atomic_store_n(&a->state[i], ok ? AHEAD_DONE : AHEAD_FAILED, __ATOMIC_RELEASE);
-		wake_all(&a->state[i]);
+		cxlcr_futex_wake_all(&a->state[i]);
 		/* Tests only: the fetcher stops (all of it) after its first
 		 * chunk, for a test to kill it there (tests/t_fork_tier.sh). */
 		if (i == 0 && getenv(AHEAD_TEST_STOP_ENV))
@@ -189,13 +181,11 @@ _Noreturn static void fetcher_main(struct cold_ahead *a, const struct cxlcr_snap
 	 * would take the CPUs their restore and their pagers' start need. */
 	uint64_t until = cxlcr_mono_ns() + AHEAD_GO_TIMEOUT_MS * 1000000ull;
 	while (!__atomic_load_n(a->go, __ATOMIC_ACQUIRE)) {
-		uint64_t now = cxlcr_mono_ns();
-		if (now >= until) {
+		if (cxlcr_mono_ns() >= until) {
 			a->covered = 0; /* nobody will wait: the request is gone */
 			break;
 		}
-		struct timespec t = { .tv_sec = 0, .tv_nsec = 100000000L };
-		syscall(SYS_futex, a->go, FUTEX_WAIT, 0, &t, NULL, 0);
+		cxlcr_futex_wait_until(a->go, 0, until);
 	}
 	struct fetcher f = { .a = a, .s = s };
 	pthread_t t[AHEAD_LANES];
@@ -210,7 +200,7 @@ _Noreturn static void fetcher_main(struct cold_ahead *a, const struct cxlcr_snap
 	for (uint64_t i = 0; i < a->covered; i++)
 		if (__atomic_load_n(&a->state[i], __ATOMIC_ACQUIRE) == AHEAD_PENDING) {
 			__atomic_store_n(&a->state[i], AHEAD_FAILED, __ATOMIC_RELEASE);
-			wake_all(&a->state[i]);
+			cxlcr_futex_wake_all(&a->state[i]);
 		}
 	_exit(0);
 }
@@ -253,7 +243,6 @@ int ahead_start(const struct cxlcr_snapshot *s, uint64_t limit, struct cold_ahea
 		ahead_release(a);
 		return cxlcr_error("the fetch ahead: %s: %s", pid < 0 ? "fork" : "pidfd_open", strerror(e));
 	}
-	a->pid = pid;
 	a->pidfd = pidfd;
 	return 0;
 }
@@ -270,14 +259,7 @@ int ahead_chunk(const struct cold_ahead *a, uint64_t i, int wait_ms, const uint8
 {
 	if (!ahead_on(a) || i >= a->covered)
 		return -1;
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	uint64_t until = cxlcr_mono_ns() + (uint64_t)wait_ms * 1000000ull;
 	for (bool gone = false;;) {
 		uint32_t st = __atomic_load_n(&a->state[i], __ATOMIC_ACQUIRE);
 		if (st == AHEAD_DONE) {
@@ -288,23 +270,12 @@ int ahead_chunk(const struct cold_ahead *a, uint64_t i, int wait_ms, const uint8
 			return -1;
 		if ((gone = fetcher_gone(a)))
 			continue; /* one more look: it may have marked the chunk as it ended */
-		struct timespec now, left;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left.tv_sec = until.tv_sec - now.tv_sec;
-		left.tv_nsec = until.tv_nsec - now.tv_nsec;
-		if (left.tv_nsec < 0) {
-			left.tv_sec--;
-			left.tv_nsec += 1000000000L;
-		}
-		if (left.tv_sec < 0)
+		uint64_t now = cxlcr_mono_ns();
+		if (now >= until)
 			return 0;
 		/* At most 10 ms a wait: a fetcher killed between the look above
 		 * and the wait wakes nobody. */
-		if (left.tv_sec > 0 || left.tv_nsec > 10000000L) {
-			left.tv_sec = 0;
-			left.tv_nsec = 10000000L;
-		}
-		syscall(SYS_futex, &a->state[i], FUTEX_WAIT, AHEAD_PENDING, &left, NULL, 0);
+		cxlcr_futex_wait_until(&a->state[i], AHEAD_PENDING, until - now > 10000000ull ? now + 10000000ull : until);
 	}
 }
 
@@ -324,7 +295,7 @@ void ahead_go(struct cold_ahead *a)
 	if (!ahead_on(a))
 		return;
 	__atomic_store_n(a->go, 1, __ATOMIC_RELEASE);
-	wake_all(a->go);
+	cxlcr_futex_wake_all(a->go);
 }
 
 void ahead_stop(struct cold_ahead *a)

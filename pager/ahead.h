@@ -1,17 +1,15 @@
 /*
- * The cold fetch ahead of the restore (docs/cold-tier.md, "Fetching
- * ahead").
+ * One fetch of a tiered snapshot's cold pages for several copy-mode
+ * children (docs/cold-tier.md, "Several children, one fetch").
  *
- * A copy-mode child of a tiered snapshot gets its cold pages from the
- * memory server by RMA. Fetched by its pager once it runs, that traffic
- * (over tcp;ofi_rxm here, through the same kernel and CPUs as the child's
- * own requests) fell in its first requests and made most of their tail.
- * The fork's restore knows, the moment it opens the snapshot, which pages
- * every child will need: so it starts a process of its own (the ahead
- * fetcher) that reads them into memory shared with the pagers while CRIU
- * restores the children. A pager then installs what has arrived by copy,
- * waits for a chunk in flight, and reads by RMA only what the fetcher
- * could not get: one fetch serves every child of the request.
+ * Each copy-mode child of a tiered snapshot needs the same cold pages,
+ * which its pager reads from the memory server by RMA. When one fork makes
+ * several such children, its restore forks a process of its own (the
+ * fetcher) with memory shared with their pagers; once the children run it
+ * reads every cold page once, and each pager installs them from there,
+ * waits for a chunk on its way, and reads by RMA only what the fetcher
+ * could not get. (Started before the children ran, the fetch took the
+ * CPU of their restore; for a single child it saved nothing.)
  *
  * The pages are checked (CRC-32C) as they arrive, as every cold page is;
  * a chunk that cannot be read is marked failed, and a fetcher that dies
@@ -24,7 +22,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 struct cxlcr_snapshot;
 
@@ -76,7 +73,6 @@ struct cold_ahead {
 	uint8_t *data;               /* shared: the pages, at chunk.at */
 	void *map;
 	size_t map_len;
-	pid_t pid;                   /* the fetcher */
 	int pidfd;                   /* -1: none started */
 };
 
@@ -86,9 +82,11 @@ struct cold_ahead {
 int64_t ahead_limit_parse(const char *text);
 int64_t ahead_limit(void);
 
-/* Starts the fetcher of snapshot s's cold pages (s open and checked: its
- * cold part's reader is what the fetcher uses), limit bytes at most.
- * 0, or -1 with one line (nothing started: the pagers fetch it all). */
+/* Forks the fetcher of snapshot s's cold pages (s open and checked: its
+ * cold part's reader is what the fetcher uses), limit bytes at most,
+ * before the pagers are forked (they inherit its memory and pidfd); it
+ * reads nothing before ahead_go(). 0, or -1 with one line (nothing
+ * started: the pagers fetch it all). */
 int ahead_start(const struct cxlcr_snapshot *s, uint64_t limit, struct cold_ahead *a);
 
 /* Chunk i of the fetch: 1 with *data at its pages once the fetcher has
