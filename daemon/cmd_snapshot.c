@@ -414,7 +414,13 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	out->pages_cxl = sealed.pages_cxl;
 	out->pages_zero = sealed.pages_zero;
 	out->seal_ms = (double)sealed.seal_ns / 1e6;
-	note_changed_pages(pool, s->region.name, out->generation, dir, out);
+	/* Not for a recovery point: the list only helps the children of a
+	 * fork, and building it walks both leaf tables and compares every
+	 * page copied since (perf, a point a second of a 1 GiB Redis under
+	 * 10,000 SETs/s: ~85 ms of the ~300 ms of CPU each point took).
+	 * A fork from a point does without it. */
+	if (!recovery_point)
+		note_changed_pages(pool, s->region.name, out->generation, dir, out);
 	if (hot) {
 		char full_name[CXLCR_NAME_MAX];
 		cxlcr_copy_field(full_name, sizeof(full_name), out->name);
@@ -545,7 +551,10 @@ int cmd_snapshot(int argc, char **argv)
 			json_str(&j, "full_because", r.full_because[0] ? r.full_because : "the freeze copied every page");
 		}
 		json_u64(&j, "pages_zero", r.pages_zero);
-		json_u64(&j, "pages_changed", r.pages_changed);
+		if (a.recovery_point)
+			json_null_value(&j, "pages_changed"); /* not listed for a point */
+		else
+			json_u64(&j, "pages_changed", r.pages_changed);
 		json_double(&j, "draft_ms", r.draft_ms);
 		json_double(&j, "shed_ms", r.shed_ms);
 		json_double(&j, "small_pages_ms", r.small_pages_ms);
