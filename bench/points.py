@@ -236,6 +236,26 @@ def pin_apart():
     os.sched_setaffinity(0, {1})  # this process, and so its paced writer, with the client
 
 
+def daemon_cpu(host="h0"):
+    """CPU seconds of host's daemon and of the processes it started and
+    reaped (each point's worker, and the CRIU that worker ran): what the
+    points cost beside the service's own time. None if not found."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in subprocess.run(["pgrep", "-x", "cxlcrd"], capture_output=True, text=True).stdout.split():
+        try:
+            if not open("/proc/%s/cgroup" % pid).read().rstrip().endswith("/" + host):
+                continue
+            stat = open("/proc/%s/stat" % pid).read()
+            ppid = stat.rsplit(")", 1)[1].split()[1]
+            if open("/proc/%s/comm" % ppid).read().strip() == "cxlcrd":
+                continue  # a worker, not the daemon
+            f = stat.rsplit(")", 1)[1].split()
+            return sum(int(x) for x in f[11:15]) / tick  # utime, stime, cutime, cstime
+        except OSError:
+            continue
+    return None
+
+
 def one_size(a, size, rows):
     tag = size_label(size)
     keys = size // GIB * 1048576 if size >= GIB else size // 1024
@@ -265,19 +285,23 @@ def one_size(a, size, rows):
         time.sleep(0.2)
     print("points: %s: first recovery point after %.1f s" % (with_pts, time.monotonic() - t0), flush=True)
     rps = {name: [] for name in names}
-    taken, per_s = [], []
+    taken, per_s, cpu_ms = [], [], []
     for rnd in range(a.rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
         for name in order:
             logged = points_logged(a, with_pts)
-            t0 = time.monotonic()
+            t0, c0 = time.monotonic(), daemon_cpu()
             rps[name].append(load(a, hosts[name], keys))
             if name == with_pts:
                 taken.append(points_logged(a, with_pts) - logged)
                 per_s.append(taken[-1] / (time.monotonic() - t0))
-        print("points: %s round %d: %.0f %s/s with points (%d points, %.2f a second), %.0f without%s" %
-              (tag, rnd, rps[with_pts][-1], a.measured, taken[-1], per_s[-1], rps[without][-1],
-               ", %.0f snapshotted once" % rps[snapped][-1] if a.snapshotted else ""), flush=True)
+                c1 = daemon_cpu()
+                if c0 is not None and c1 is not None and taken[-1]:
+                    cpu_ms.append((c1 - c0) * 1000 / taken[-1])
+        print("points: %s round %d: %.0f %s/s with points (%d points, %.2f a second%s), %.0f without%s" %
+              (tag, rnd, rps[with_pts][-1], a.measured, taken[-1], per_s[-1],
+               ", the daemon's CPU %.0f ms a point" % cpu_ms[-1] if len(cpu_ms) == rnd + 1 else "",
+               rps[without][-1], ", %.0f snapshotted once" % rps[snapped][-1] if a.snapshotted else ""), flush=True)
     st = cxlcr(a, "status", with_pts, "--json")
     pool = cxlcr(a, "pool", "info", "--json")
     reserved, held, regions = point_bytes(a, with_pts)
@@ -291,6 +315,7 @@ def one_size(a, size, rows):
            "points_regions": regions, "points_census": where, "point_frozen_ms": median(frozen),
            "point_criu_ms": median(whole), "point_pages_copied": median(copied),
            "points_per_s": median(per_s), "pool_held": pool["memory_held"],
+           "daemon_cpu_ms_per_point": median(cpu_ms) if cpu_ms else None,
            "pool_keeps_memory": pool["keeps_memory"],
            "rps_snapshotted": median(rps[snapped]) if a.snapshotted else None,
            # The same two ratios round by round (each round's three loads
@@ -347,6 +372,10 @@ def main():
                          "%.3f of it (what the points cost beyond the mappings; medians of the rounds' ratios)" %
                          (size_label(x["size"]), x["rps_snapshotted"], a.measured, x["snapshotted_over_none"],
                           x["points_over_snapshotted"]))
+    for x in rows:
+        if x.get("daemon_cpu_ms_per_point"):
+            lines.append("%s: each point took %.0f ms of CPU in its host's daemon, its worker and CRIU "
+                         "(the service's own time apart)" % (size_label(x["size"]), x["daemon_cpu_ms_per_point"]))
     for x in rows:
         if "pool_held" in x:
             lines.append("%s: the pool (%s) held %.0f MiB of memory after the rounds, both services' heaps included" %
