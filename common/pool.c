@@ -1000,7 +1000,7 @@ struct born_owner {
 };
 
 static int region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
-			const struct born_owner *o, struct cxlcr_region *copy)
+			const struct born_owner *o, bool clear, struct cxlcr_region *copy)
 {
 	if (!cxlcr_valid_name(name))
 		return cxlcr_error("invalid name '%s' (letters, digits, '.', '_', '-'; at most %u)",
@@ -1047,7 +1047,7 @@ static int region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name
 	/* The space is ours to clear only if the lock still was when the
 	 * entry that takes it became visible: a holder that took the lock over
 	 * before then may have handed the space out. */
-	if (still_held(pool) < 0 || cxlcr_pool_zero(pool, offset, size) < 0 ||
+	if (still_held(pool) < 0 || (clear && cxlcr_pool_zero(pool, offset, size) < 0) ||
 	    reserve_blocks(pool, offset, size) < 0) {
 		release_slot(slot);
 		goto out;
@@ -1068,14 +1068,20 @@ out:
 int cxlcr_region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
 		       struct cxlcr_region *copy)
 {
-	return region_alloc(pool, kind, name, size, NULL, copy);
+	return region_alloc(pool, kind, name, size, NULL, true, copy);
+}
+
+int cxlcr_region_alloc_uncleared(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
+				 struct cxlcr_region *copy)
+{
+	return region_alloc(pool, kind, name, size, NULL, false, copy);
 }
 
 int cxlcr_region_alloc_owned(struct cxlcr_pool *pool, uint32_t kind, const char *name, uint64_t size,
 			     int32_t pid, const char *host, const char *command, struct cxlcr_region *copy)
 {
 	struct born_owner o = { .pid = pid, .start = owner_start_of(pid, host), .host = host, .command = command };
-	return region_alloc(pool, kind, name, size, &o, copy);
+	return region_alloc(pool, kind, name, size, &o, true, copy);
 }
 
 /* A free gives the memory back without holding the lock, which takes a

@@ -746,7 +746,10 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
  *   data_offset   copies of the heap's non-zero pages, 4 KiB each, in heap
  *                 order (then room for pages its finish copies again);
  *                 CXLCR_POOL_ALIGN aligned, so that a run of pages can be
- *                 mapped from a devdax device too
+ *                 mapped from a devdax device too. An incremental draft's
+ *                 region is not cleared when it is made: room it never
+ *                 used, here and after the runs, may hold a freed region's
+ *                 bytes, which no leaf and no run names
  *   arena_header_offset
  *                 a copy of the arena header's pages as they were at the
  *                 freeze, right after the data: a fork child's header is a

@@ -272,11 +272,19 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	uint64_t run_room = runs + 2 * spare + 2;
 	struct layout l;
 	snap_plan_layout(src.pages, own_pages + spare, run_room, &l);
-	if (cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, &snap_region) < 0)
+	/* Not cleared: every byte of the region is written before anything
+	 * reads it (the table below, the copies, the room as the finish uses
+	 * it, the run table and the arena header's copy at the seal), but
+	 * for the header, zeroed here: until the seal sets `complete`, a
+	 * reader knows the region only by that header. Clearing it all was a
+	 * write and write-back of twice what a point copies. */
+	if (cxlcr_region_alloc_uncleared(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, &snap_region) < 0)
 		goto out;
 	snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
 	if (!snap)
 		goto out;
+	memset(snap, 0, CXLCR_SNAPSHOT_TABLE_OFFSET);
+	cxlcr_publish(snap, CXLCR_SNAPSHOT_TABLE_OFFSET);
 	/* Faulted in before the copy: the tables, the copies, the arena
 	 * header's copy and as much of the room as a finish usually fills, all
 	 * of which the finish writes in the freeze (a fresh 2 MiB page of a

@@ -169,6 +169,23 @@ static void test_keep_memory(void)
 	write_free_realloc(&pool, size, &held);
 	CHECK(held >= empty + size, "a freed region's memory was given back: %llu bytes held, %llu empty",
 	      (unsigned long long)held, (unsigned long long)empty);
+
+	SAY("an uncleared region on that space holds what the freed one wrote (a snapshot draft writes it all)");
+	struct cxlcr_region r, again;
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_SNAPSHOT, "warm", size, &r) == 0, "%s", cxlcr_last_error());
+	uint8_t *m = cxlcr_pool_map(&pool, r.offset, r.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	memset(m, 0x5a, r.size);
+	munmap(m, r.size);
+	CHECK(cxlcr_region_free(&pool, r.generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc_uncleared(&pool, CXLCR_KIND_SNAPSHOT, "warm", size, &again) == 0, "%s",
+	      cxlcr_last_error());
+	CHECK_EQ(again.offset, r.offset);
+	m = cxlcr_pool_map(&pool, again.offset, again.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	CHECK(m[0] == 0x5a && m[again.size - 1] == 0x5a, "an uncleared region was cleared");
+	munmap(m, again.size);
+	CHECK(cxlcr_region_free(&pool, again.generation) == 0, "%s", cxlcr_last_error());
 	CHECK_ERROR(cxlcr_pool_format_as(path, SMALL_POOL, true, 0x80, NULL), "unknown format flags");
 	cxlcr_pool_close(&pool);
 }

@@ -20,6 +20,7 @@
 #include "../common/checksum.h"
 #include "../common/error.h"
 #include "../common/hosts.h"
+#include "../common/persist.h"
 #include "../common/pool.h"
 #include "../common/snapshot.h"
 #include "../common/util.h"
@@ -909,6 +910,26 @@ static void test_precopy(struct cxlcr_pool *pool)
 	drop_arena(pool, &a);
 }
 
+/*
+ * On a pool that keeps its memory, freed space holds what its last region
+ * wrote, and a draft's region is not cleared (cxlcr_region_alloc_uncleared):
+ * fills the first free stretch of `size` with a pattern no heap page holds,
+ * and frees it again, so that the next draft lands on garbage. Returns the
+ * stretch's pool offset.
+ */
+static uint64_t poison_free_space(struct cxlcr_pool *pool, uint64_t size)
+{
+	struct cxlcr_region r;
+	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, "poison", size, &r) == 0, "%s", cxlcr_last_error());
+	uint8_t *m = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	memset(m, 0xa5, r.size);
+	cxlcr_publish(m, r.size);
+	CHECK(munmap(m, r.size) == 0);
+	CHECK(cxlcr_region_free(pool, r.generation) == 0, "%s", cxlcr_last_error());
+	return r.offset;
+}
+
 static void test_incremental(struct cxlcr_pool *pool)
 {
 	struct arena_map a;
@@ -921,11 +942,14 @@ static void test_incremental(struct cxlcr_pool *pool)
 	make_arena(pool, "isrc", TEST_HEAP, true, &a);
 	fill_heap(&a, seed, &nonzero, &holes);
 	struct cxlcr_arena_header *h = (void *)a.base;
+	uint32_t on_poison = 0;
 	for (int round = 0; round < ROUNDS; round++) {
 		char name[32];
 		snprintf(name, sizeof(name), "isnap%d", round);
 		struct cxlcr_written since = { 0 }, during = { 0 };
 		uint64_t changed = 0;
+		const uint64_t poison_size = 3 * TEST_HEAP;
+		uint64_t poison = pool->keeps_memory && round > 0 ? poison_free_space(pool, poison_size) : 0;
 		if (round == 0) {
 			CHECK(cxlcr_snapshot_draft(pool, a.region.generation, name, &info) == 0, "%s", cxlcr_last_error());
 		} else {
@@ -940,6 +964,8 @@ static void test_incremental(struct cxlcr_pool *pool)
 						      &info) == 0, "round %d: %s", round, cxlcr_last_error());
 			cxlcr_snapshot_close(&base);
 			CHECK(cxlcr_catalog_return(pool, &b) == 0, "%s", cxlcr_last_error());
+			on_poison += poison && info.region_offset >= poison &&
+				     info.region_offset + info.region_size <= poison + poison_size;
 			/* The punches since the base come from the log when it
 			 * holds them all: no page is compared. */
 			CHECK(punched > CXLCR_PUNCH_LOG ? info.compared_because != NULL
@@ -988,6 +1014,12 @@ static void test_incremental(struct cxlcr_pool *pool)
 		cxlcr_written_free(&since);
 		cxlcr_written_free(&during);
 	}
+	/* Each one is checked against the heap above, whatever its region
+	 * held before: that is only a test of uncleared drafts if some did
+	 * land on the pattern. */
+	CHECK(!pool->keeps_memory || on_poison > 0, "no draft of the chain landed on freed space full of garbage");
+	if (pool->keeps_memory)
+		SAY("%u of %d drafts made on freed space full of garbage, each one right", on_poison, ROUNDS - 1);
 	SAY("the last tombstone frees the whole chain");
 	bool freed;
 	CHECK(cxlcr_catalog_tombstone(pool, "isvc", &freed) == 0 && freed, "the newest snapshot was not freed");
