@@ -119,22 +119,30 @@ static uint64_t held_bytes(const struct cxlcr_pool *pool)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* A region of size full of byte, freed again: its space (the first that
+ * fits: on an empty pool, the same each time). */
+static struct cxlcr_region write_and_free(struct cxlcr_pool *pool, uint64_t size, uint8_t byte)
+{
+	struct cxlcr_region r;
+	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, "warm", size, &r) == 0, "%s", cxlcr_last_error());
+	uint8_t *m = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
+	CHECK(m, "%s", cxlcr_last_error());
+	memset(m, byte, r.size);
+	munmap(m, r.size);
+	CHECK(cxlcr_region_free(pool, r.generation) == 0, "%s", cxlcr_last_error());
+	return r;
+}
+
 /* Writes a region full of 0xa5 and frees it; then a region of the same
  * size takes the same space (first fit over an empty pool) and must read
  * zero, whatever the pool did with the memory in between. */
 static void write_free_realloc(struct cxlcr_pool *pool, uint64_t size, uint64_t *held_after_free)
 {
-	struct cxlcr_region r, again;
-	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, "warm", size, &r) == 0, "%s", cxlcr_last_error());
-	uint8_t *m = cxlcr_pool_map(pool, r.offset, r.size, 0, 0);
-	CHECK(m, "%s", cxlcr_last_error());
-	memset(m, 0xa5, r.size);
-	munmap(m, r.size);
-	CHECK(cxlcr_region_free(pool, r.generation) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_region r = write_and_free(pool, size, 0xa5), again;
 	*held_after_free = held_bytes(pool);
 	CHECK(cxlcr_region_alloc(pool, CXLCR_KIND_SNAPSHOT, "warm", size, &again) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(again.offset, r.offset);
-	m = cxlcr_pool_map(pool, again.offset, again.size, 0, 0);
+	uint8_t *m = cxlcr_pool_map(pool, again.offset, again.size, 0, 0);
 	CHECK(m, "%s", cxlcr_last_error());
 	for (uint64_t i = 0; i < again.size; i += 8)
 		CHECK(*(uint64_t *)(m + i) == 0, "byte %llu of a new region on freed space is not zero",
@@ -171,17 +179,11 @@ static void test_keep_memory(void)
 	      (unsigned long long)held, (unsigned long long)empty);
 
 	SAY("an uncleared region on that space holds what the freed one wrote (a snapshot draft writes it all)");
-	struct cxlcr_region r, again;
-	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_SNAPSHOT, "warm", size, &r) == 0, "%s", cxlcr_last_error());
-	uint8_t *m = cxlcr_pool_map(&pool, r.offset, r.size, 0, 0);
-	CHECK(m, "%s", cxlcr_last_error());
-	memset(m, 0x5a, r.size);
-	munmap(m, r.size);
-	CHECK(cxlcr_region_free(&pool, r.generation) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_region r = write_and_free(&pool, size, 0x5a), again;
 	CHECK(cxlcr_region_alloc_uncleared(&pool, CXLCR_KIND_SNAPSHOT, "warm", size, &again) == 0, "%s",
 	      cxlcr_last_error());
 	CHECK_EQ(again.offset, r.offset);
-	m = cxlcr_pool_map(&pool, again.offset, again.size, 0, 0);
+	uint8_t *m = cxlcr_pool_map(&pool, again.offset, again.size, 0, 0);
 	CHECK(m, "%s", cxlcr_last_error());
 	CHECK(m[0] == 0x5a && m[again.size - 1] == 0x5a, "an uncleared region was cleared");
 	munmap(m, again.size);
