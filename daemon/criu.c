@@ -13,6 +13,7 @@
 #include "../common/error.h"
 #include "../common/rtnl.h"
 #include "../common/util.h"
+#include "../rebase/rebase.h"
 #include "cli.h"
 #include "criu.h"
 #include "criu_swrk.h"
@@ -221,7 +222,11 @@ static int dump_service(pid_t pid, const char *dir, const char *leave, const int
 	 * deadline and failed (seen after t_fence_wait killed a point). */
 	int rc = exec_argv_kept(argv, criu_timeout_s(), all, (nfds < 7 ? nfds : 7) + 1, netns);
 	close(netns);
-	return rc != 0 ? criu_failed(dir, "dump.log", "dump") : 0;
+	if (rc != 0)
+		return criu_failed(dir, "dump.log", "dump");
+	/* Its own /proc files, under a pid only this host gave it. */
+	unsigned rewritten;
+	return cxlcr_rebase_proc_self(dir, pid, &rewritten);
 }
 
 int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped)

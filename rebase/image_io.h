@@ -24,6 +24,7 @@
 #define CRIU_MM_MAGIC           0x57492820u
 #define CRIU_STATS_MAGIC        0x57093306u /* stats-dump, stats-restore (service image) */
 #define CRIU_FILES_MAGIC        0x56303138u
+#define CRIU_PSTREE_MAGIC       0x50273030u
 #define CRIU_NETDEV_MAGIC       0x57373951u
 
 /* An image file read into memory. */

@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "../common/snapshot.h"
 
 struct cxlcr_rebase_fork {
@@ -66,6 +67,14 @@ int cxlcr_rebase_fork(const char *src_dir, const char *dst_dir, const struct cxl
  * of the checkpoint in dir whose path starts with prefix. 0 (also when
  * the checkpoint has no files.img), or -1 and one line on a corrupt one. */
 int rebase_files_under(const char *dir, const char *prefix, void (*fn)(const char *path, void *arg), void *arg);
+
+/*
+ * In the checkpoint in dir, just dumped from the process whose pid (as
+ * its /proc shows it) is pid: the paths of files it holds under its own
+ * /proc/<pid> become /proc/self/... (rebase/proc_self.c says why and
+ * when). *rewritten counts them. 0, or -1 and one line.
+ */
+int cxlcr_rebase_proc_self(const char *dir, pid_t pid, unsigned *rewritten);
 
 /*
  * A region of the pool whose contents were copied into another, mapped at

@@ -10,7 +10,8 @@
  * refusals of cold pages, truncated, corrupt and foreign images, arena
  * pages in the pagemap, a snapshot of another arena, a pool file opened
  * write-only, an address outside the subnet, a corrupt record, a
- * non-empty destination.
+ * non-empty destination. And cxlcr_rebase_proc_self(): which /proc paths
+ * of a dump become /proc/self, and which stay.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include "mm.pb-c.h"
 #include "netdev.pb-c.h"
 #include "pagemap.pb-c.h"
+#include "pstree.pb-c.h"
 #include "test.h"
 
 #define PAGE         4096ull
@@ -574,6 +576,121 @@ static void missing_mm(int dir)
 	CHECK(unlinkat(dir, "mm-1.img", 0) == 0);
 }
 
+/* A dump's files.img with these regular files, and a pstree.img of
+ * `processes` processes (none: no pstree.img). */
+static int proc_fixture(const char *name, const char **paths, size_t n, unsigned processes)
+{
+	char dir_path[300];
+	snprintf(dir_path, sizeof(dir_path), "%s/%s", base_dir, name);
+	CHECK(mkdir(dir_path, 0755) == 0);
+	int dir = open(dir_path, O_RDONLY | O_DIRECTORY);
+	CHECK(dir >= 0);
+	FownEntry fown = FOWN_ENTRY__INIT;
+	RegFileEntry reg[8];
+	FileEntry fe[8];
+	ProtobufCMessage *m[8];
+	CHECK(n <= 8);
+	for (size_t i = 0; i < n; i++) {
+		reg_file_entry__init(&reg[i]);
+		reg[i].id = (uint32_t)i + 1;
+		reg[i].flags = O_RDONLY;
+		reg[i].fown = &fown;
+		reg[i].name = (char *)paths[i];
+		file_entry__init(&fe[i]);
+		fe[i].type = FD_TYPES__REG;
+		fe[i].id = (uint32_t)i + 1;
+		fe[i].reg = &reg[i];
+		m[i] = &fe[i].base;
+	}
+	write_image(dir, "files.img", CRIU_FILES_MAGIC, m, n);
+	PstreeEntry pe[2];
+	ProtobufCMessage *pm[2];
+	for (unsigned i = 0; i < processes && i < 2; i++) {
+		pstree_entry__init(&pe[i]);
+		pe[i].pid = i + 1;
+		pe[i].ppid = i;
+		pm[i] = &pe[i].base;
+	}
+	if (processes)
+		write_image(dir, "pstree.img", CRIU_PSTREE_MAGIC, pm, processes);
+	return dir;
+}
+
+/* The names in files.img of dir, in order, into names[] (freed by the caller). */
+static size_t file_names(int dir, char **names, size_t max)
+{
+	struct image_file f;
+	CHECK(image_load(dir, "files.img", CRIU_FILES_MAGIC, &f) == 1, "%s", cxlcr_last_error());
+	ProtobufCMessage *m;
+	size_t n = 0;
+	int rc;
+	while ((rc = image_next(&f, &file_entry__descriptor, &m)) > 0) {
+		const FileEntry *fe = (const FileEntry *)m;
+		CHECK(n < max && fe->reg);
+		names[n++] = strdup(fe->reg->name);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	CHECK(rc == 0);
+	image_free(&f);
+	return n;
+}
+
+static void test_proc_self(void)
+{
+	const char *paths[] = { "/proc/42/stat", "/proc/42", "proc/42/fd/", "/proc/42/task/43/stat",
+				"/proc/420/stat", "/proc/4/stat", "/proc/self/stat", "/usr/bin/svc" };
+	const char *want[] = { "/proc/self/stat", "/proc/self", "proc/self/fd/", "/proc/42/task/43/stat",
+			       "/proc/420/stat", "/proc/4/stat", "/proc/self/stat", "/usr/bin/svc" };
+	size_t n = sizeof(paths) / sizeof(paths[0]);
+	char dir_path[300], *got[8];
+	unsigned rewritten = 99;
+
+	/* One process, pid 42: its own files, not its threads' or others'. */
+	int dir = proc_fixture("proc-one", paths, n, 1);
+	snprintf(dir_path, sizeof(dir_path), "%s/proc-one", base_dir);
+	CHECK(cxlcr_rebase_proc_self(dir_path, 42, &rewritten) == 0, "%s", cxlcr_last_error());
+	CHECK(rewritten == 3, " rewrote %u paths, not 3", rewritten);
+	CHECK(file_names(dir, got, 8) == n);
+	for (size_t i = 0; i < n; i++) {
+		CHECK(strcmp(got[i], want[i]) == 0, " path %zu: %s, not %s", i, got[i], want[i]);
+		free(got[i]);
+	}
+	CHECK(faccessat(dir, "files.img.proc-self", F_OK, 0) < 0, " the temporary image was left");
+	close(dir);
+
+	/* Two processes: the holder need not be the process named. */
+	dir = proc_fixture("proc-two", paths, n, 2);
+	snprintf(dir_path, sizeof(dir_path), "%s/proc-two", base_dir);
+	CHECK(cxlcr_rebase_proc_self(dir_path, 42, &rewritten) == 0 && rewritten == 0);
+	CHECK(file_names(dir, got, 8) == n);
+	for (size_t i = 0; i < n; i++) {
+		CHECK(strcmp(got[i], paths[i]) == 0, " path %zu changed to %s", i, got[i]);
+		free(got[i]);
+	}
+	close(dir);
+
+	/* No /proc path: not even pstree.img is needed. */
+	const char *plain[] = { "/usr/bin/svc", POOL_PATH };
+	dir = proc_fixture("proc-none", plain, 2, 0);
+	snprintf(dir_path, sizeof(dir_path), "%s/proc-none", base_dir);
+	CHECK(cxlcr_rebase_proc_self(dir_path, 42, &rewritten) == 0 && rewritten == 0, "%s", cxlcr_last_error());
+	close(dir);
+
+	/* A /proc path and no pstree.img, or a corrupt one: one line. */
+	dir = proc_fixture("proc-nopstree", paths, 1, 0);
+	snprintf(dir_path, sizeof(dir_path), "%s/proc-nopstree", base_dir);
+	CHECK(cxlcr_rebase_proc_self(dir_path, 42, &rewritten) < 0);
+	CHECK(strstr(cxlcr_last_error(), "pstree.img: missing"), " said: %s", cxlcr_last_error());
+	write_file(dir, "pstree.img", "\x19\x43\x56\x54\x30\x30\x27\x50\x40\0\0\0\x08", 13);
+	CHECK(cxlcr_rebase_proc_self(dir_path, 42, &rewritten) < 0);
+	CHECK(strstr(cxlcr_last_error(), "pstree.img"), " said: %s", cxlcr_last_error());
+	CHECK(file_names(dir, got, 8) == 1 && strcmp(got[0], paths[0]) == 0);
+	free(got[0]);
+	close(dir);
+	printf("  ok: /proc/<pid> paths of a one-process dump become /proc/self; threads', others' and "
+	       "several processes' stay\n");
+}
+
 int main(void)
 {
 	const char *tmp = getenv("CXLCR_TEST_TMP");
@@ -598,6 +715,7 @@ int main(void)
 	refused("write-only-pool", &wo, NULL, NULL, "allow no private mapping");
 	refused("other-arena", &other, NULL, NULL, "was taken of arena generation 6");
 	refused("subnet", &none, NULL, "10.79.0.5", "outside the parent's subnet 10.78.1.1/16");
+	test_proc_self();
 
 	remove_tree();
 	printf("rebase_test: all passed\n");
