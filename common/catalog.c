@@ -419,7 +419,7 @@ static int claim_slot(const struct catalog *c, struct cxlcr_catalog_entry *e, co
  * was not ours (any more), else 1 if this call freed the snapshot, else 0;
  * *held says whether the slot held a reference.
  */
-static void let_go_of_bases(struct catalog *c, uint32_t index);
+static bool let_go_of_bases(struct catalog *c, uint32_t index);
 
 static int take_back(struct catalog *c, uint32_t index, uint32_t slot, uint64_t owned, bool *held)
 {
@@ -568,33 +568,34 @@ static void free_snapshot_dump(struct catalog *c, const struct cxlcr_region *sna
  * reference of a tombstone is dropped and after the tombstone is set: a
  * process borrow whose bit is seen keeps the bases until it is returned;
  * one whose bit comes after this look fails its re-check. Letting go twice
- * is harmless: each hold is taken back by its token, once.
+ * is harmless: each hold is taken back by its token, once. Returns
+ * whether it let go (a reaper need not come back for this tombstone).
  */
-static void let_go_of_bases(struct catalog *c, uint32_t index)
+static bool let_go_of_bases(struct catalog *c, uint32_t index)
 {
 	struct cxlcr_catalog_entry *e = &c->entries[index];
 	uint64_t status = load_shared(&e->status), snapshot;
 	if (CXLCR_CATALOG_STATUS_STATE(status) != CXLCR_CATALOG_TOMBSTONE)
-		return;
+		return false;
 	uint64_t holders = load_shared(&e->holders);
 	if (holders == 0)
-		return;
+		return false;
 	for (uint32_t i = 0; i < CXLCR_CATALOG_BORROWERS; i++) {
 		if (!(holders >> i & 1))
 			continue;
 		struct cxlcr_catalog_borrow *s = &e->borrows[i];
 		cxlcr_refresh(s, sizeof(*s));
 		if (!load_shared(&s->filled) || s->pid != HELD_BY_SNAPSHOT)
-			return; /* a process may still read its leaves */
+			return false; /* a process may still read its leaves */
 	}
 	struct cxlcr_region r;
 	if (!snapshot_of(e, status, &snapshot) || cxlcr_region_get(c->pool, snapshot, &r) < 0 ||
 	    r.kind != CXLCR_KIND_SNAPSHOT)
-		return;
+		return false;
 	free_snapshot_dump(c, &r);
 	struct cxlcr_snapshot_header *m = cxlcr_pool_map(c->pool, r.offset, sizeof(*m), 0, 0);
 	if (!m)
-		return;
+		return false;
 	struct cxlcr_snapshot_header h;
 	cxlcr_refresh(m, sizeof(*m));
 	memcpy(&h, m, sizeof(h));
@@ -603,8 +604,9 @@ static void let_go_of_bases(struct catalog *c, uint32_t index)
 	 * have handed the memory to another region). */
 	if (h.magic != CXLCR_SNAPSHOT_MAGIC || h.region_generation != r.generation || h.base_count == 0 ||
 	    h.base_count > CXLCR_SNAPSHOT_BASES_MAX)
-		return;
+		return false;
 	release_holds(c, h.bases, h.base_count);
+	return true;
 }
 
 static int free_snapshot_region(struct catalog *c, uint64_t snapshot)
@@ -1058,8 +1060,16 @@ static bool settle_entry(struct reaper *r, uint32_t index)
 	case CXLCR_CATALOG_TOMBSTONE:
 		if (free_if_unheld_tombstone(r->c, index) > 0)
 			r->report.snapshots_freed++;
-		else /* its last process borrower may have died before letting go */
-			let_go_of_bases(r->c, index);
+		else if (!r->watch || r->watch->let_go[index] != status) {
+			/* Its last process borrower may have died before
+			 * letting go. Once let go, a tombstone has nothing more
+			 * to give back until it is freed: a daemon's reaper
+			 * remembers it rather than look for its dump and its
+			 * bases each round (recovery points leave dozens of
+			 * tombstones that newer points still hold). */
+			if (let_go_of_bases(r->c, index) && r->watch)
+				r->watch->let_go[index] = status;
+		}
 		break;
 	case CXLCR_CATALOG_FREEING: {
 		uint64_t snapshot;

@@ -158,6 +158,9 @@ struct cxlcr_hosts_watch {
 		bool     seen;           /* seen again in the current pass */
 	} claim[64];
 	uint32_t claims;
+	/* The status word of each catalog entry whose tombstone this reaper
+	 * has let go of its dump and bases (common/catalog.c, settle_entry). */
+	uint64_t let_go[CXLCR_CATALOG_ENTRIES];
 };
 
 enum cxlcr_host_verdict {
