@@ -11,6 +11,11 @@
 #                                           SETs come at that rate: a
 #                                           read-mostly service's write load
 #   REQUESTS=1000000 bench/points.sh        requests a round (default 3,000,000)
+#   INTERVAL_MS=4000 bench/points.sh        a point every 4 s instead of every
+#                                           second: what the interval trades
+#   WARM_S=60 bench/points.sh               a minute of points under 10,000
+#                                           SETs/s before the rounds: a pool
+#                                           past its first touch of memory
 #   SNAPSHOTTED=1 bench/points.sh           a third service, snapshotted once
 #                                           and never again: 4 KiB mappings
 #                                           without points, beside the two
@@ -32,4 +37,4 @@ command -v redis-benchmark >/dev/null || die "redis-benchmark is not installed (
 scratch_pod pointbench 20G 2
 python3 "$ROOT/bench/points.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
 	--sizes "$SIZES" --rounds "$ROUNDS" ${REQUESTS:+--requests "$REQUESTS"} ${FREEZE_ONLY:+--freeze-only} --writes-per-s "${WRITES_PER_S:-0}" \
-	${SNAPSHOTTED:+--snapshotted} ${PIN:+--pin}
+	--interval-ms "${INTERVAL_MS:-1000}" --warm-s "${WARM_S:-0}" ${SNAPSHOTTED:+--snapshotted} ${PIN:+--pin}
