@@ -21,6 +21,10 @@
 #                                           without points, beside the two
 #   POOL_FLAGS=--keep-memory bench/points.sh  on a pool file that keeps its
 #                                           memory as a device does
+#   POOL_SIZE=40G SIZES=4G bench/points.sh  a larger pool (default 20G): at
+#                                           4 GiB the two services' arenas
+#                                           and the points (~3 times the
+#                                           heap) need ~25 GiB or more
 # Output: a table on stdout and bench/out/points.txt, points.jsonl.
 # Needs root, CRIU, redis-server, redis-benchmark; run it on a quiet machine.
 set -euo pipefail
@@ -34,7 +38,7 @@ die() { printf 'points: error: %s\n' "$*" >&2; exit 1; }
 command -v redis-benchmark >/dev/null || die "redis-benchmark is not installed (make deps)"
 # shellcheck source=bench/lib/scratch_pod.sh
 . "$ROOT/bench/lib/scratch_pod.sh"
-scratch_pod pointbench 20G 2
+scratch_pod pointbench "${POOL_SIZE:-20G}" 2
 python3 "$ROOT/bench/points.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
 	--sizes "$SIZES" --rounds "$ROUNDS" ${REQUESTS:+--requests "$REQUESTS"} ${FREEZE_ONLY:+--freeze-only} --writes-per-s "${WRITES_PER_S:-0}" \
 	--interval-ms "${INTERVAL_MS:-1000}" --warm-s "${WARM_S:-0}" ${SNAPSHOTTED:+--snapshotted} ${PIN:+--pin}
