@@ -1365,8 +1365,19 @@ int cxlcr_region_lookup(struct cxlcr_pool *pool, uint64_t offset, uint64_t len,
 int cxlcr_region_get(struct cxlcr_pool *pool, uint64_t generation, struct cxlcr_region *copy)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		const struct cxlcr_region *r = &pool->table[i];
 		struct cxlcr_region c;
-		stable_copy(pool, &pool->table[i], &c);
+		/* A glance first, as cxlcr_region_find() does: a region's
+		 * generation is set before it is live and does not change
+		 * while it lives, so a slot whose glance is not it is not it.
+		 * A stable copy of every slot on the way (two refreshes and
+		 * a fence each) made each lookup by generation, of which a
+		 * recovery point's catalog work does many, a walk of the
+		 * whole table at twice the cost. */
+		cxlcr_refresh(r, sizeof(*r));
+		if (__atomic_load_n(&r->generation, __ATOMIC_RELAXED) != generation)
+			continue;
+		stable_copy(pool, r, &c);
 		if (c.state == CXLCR_REGION_LIVE && c.generation == generation) {
 			*copy = c;
 			return 0;
