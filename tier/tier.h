@@ -112,9 +112,11 @@ struct tier_watch_entry {
 };
 struct tier_watch {
 	uint64_t looked_ns;
+	uint64_t absent_ns;        /* when the pool was last seen with no tier table; 0: it had one */
 	struct tier_watch_entry server[CXLCR_TIER_SERVERS];
 };
 #define TIER_WATCH_EVERY_NS (250ull * 1000000ull) /* how often a host need look */
+#define TIER_ABSENT_EVERY_NS (2000ull * 1000000ull) /* ... for a tier table while there is none */
 void tier_beat(struct cxlcr_pool *pool, uint32_t index);
 int tier_watch_tick(struct cxlcr_pool *pool, struct tier_watch *w, uint64_t now, uint64_t lease_ns, char *why,
 		    size_t len);

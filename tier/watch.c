@@ -53,7 +53,15 @@ int tier_watch_tick(struct cxlcr_pool *pool, struct tier_watch *w, uint64_t now,
 		    size_t len)
 {
 	struct tier_table t;
-	if (table_open(pool, false, &t) != 0)
+	/* Most pods have no cold tier, and finding that out walks the whole
+	 * region table: while there is none, a look every two seconds (a
+	 * server started meanwhile is judged a little later, over its own
+	 * periods either way). */
+	if (w->absent_ns && now - w->absent_ns < TIER_ABSENT_EVERY_NS)
+		return 0;
+	int opened = table_open(pool, false, &t);
+	w->absent_ns = opened == 1 ? now : 0;
+	if (opened != 0)
 		return 0;
 	/* A watcher that was away for half a lease (and for four of its
 	 * looks) cannot tell a server's silence from its own absence: it
