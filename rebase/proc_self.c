@@ -30,8 +30,6 @@
 #include "pstree.pb-c.h"
 #include "rebase.h"
 
-#define FILES_IMAGE_MAX (64u << 20)
-
 /* If path (with or without its leading '/') is /proc/<pid> or a file of
  * it other than a thread's, its rest after the pid ("" or "/..."). */
 static const char *own_proc_rest(const char *path, pid_t pid)
@@ -72,18 +70,12 @@ int cxlcr_rebase_proc_self(const char *dir, pid_t pid, unsigned *rewritten)
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return cxlcr_error("%s: cannot open the image directory", dir);
-	/* Most checkpoints name no /proc file: a glance at the raw bytes
-	 * (protobuf keeps strings as they are) spares them the rest. */
+	/* Most checkpoints name no /proc file: a glance at the image's bytes
+	 * (protobuf keeps strings as they are) spares them the parsing. */
 	struct image_file f;
-	int rc = image_load_raw(dirfd, "files.img", FILES_IMAGE_MAX, &f);
-	bool any = rc > 0 && memmem(f.data, f.len, "proc/", 5);
-	if (rc > 0)
-		image_free(&f);
-	if (rc <= 0 || !any || (rc = one_process(dirfd)) <= 0) {
-		close(dirfd);
-		return rc < 0 ? -1 : 0;
-	}
-	if ((rc = image_load(dirfd, "files.img", CRIU_FILES_MAGIC, &f)) <= 0) {
+	int rc = image_load(dirfd, "files.img", CRIU_FILES_MAGIC, &f);
+	if (rc <= 0 || !memmem(f.data, f.len, "proc/", 5) || (rc = one_process(dirfd)) <= 0) {
+		image_free(&f); /* also after a failed load: it leaves none */
 		close(dirfd);
 		return rc < 0 ? -1 : 0;
 	}
@@ -93,22 +85,18 @@ int cxlcr_rebase_proc_self(const char *dir, pid_t pid, unsigned *rewritten)
 	while ((rc = image_next(&f, &file_entry__descriptor, &m)) > 0) {
 		FileEntry *fe = (FileEntry *)m;
 		const char *rest = fe->type == FD_TYPES__REG && fe->reg ? own_proc_rest(fe->reg->name, pid) : NULL;
-		char *was = NULL, *now = NULL;
+		char *now = NULL;
 		if (rest && asprintf(&now, "%sproc/self%s", fe->reg->name[0] == '/' ? "/" : "", rest) < 0) {
 			rc = cxlcr_error("out of memory rewriting files.img");
 			protobuf_c_message_free_unpacked(m, NULL);
 			break;
 		}
-		if (now) {
-			was = fe->reg->name;
+		if (now) { /* unpacked with the default allocator: strings are malloc's */
+			free(fe->reg->name);
 			fe->reg->name = now;
 			(*rewritten)++;
 		}
 		image_put(&o, m);
-		if (now) {
-			fe->reg->name = was;
-			free(now);
-		}
 		protobuf_c_message_free_unpacked(m, NULL);
 	}
 	image_free(&f);
