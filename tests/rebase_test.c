@@ -193,18 +193,18 @@ static void write_pagemap(int dir, bool in_arena)
 	write_image(dir, "pagemap-1.img", CRIU_PAGEMAP_MAGIC, m, 3);
 }
 
-static void write_files(int dir, bool write_only)
+/* files.img with n regular files: names[i] under id ids[i], opened with flags[i]. */
+static void write_reg_files(int dir, const char **names, const uint32_t *ids, const uint32_t *flags, size_t n)
 {
 	FownEntry fown = FOWN_ENTRY__INIT;
-	RegFileEntry reg[2];
-	FileEntry fe[2];
-	const char *names[2] = { "/usr/bin/svc", POOL_PATH };
-	uint32_t ids[2] = { 1, POOL_FILE_ID };
-	ProtobufCMessage *m[2];
-	for (int i = 0; i < 2; i++) {
+	RegFileEntry reg[8];
+	FileEntry fe[8];
+	ProtobufCMessage *m[8];
+	CHECK(n <= 8);
+	for (size_t i = 0; i < n; i++) {
 		reg_file_entry__init(&reg[i]);
 		reg[i].id = ids[i];
-		reg[i].flags = i == 1 && write_only ? O_WRONLY : O_RDWR;
+		reg[i].flags = flags[i];
 		reg[i].fown = &fown;
 		reg[i].name = (char *)names[i];
 		file_entry__init(&fe[i]);
@@ -213,7 +213,14 @@ static void write_files(int dir, bool write_only)
 		fe[i].reg = &reg[i];
 		m[i] = &fe[i].base;
 	}
-	write_image(dir, "files.img", CRIU_FILES_MAGIC, m, 2);
+	write_image(dir, "files.img", CRIU_FILES_MAGIC, m, n);
+}
+
+static void write_files(int dir, bool write_only)
+{
+	const char *names[2] = { "/usr/bin/svc", POOL_PATH };
+	uint32_t ids[2] = { 1, POOL_FILE_ID }, flags[2] = { O_RDWR, write_only ? O_WRONLY : O_RDWR };
+	write_reg_files(dir, names, ids, flags, 2);
 }
 
 static void write_netdev(int dir)
@@ -585,24 +592,13 @@ static int proc_fixture(const char *name, const char **paths, size_t n, unsigned
 	CHECK(mkdir(dir_path, 0755) == 0);
 	int dir = open(dir_path, O_RDONLY | O_DIRECTORY);
 	CHECK(dir >= 0);
-	FownEntry fown = FOWN_ENTRY__INIT;
-	RegFileEntry reg[8];
-	FileEntry fe[8];
-	ProtobufCMessage *m[8];
+	uint32_t ids[8], flags[8];
 	CHECK(n <= 8);
 	for (size_t i = 0; i < n; i++) {
-		reg_file_entry__init(&reg[i]);
-		reg[i].id = (uint32_t)i + 1;
-		reg[i].flags = O_RDONLY;
-		reg[i].fown = &fown;
-		reg[i].name = (char *)paths[i];
-		file_entry__init(&fe[i]);
-		fe[i].type = FD_TYPES__REG;
-		fe[i].id = (uint32_t)i + 1;
-		fe[i].reg = &reg[i];
-		m[i] = &fe[i].base;
+		ids[i] = (uint32_t)i + 1;
+		flags[i] = O_RDONLY;
 	}
-	write_image(dir, "files.img", CRIU_FILES_MAGIC, m, n);
+	write_reg_files(dir, paths, ids, flags, n);
 	PstreeEntry pe[2];
 	ProtobufCMessage *pm[2];
 	for (unsigned i = 0; i < processes && i < 2; i++) {
