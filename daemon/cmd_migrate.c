@@ -115,6 +115,10 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	 * wherever it runs next (a failed migrate resumes it with a new
 	 * tracker: control/fence.c). */
 	cxlcr_tracker_end(pool, &s->region);
+	/* Ended half-way through its start, it may have left the service a
+	 * userfaultfd, which CRIU would refuse to dump. */
+	if (cxlcr_tracker_settle(pool, &s->region) < 0)
+		fprintf(stderr, "cxlcr: warning: %s: %s\n", s->region.name, cxlcr_last_error());
 	/* A migrate's destination readies itself meanwhile: the freeze is
 	 * not to share the CPUs with its CRIU's start (restore_session.c). */
 	if (parts->session)

@@ -355,6 +355,11 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 {
 	memset(out, 0, sizeof(*out));
 	drop_strays(pool, s->region.name);
+	/* A tracker still starting (a snapshot right after a run or a
+	 * restore) has the service hold a userfaultfd for a moment: CRIU
+	 * would refuse it, and the draft would find the heap untracked. */
+	if (cxlcr_tracker_settle(pool, &s->region) < 0)
+		fprintf(stderr, "cxlcr: warning: %s: %s\n", s->region.name, cxlcr_last_error());
 	small_pages_first(pool, s, out);
 	uint64_t *hot = NULL, hot_pages = 0;
 	if (tier_window_ms && snapshot_hot_set(pool, s, tier_window_ms, &hot, &hot_pages, out) < 0)

@@ -40,14 +40,10 @@
 #define END_TIMEOUT_MS 5000
 #define TRACKER_NAME "cxlcr-tracker"
 
-/* Asks the service's helper thread to make (or close) its userfaultfd and
- * waits for the answer, or for the service to end. */
-static int ask(struct cxlcr_arena_header *h, int pidfd)
+/* Waits until the service's helper thread has answered request `want`,
+ * or the service has ended, or ASK_TIMEOUT_MS have gone by. */
+static int await_answer(struct cxlcr_arena_header *h, int pidfd, uint32_t want)
 {
-	uint32_t want = __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE) + 1;
-	__atomic_store_n(&h->track_request, want, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
-	cxlcr_futex_wake_all(&h->doorbell);
 	uint64_t deadline = cxlcr_mono_ns() + ASK_TIMEOUT_MS * 1000000ull;
 	for (;;) {
 		uint32_t done = __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE);
@@ -64,6 +60,17 @@ static int ask(struct cxlcr_arena_header *h, int pidfd)
 		uint64_t until = now + 100000000ull;
 		cxlcr_futex_wait_until(&h->track_done, done, until < deadline ? until : deadline);
 	}
+}
+
+/* Asks the service's helper thread to make (or close) its userfaultfd and
+ * waits for the answer, or for the service to end. */
+static int ask(struct cxlcr_arena_header *h, int pidfd)
+{
+	uint32_t want = __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE) + 1;
+	__atomic_store_n(&h->track_request, want, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_ACQ_REL);
+	cxlcr_futex_wake_all(&h->doorbell);
+	return await_answer(h, pidfd, want);
 }
 
 /* Steps 1 and 2: the service's userfaultfd, ours alone afterwards. */
@@ -136,7 +143,10 @@ static void run(struct cxlcr_arena_header *h, int pidfd, const char *name)
 				break;
 			}
 			registered = count;
+			/* Also the end of the handshake, which a dump waits
+			 * for (cxlcr_tracker_settle). */
 			__atomic_store_n(&h->tracked, 1, __ATOMIC_RELEASE);
+			cxlcr_futex_wake_all(&h->tracked);
 		}
 		cxlcr_futex_wait_until(&h->extent_count, count, cxlcr_mono_ns() + GROWTH_POLL_MS * 1000000ull);
 	}
@@ -192,8 +202,82 @@ int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
 	}
 	if (pidfd >= 0)
 		close(pidfd);
-	if (rc == 0)
+	if (rc == 0) {
 		__atomic_store_n(&h->tracker_pid, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&h->tracked, 0, __ATOMIC_RELEASE);
+	}
+	munmap(h, sizeof(*h));
+	return rc;
+}
+
+/*
+ * CRIU cannot dump a userfaultfd ("Can't dump file N of that type"), and
+ * a service holds one for a moment in every tracker's start (steps 1 and
+ * 2: made, copied out, closed): a snapshot, a point or a migrate right
+ * after a run or a restore could meet it and fail. A tracker ended in
+ * that moment (a migrate ends it before its freeze) leaves the copy open
+ * for good, and every later dump failed (t_proc_self in CI: a migrate
+ * back right after a migrate). So before a dump, a live tracker's
+ * handshake is waited for (`tracked`: it asks nothing after that), and
+ * what is left open then (a dead one's) is closed by the same request the
+ * tracker would have made.
+ * Called by the verb that holds the service, so no tracker starts in
+ * between.
+ */
+#define SETTLE_TIMEOUT_MS (3 * ASK_TIMEOUT_MS)
+static int settle(struct cxlcr_pool *pool, const struct cxlcr_region *arena, struct cxlcr_arena_header *h,
+		  int service)
+{
+	uint64_t deadline = cxlcr_mono_ns() + SETTLE_TIMEOUT_MS * 1000000ull;
+	int pid = __atomic_load_n(&h->tracker_pid, __ATOMIC_ACQUIRE);
+	int tracker = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (tracker >= 0 && !is_tracker_of(pid, pool, arena)) {
+		close(tracker);
+		tracker = -1;
+	}
+	while (tracker >= 0 && !__atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE)) {
+		if (service_ended(tracker))
+			break; /* it left what it left: closed below */
+		if (service_ended(service))
+			break;
+		uint64_t now = cxlcr_mono_ns();
+		if (now >= deadline) {
+			close(tracker);
+			return cxlcr_error("the tracker of %s did not finish taking its userfaultfd within %d ms",
+					   arena->name, SETTLE_TIMEOUT_MS);
+		}
+		uint64_t until = now + 100000000ull;
+		cxlcr_futex_wait_until(&h->tracked, 0, until < deadline ? until : deadline);
+	}
+	if (tracker >= 0)
+		close(tracker);
+	/* No tracker asks anything now: what is open is left over. */
+	uint32_t asked = __atomic_load_n(&h->track_request, __ATOMIC_ACQUIRE);
+	if (asked != __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE) && await_answer(h, service, asked) < 0)
+		return -1;
+	if (__atomic_load_n(&h->track_fd, __ATOMIC_ACQUIRE) >= 0 && ask(h, service) < 0)
+		return -1;
+	if (__atomic_load_n(&h->track_fd, __ATOMIC_ACQUIRE) >= 0)
+		return cxlcr_error("%s still holds a userfaultfd of tracking", arena->name);
+	return 0;
+}
+
+int cxlcr_tracker_settle(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
+{
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return -1;
+	int rc = 0;
+	/* The usual case, a glance: the handshake is over and left nothing. */
+	if (__atomic_load_n(&h->track_fd, __ATOMIC_ACQUIRE) >= 0 ||
+	    __atomic_load_n(&h->track_request, __ATOMIC_ACQUIRE) != __atomic_load_n(&h->track_done, __ATOMIC_ACQUIRE) ||
+	    (__atomic_load_n(&h->tracker_pid, __ATOMIC_ACQUIRE) > 0 && !__atomic_load_n(&h->tracked, __ATOMIC_ACQUIRE))) {
+		int service = (int)syscall(SYS_pidfd_open, arena->owner_pid, 0);
+		rc = service < 0 ? cxlcr_error("%s: pid %d: %s", arena->name, (int)arena->owner_pid, strerror(errno))
+				 : settle(pool, arena, h, service);
+		if (service >= 0)
+			close(service);
+	}
 	munmap(h, sizeof(*h));
 	return rc;
 }
@@ -297,6 +381,9 @@ int cxlcr_tracker_start(struct cxlcr_pool *pool, const struct cxlcr_region *aren
 	 * reported as written). */
 	__atomic_add_fetch(&h->scan_count, 1, __ATOMIC_SEQ_CST);
 	cxlcr_publish(&h->scan_count, sizeof(h->scan_count));
+	/* Not tracked until the new tracker has registered the heap, which
+	 * also says its handshake with the service is over (settle). */
+	__atomic_store_n(&h->tracked, 0, __ATOMIC_RELEASE);
 	fflush(NULL);
 	pid_t child = fork();
 	if (child == 0) {
