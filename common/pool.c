@@ -1115,6 +1115,31 @@ int cxlcr_region_free(struct cxlcr_pool *pool, uint64_t generation)
 	return 0;
 }
 
+/* A live region gives its tail back (cxlcr_snapshot_trim): whoever holds
+ * it has cleared the tail first where that is needed, and reads and
+ * writes nothing there any more. Under the lock, as an allocation, so
+ * that find_space() sees either size; only smaller, and in whole units of
+ * the pool's alignment, so the region table stays as a device needs it. */
+int cxlcr_region_shrink(struct cxlcr_pool *pool, uint64_t generation, uint64_t size)
+{
+	if (!size || size % CXLCR_POOL_ALIGN)
+		return cxlcr_error("pool %s: a region cannot shrink to %llu bytes", pool->path,
+				   (unsigned long long)size);
+	if (cxlcr_pool_lock(pool) < 0)
+		return -1;
+	struct cxlcr_region *r = find_generation(pool, generation);
+	int rc = !r ? region_gone(pool, generation) : still_held(pool);
+	if (rc == 0 && size > r->size)
+		rc = cxlcr_error("pool %s: region %.64s is %llu bytes, it cannot grow to %llu", pool->path, r->name,
+				 (unsigned long long)r->size, (unsigned long long)size);
+	if (rc == 0) {
+		uint32_t seq = begin_change(r);
+		r->size = size;
+		end_change(r, seq);
+	}
+	return finish(pool, rc);
+}
+
 /*
  * What a region's owner_start says of a new owner: the start time of pid,
  * so that cxlcr_region_owner_gone() tells the owner from a process that

@@ -139,6 +139,12 @@ int cxlcr_check_trusted_dir(const char *dir);
 bool cxlcr_region_find(struct cxlcr_pool *pool, uint32_t kind, const char *name,
 		       struct cxlcr_region *copy);
 
+/* A live region keeps only its first size bytes (a multiple of
+ * CXLCR_POOL_ALIGN, not more than it has); the rest is free space. The
+ * caller clears the tail first if the pool needs it, and never touches it
+ * again. */
+int cxlcr_region_shrink(struct cxlcr_pool *pool, uint64_t generation, uint64_t size);
+
 /* A stable copy of entry i of the region table, whatever its state. */
 void cxlcr_region_slot(struct cxlcr_pool *pool, uint32_t i, struct cxlcr_region *copy);
 

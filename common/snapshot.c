@@ -328,11 +328,18 @@ static uint32_t header_checksum(const struct cxlcr_snapshot_header *h)
 void snap_fill_header(struct cxlcr_pool *pool, const struct source *src, const struct cxlcr_region *snap_region,
 		      uint8_t *snap, const struct layout *l, const struct publish_extra *x, const uint64_t *table)
 {
+	/* The data area ends with the own copies, and the arena header's copy
+	 * follows them: the room a draft kept and its finish did not use is
+	 * then the region's tail, which cxlcr_snapshot_trim() gives back to
+	 * the pool. (Laid out after the room, it kept the whole room
+	 * reserved: a recovery point's region was twice its copies.) */
+	uint64_t data_size = x->own * PAGE < l->data_size ? x->own * PAGE : l->data_size;
+	uint64_t header_at = l->data_offset + data_size;
 	cxlcr_refresh(src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
-	snap_copy_to_pool(snap + l->arena_header_offset, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
+	snap_copy_to_pool(snap + header_at, src->base, CXLCR_SNAPSHOT_ARENA_HEADER_SIZE);
 	/* The fence on growth is the dumping verb's, on the live arena (it is
 	 * up now): a fork child, whose header starts as this copy, has none. */
-	struct cxlcr_arena_header *copy = (void *)(snap + l->arena_header_offset);
+	struct cxlcr_arena_header *copy = (void *)(snap + header_at);
 	copy->grow_fence = 0;
 	cxlcr_publish(&copy->grow_fence, sizeof(copy->grow_fence));
 	cxlcr_fence();
@@ -357,10 +364,10 @@ void snap_fill_header(struct cxlcr_pool *pool, const struct source *src, const s
 	h->table_offset = l->table_offset;
 	h->table_size = l->table_size;
 	h->run_offset = l->run_offset;
-	h->arena_header_offset = l->arena_header_offset;
+	h->arena_header_offset = header_at;
 	h->arena_header_size = CXLCR_SNAPSHOT_ARENA_HEADER_SIZE;
 	h->data_offset = l->data_offset;
-	h->data_size = l->data_size;
+	h->data_size = data_size;
 	h->pages_own = x->own;
 	h->base_count = x->base_count;
 	if (x->base_count)
@@ -843,24 +850,36 @@ int cxlcr_snapshot_trim(struct cxlcr_pool *pool, uint64_t snapshot_generation, u
 	uint64_t n = 0;
 	if (freed)
 		*freed = 0;
-	if (pool->keeps_memory)
-		return 0; /* its memory stays allocated whatever we do */
 	struct cxlcr_snapshot s;
 	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
 		return -1;
 	const struct cxlcr_snapshot_header *h = &s.header;
 	uint64_t at = s.region.offset;
 	int rc = -1;
-	/* Its own copies come first in the data area, the room after them;
-	 * the run table's room lies between its runs and the data area. */
-	if (h->pages_own * PAGE > h->data_size) {
-		cxlcr_error("snapshot '%s': %llu own pages, data area of %llu bytes", s.region.name,
-			    (unsigned long long)h->pages_own, (unsigned long long)h->data_size);
+	/* The run table's room lies between its runs and the data area: a
+	 * hole in a pool file, reserved still on a pool that keeps its
+	 * memory (nothing to do there). */
+	if (!pool->keeps_memory &&
+	    give_back(pool, at + h->run_offset + h->run_count * RUN_SIZE, at + h->data_offset, &n) < 0)
 		goto out;
+	/* The end of what it holds: the arena header's copy, or a tiered
+	 * snapshot's cold checksums after it. */
+	uint64_t end = h->arena_header_offset + h->arena_header_size;
+	if (h->pages_cold && h->cold.crc_offset + h->pages_cold * sizeof(uint32_t) > end)
+		end = h->cold.crc_offset + h->pages_cold * sizeof(uint32_t);
+	uint64_t keep = (end + CXLCR_POOL_ALIGN - 1) / CXLCR_POOL_ALIGN * CXLCR_POOL_ALIGN;
+	if (keep < s.region.size) {
+		/* Cleared while it is still ours (the pool file's memory; a
+		 * pool that keeps it has the next region there clear it),
+		 * then handed back: a region made there afterwards is never
+		 * written over by this. */
+		if (!pool->keeps_memory && give_back(pool, at + keep, at + s.region.size, &n) < 0)
+			goto out;
+		if (cxlcr_region_shrink(pool, snapshot_generation, keep) < 0)
+			goto out;
+		if (pool->keeps_memory)
+			n += s.region.size - keep;
 	}
-	if (give_back(pool, at + h->run_offset + h->run_count * RUN_SIZE, at + h->data_offset, &n) < 0 ||
-	    give_back(pool, at + h->data_offset + h->pages_own * PAGE, at + h->data_offset + h->data_size, &n) < 0)
-		goto out;
 	rc = 0;
 out:
 	cxlcr_snapshot_close(&s);

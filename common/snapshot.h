@@ -190,14 +190,17 @@ bool cxlcr_snapshot_named_for(const char *name, const char *service);
 int cxlcr_snapshot_validate(struct cxlcr_pool *pool, uint64_t snapshot_generation);
 
 /*
- * Gives back the memory of what a published snapshot reserved and did not
- * use: the room its draft left for the pages its finish might copy, and
- * for the runs it might add (a draft reserves as many pages again as it
- * copied, and prefaults all of it, so that the finish never faults in the
- * freeze; a finish uses a small part). On a pool file the unused ranges
- * become holes; a devdax device keeps them reserved (nothing is done). The
- * snapshot is immutable once published: nothing reads or writes there.
- * *freed (if given): the bytes given back.
+ * Gives back what a published snapshot reserved and did not use: the room
+ * its draft left for the pages its finish might copy (as many pages again
+ * as it copied, so that a finish never runs out under a steady load; a
+ * finish uses a small part), and for the runs it might add. The data area
+ * ends with the copies and the arena header's copy follows them, so the
+ * unused room is the region's tail: the region shrinks to what it holds,
+ * and the pool may hand that space out again (on any pool: a devdax
+ * device's memory too). The run table's room, inside the region, becomes
+ * a hole in a pool file. The snapshot is immutable once published:
+ * nothing reads or writes past its data. *freed (if given): the bytes
+ * given back.
  */
 int cxlcr_snapshot_trim(struct cxlcr_pool *pool, uint64_t snapshot_generation, uint64_t *freed);
 

@@ -940,6 +940,42 @@ static void test_born_owned(void)
  * old winner's process, guarded by its fence word, changes nothing in the
  * region table once the word moved on; a quarantined region is never
  * claimed, and no change of kind makes two live arenas of one name. */
+/* A live region gives its tail back (what a published snapshot's trim
+ * does): the space is free for the next allocation at once, the region
+ * keeps its head and its generation, and it never grows or takes a size
+ * the table cannot hold. */
+static void test_shrink(void)
+{
+	struct cxlcr_pool pool;
+	SAY("a region shrinks: its tail is free space, its head stays");
+	fresh_pool(POOL_SIZE, &pool);
+	struct cxlcr_region a, b, c;
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_QUARANTINE, "head", 8 * MiB, &a) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_QUARANTINE, "after", 2 * MiB, &b) == 0, "%s", cxlcr_last_error());
+	CHECK(b.offset == a.offset + a.size, "the pool is not filled from its start");
+	uint8_t *m = cxlcr_pool_map(&pool, a.offset, 2 * MiB, 0, 0);
+	CHECK(m);
+	memset(m, 0x5a, 2 * MiB);
+	CHECK(cxlcr_region_shrink(&pool, a.generation, 3 * MiB) < 0, "shrank to a size that is not aligned");
+	CHECK(cxlcr_region_shrink(&pool, a.generation, 16 * MiB) < 0, "grew");
+	CHECK(cxlcr_region_shrink(&pool, a.generation, 0) < 0, "shrank to nothing");
+	CHECK(cxlcr_region_shrink(&pool, a.generation, 2 * MiB) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_region now;
+	CHECK(cxlcr_region_get(&pool, a.generation, &now) == 0 && now.size == 2 * MiB && now.offset == a.offset,
+	      "after the shrink: %llu bytes at %llu", (unsigned long long)now.size, (unsigned long long)now.offset);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_QUARANTINE, "tail", 6 * MiB, &c) == 0, "%s", cxlcr_last_error());
+	CHECK(c.offset == a.offset + 2 * MiB, "the freed tail was not handed out (at %llu, tail at %llu)",
+	      (unsigned long long)c.offset, (unsigned long long)(a.offset + 2 * MiB));
+	for (size_t i = 0; i < 2 * MiB; i++)
+		CHECK(m[i] == 0x5a, "the head changed at byte %zu", i);
+	munmap(m, 2 * MiB);
+	CHECK(cxlcr_region_shrink(&pool, 12345, 2 * MiB) < 0, "a region that does not exist shrank");
+	CHECK(cxlcr_region_free(&pool, a.generation) == 0 && cxlcr_region_free(&pool, b.generation) == 0 &&
+		      cxlcr_region_free(&pool, c.generation) == 0,
+	      "%s", cxlcr_last_error());
+	cxlcr_pool_close(&pool);
+}
+
 static void test_fence_guard(void)
 {
 	struct cxlcr_pool pool, old;
@@ -1047,6 +1083,7 @@ int main(int argc, char **argv)
 	test_claim_all_or_none();
 	test_owner_start();
 	test_born_owned();
+	test_shrink();
 	test_fence_guard();
 	test_fence_reopen();
 	test_dead_holder();

@@ -778,6 +778,36 @@ static void check_is_heap(struct cxlcr_pool *pool, uint64_t generation, const st
 	cxlcr_snapshot_close(&s);
 }
 
+/* What the daemon does once a snapshot is published: cxlcr_snapshot_trim()
+ * gives back the room its finish left, and its region ends right after the
+ * arena header's copy, which follows its copies. 1 if it shrank. The
+ * space may be handed out at once (the chain's next draft, or garbage on
+ * a pool that keeps its memory): check_is_heap() then reads through it. */
+static uint32_t trim_to_contents(struct cxlcr_pool *pool, uint64_t generation, const char *what)
+{
+	struct cxlcr_snapshot s;
+	CHECK(cxlcr_snapshot_open(pool, generation, &s) == 0, "%s: %s", what, cxlcr_last_error());
+	uint64_t before = s.region.size;
+	const struct cxlcr_snapshot_header *h = &s.header;
+	CHECK(h->data_size == h->pages_own * PAGE && h->arena_header_offset == h->data_offset + h->data_size,
+	      "%s: %llu own pages in a data area of %llu bytes, arena header's copy at %llu", what,
+	      (unsigned long long)h->pages_own, (unsigned long long)h->data_size,
+	      (unsigned long long)h->arena_header_offset);
+	uint64_t want = (h->arena_header_offset + h->arena_header_size + CXLCR_POOL_ALIGN - 1) / CXLCR_POOL_ALIGN *
+			CXLCR_POOL_ALIGN;
+	cxlcr_snapshot_close(&s);
+	uint64_t freed = 0;
+	CHECK(cxlcr_snapshot_trim(pool, generation, &freed) == 0, "%s: %s", what, cxlcr_last_error());
+	struct cxlcr_region r;
+	cxlcr_region_get(pool, generation, &r);
+	CHECK(r.size == want, "%s: trimmed to %llu bytes, not %llu", what, (unsigned long long)r.size,
+	      (unsigned long long)want);
+	CHECK(cxlcr_snapshot_trim(pool, generation, NULL) == 0, "%s: a second trim: %s", what, cxlcr_last_error());
+	cxlcr_region_get(pool, generation, &r);
+	CHECK(r.size == want, "%s: a second trim changed it", what);
+	return want < before;
+}
+
 /*
  * Incremental snapshots: a chain of them, each taken on the one before,
  * copying only what was written since (and what changed while its draft
@@ -942,7 +972,7 @@ static void test_incremental(struct cxlcr_pool *pool)
 	make_arena(pool, "isrc", TEST_HEAP, true, &a);
 	fill_heap(&a, seed, &nonzero, &holes);
 	struct cxlcr_arena_header *h = (void *)a.base;
-	uint32_t on_poison = 0;
+	uint32_t on_poison = 0, shrunk = 0;
 	for (int round = 0; round < ROUNDS; round++) {
 		char name[32];
 		snprintf(name, sizeof(name), "isnap%d", round);
@@ -1006,6 +1036,7 @@ static void test_incremental(struct cxlcr_pool *pool)
 			      (unsigned long long)info.pages_own, (unsigned long long)changed);
 		}
 		CHECK(cxlcr_catalog_publish(pool, "isvc", gens[round], NULL) == 0, "%s", cxlcr_last_error());
+		shrunk += trim_to_contents(pool, gens[round], name);
 		check_is_heap(pool, gens[round], &a, name);
 		check_only_bases_live(pool, gens, round);
 		SAY("round %d: %llu pages changed, %llu copied, %llu stored in all, %u bases, %u punches from the log",
@@ -1018,6 +1049,8 @@ static void test_incremental(struct cxlcr_pool *pool)
 	 * held before: that is only a test of uncleared drafts if some did
 	 * land on the pattern. */
 	CHECK(!pool->keeps_memory || on_poison > 0, "no draft of the chain landed on freed space full of garbage");
+	CHECK(shrunk > 0, "no snapshot of the chain gave room back");
+	SAY("%u of %d snapshots gave their unused room back (their regions shrank), each one right", shrunk, ROUNDS);
 	if (pool->keeps_memory)
 		SAY("%u of %d drafts made on freed space full of garbage, each one right", on_poison, ROUNDS - 1);
 	SAY("the last tombstone frees the whole chain");
