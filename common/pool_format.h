@@ -744,19 +744,24 @@ _Static_assert(sizeof(struct cxlcr_file_record) == 304, "file record layout");
  *   run_offset    the run table: the leaf table as maximal runs (struct
  *                 cxlcr_snapshot_run), right after it
  *   data_offset   copies of the heap's non-zero pages, 4 KiB each, in heap
- *                 order (then room for pages its finish copies again);
- *                 CXLCR_POOL_ALIGN aligned, so that a run of pages can be
- *                 mapped from a devdax device too. An incremental draft's
- *                 region is not cleared when it is made: room it never
- *                 used, here and after the runs, may hold a freed region's
- *                 bytes, which no leaf and no run names
+ *                 order (a draft's room for pages its finish copies again
+ *                 follows them until it is published); CXLCR_POOL_ALIGN
+ *                 aligned, so that a run of pages can be mapped from a
+ *                 devdax device too. data_size covers the copies only. An
+ *                 incremental draft's region is not cleared when it is
+ *                 made: room it never used, after the runs, may hold a
+ *                 freed region's bytes, which no leaf and no run names
  *   arena_header_offset
  *                 a copy of the arena header's pages as they were at the
- *                 freeze, right after the data: a fork child's header is a
- *                 copy-on-write view of it, not of its parent's live (and
- *                 mortal) arena, so the child neither sees the parent's
- *                 later stats, requests and wake-ups nor loses its header
- *                 when the parent's region is freed or reused
+ *                 freeze, right after the copies (data_offset + data_size):
+ *                 a fork child's header is a copy-on-write view of it, not
+ *                 of its parent's live (and mortal) arena, so the child
+ *                 neither sees the parent's later stats, requests and
+ *                 wake-ups nor loses its header when the parent's region is
+ *                 freed or reused. A published snapshot's region ends
+ *                 there (or after a tiered one's cold checksums), rounded
+ *                 up to CXLCR_POOL_ALIGN: the room its finish did not use
+ *                 is given back (cxlcr_snapshot_trim)
  *
  * Leaf i describes the heap page at heap_address + i * 4 KiB:
  *

@@ -93,7 +93,12 @@ int cxlcr_snapshot_draft(struct cxlcr_pool *pool, uint64_t arena_generation, con
  * than max_runs runs (0: no bound; a fork child maps each run, see
  * CXLCR_SNAPSHOT_INCREMENTAL_RUNS_MAX). Its finish is cxlcr_snapshot_finish(), as for
  * any draft; a page shared with a base that changes meanwhile is copied
- * into room the draft leaves for it.
+ * into room the draft leaves for it. since NULL: the writes since base
+ * are not known (a recovery point that failed after its scan, a fork
+ * child that ran, tracking lost and found again), and every page is
+ * compared with base's copy instead: the draft reads the whole heap, but
+ * stores only what changed, where a full draft would need as much pool
+ * space again as the heap.
  */
 struct cxlcr_snapshot;
 struct cxlcr_written;

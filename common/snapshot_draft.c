@@ -83,6 +83,10 @@ static int pages_to_copy(const struct source *src, const struct cxlcr_snapshot_h
 	copy->bits = calloc((src->pages + 63) / 64, sizeof(uint64_t));
 	if (!copy->bits)
 		return cxlcr_error("out of memory for a map of %llu pages", (unsigned long long)src->pages);
+	if (!since) { /* not known: every page is looked at */
+		memset(copy->bits, 0xff, (src->pages + 63) / 64 * sizeof(uint64_t));
+		return 0;
+	}
 	uint64_t lo = src->heap_address, hi = lo + src->heap_size;
 	for (size_t k = 0; k < since->count; k++) {
 		uint64_t a = since->ranges[k].start > lo ? since->ranges[k].start : lo;
@@ -227,7 +231,7 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	const struct cxlcr_arena_header *ah = (const void *)src.base;
 	bool small = __atomic_load_n(&ah->track_small_pages, __ATOMIC_ACQUIRE) &&
 		     __atomic_load_n(&ah->track_small_mapped, __ATOMIC_ACQUIRE);
-	bool compare = !small || (punched && logged < 0);
+	bool compare = !small || (punched && logged < 0) || !since;
 	uint64_t own_pages = 0, cxl = 0;
 	for (uint64_t i = snap_next_page_with(&copy, 0, true); i < src.pages; i = snap_next_page_with(&copy, i + 1, true)) {
 		const uint8_t *p = src.heap + i * PAGE;
@@ -250,16 +254,19 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 			own_pages++;
 		}
 	}
-	/* Room for what the finish may copy: pages written while this draft
-	 * is made. Not enough room means a full snapshot in the freeze (or,
-	 * for a recovery point, none at all), so as many again as were written
-	 * since the base: under a steady write load (a recovery point every
-	 * second, a draft shorter than that) no more are written during the
-	 * draft. Measured at 1 GiB under redis-benchmark SETs: with own/8,
-	 * the finish found 3,000-13,000 pages written in a draft of ~100 MiB
-	 * and ran out of room at every other point. Room never written takes
-	 * no memory in a pool file. */
-	uint64_t spare = snap_draft_spare(own_pages) + own_pages;
+	/* Room for what the pre-copy and the finish may copy: pages written
+	 * while this draft is made, and while the pre-copy passes run. Not
+	 * enough room means a full snapshot in the freeze (or, for a recovery
+	 * point, none at all, and the next one has lost track of the writes).
+	 * Measured at 1 GiB under redis-benchmark SETs: with own/8, the
+	 * finish found 3,000-13,000 pages written in a draft of ~100 MiB and
+	 * ran out of room at every other point; at 4 GiB under 10,000 SETs a
+	 * second, drafts of 300-600 ms and their pre-copy ran out of room as
+	 * large as the copies every few points. So twice the copies: once
+	 * published, the room a snapshot did not use goes back to the pool
+	 * (cxlcr_snapshot_trim), and room never written takes no memory in a
+	 * pool file. */
+	uint64_t spare = snap_draft_spare(own_pages) + 2 * own_pages;
 	uint64_t runs = runs_with_own(table, &own);
 	if (max_runs && runs > max_runs) {
 		/* A fork child maps each run as one mapping of its own
@@ -346,7 +353,8 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 		out->pages_zero = src.pages - cxl;
 		out->base_count = h->base_count;
 		out->punches_logged = logged > 0 ? (uint32_t)logged : 0;
-		out->compared_because = punched && logged < 0
+		out->compared_because = !since ? "the writes since the base are not known"
+					: punched && logged < 0
 						? (punches.clean ? "pages were punched out since the base, more than the punch log holds"
 								 : "a punch was under way")
 						: NULL;

@@ -213,18 +213,25 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
 			 !tracked ? "the service is not tracked"
 				  : "writes since its newest snapshot are not all known (not tracked then, a fork "
 				    "child, or another scan)");
-	if (have_base && since_known) {
+	if (have_base) {
 		/* No bound on its runs: scattered writes over a large heap make
 		 * tens of thousands, and a snapshot that went full because of
 		 * them would copy the whole heap each time. Only a child that
 		 * maps each run needs fewer; a fork from a snapshot with too
-		 * many takes a full one for its children first (fork.c). */
+		 * many takes a full one for its children first (fork.c).
+		 * Writes since the base not known (a point that failed after
+		 * its scan, a fork child that ran): every page is compared
+		 * with the base, rather than a full copy, which needs as much
+		 * pool space again as the heap (a 4 GiB service whose point
+		 * failed once found none, and never had a point again). */
 		struct cxlcr_snapshot_info info;
 		rc = cxlcr_snapshot_draft_on(pool, s->region.generation, out->name, &base, b.entry, b.generation,
-					     &since, 0, &info);
+					     since_known ? &since : NULL, 0, &info);
 		if (rc == 0) {
 			cxlcr_copy_field(out->base, sizeof(out->base), base.region.name);
-			if (info.compared_because)
+			if (!since_known)
+				cxlcr_copy_field(out->draft_compared_because, sizeof(out->draft_compared_because), why);
+			else if (info.compared_because)
 				cxlcr_copy_field(out->draft_compared_because, sizeof(out->draft_compared_because),
 						 info.compared_because);
 		}

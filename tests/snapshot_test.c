@@ -990,16 +990,21 @@ static void test_incremental(struct cxlcr_pool *pool)
 			struct cxlcr_snapshot base;
 			CHECK(cxlcr_catalog_borrow(pool, "isvc", NULL, &b) == 0, "%s", cxlcr_last_error());
 			CHECK(cxlcr_snapshot_open(pool, b.snapshot_generation, &base) == 0, "%s", cxlcr_last_error());
-			CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, name, &base, b.entry, b.generation, &since, 0,
-						      &info) == 0, "round %d: %s", round, cxlcr_last_error());
+			/* One round as after a point that failed: the writes since
+			 * the base are not known, and every page is compared. */
+			bool unknown = round == ROUNDS / 2;
+			CHECK(cxlcr_snapshot_draft_on(pool, a.region.generation, name, &base, b.entry, b.generation,
+						      unknown ? NULL : &since, 0, &info) == 0,
+			      "round %d: %s", round, cxlcr_last_error());
 			cxlcr_snapshot_close(&base);
 			CHECK(cxlcr_catalog_return(pool, &b) == 0, "%s", cxlcr_last_error());
 			on_poison += poison && info.region_offset >= poison &&
 				     info.region_offset + info.region_size <= poison + poison_size;
 			/* The punches since the base come from the log when it
 			 * holds them all: no page is compared. */
-			CHECK(punched > CXLCR_PUNCH_LOG ? info.compared_because != NULL
-							: !info.compared_because && info.punches_logged == punched,
+			CHECK(unknown ? info.compared_because && strstr(info.compared_because, "not known")
+				: punched > CXLCR_PUNCH_LOG ? info.compared_because != NULL
+							    : !info.compared_because && info.punches_logged == punched,
 			      "round %d: %llu punches since the base, %u from the log, compared because %s", round,
 			      (unsigned long long)punched, info.punches_logged,
 			      info.compared_because ? info.compared_because : "-");

@@ -29,12 +29,13 @@ kv fill "$parent" "$COUNT" 0 1
 first=$("$CXLCR" snapshot r --json) || die "the first snapshot failed"
 stored=$(echo "$first" | field pages_stored)
 
-# The first snapshot's region is as large as a draft of this heap needs;
-# the bare copy needs its spare less (common/snapshot.c: 256 pages and one
-# in 16 of its copies). Leave in the pool's tail half the spare less than
-# the draft: the copy and its images fit, the draft does not.
+# The first snapshot's region, trimmed once it was published, is as large
+# as the bare copy of this heap; a draft needs its spare more (common/
+# snapshot.c: 256 pages and one in 16 of its copies). Leave in the pool's
+# tail half the spare more than the copy: the copy and its images fit,
+# the draft does not.
 # poolimg.py list: slot, kind, generation, offset, size, name.
-read -r draft_bytes tail < <(python3 "$ROOT/tests/lib/poolimg.py" list "$CXLCR_POOL" |
+read -r copy_bytes tail < <(python3 "$ROOT/tests/lib/poolimg.py" list "$CXLCR_POOL" |
 	python3 -c '
 import sys
 rows = [l.split() for l in sys.stdin]
@@ -42,9 +43,9 @@ snap = [int(r[4]) for r in rows if r[1] == "3"]
 print(snap[0], int(sys.argv[1]) - max(int(r[3]) + int(r[4]) for r in rows))' \
 		"$("$CXLCR" pool info --json | field size)")
 spare=$(( (256 + stored / 16) * 4096 ))
-want=$(( draft_bytes - spare / 2 ))
+want=$(( copy_bytes + spare / 2 ))
 filler=$(( (tail - want) / (2 * MIB) * (2 * MIB) ))
-say "draft $((draft_bytes / MIB)) MiB, its spare $((spare / MIB)) MiB, pool tail $((tail / MIB)) MiB: a filler of $((filler / MIB)) MiB"
+say "copy $((copy_bytes / MIB)) MiB, a draft's spare $((spare / MIB)) MiB, pool tail $((tail / MIB)) MiB: a filler of $((filler / MIB)) MiB"
 [ "$filler" -gt $((64 * MIB)) ] || die "the pool is too small for the test's filler"
 PORT=6380 pod_redis filler h0 "$filler"
 

@@ -267,6 +267,16 @@ again() {
 			die "$WHAT: the checkpoint after the fault failed: $(cat "$POOL_DIR/again.err")"
 	fi
 	run_verb >/dev/null 2>"$POOL_DIR/again.err" || die "$WHAT: the next $VERB failed: $(cat "$POOL_DIR/again.err")"
+	# The next snapshot may be incremental on the last one (compared with
+	# it page by page when the fault lost track of the writes), which
+	# then lives on as its base: a full one brings the pool back to one
+	# snapshot, whose census the caller compares with the steady one.
+	case $VERB in
+	snapshot | fork)
+		"$CXLCR" snapshot "$NAME" --full >/dev/null 2>"$POOL_DIR/again.err" ||
+			die "$WHAT: a full snapshot after the fault failed: $(cat "$POOL_DIR/again.err")"
+		;;
+	esac
 	[ "$VERB" = checkpoint ] &&
 		{ "$CXLCR" restore "$NAME" --host "$HOST" >/dev/null || die "$WHAT: the restore after the next checkpoint failed"; }
 	stop_others "$NAME" "$WHAT"
