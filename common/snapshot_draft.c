@@ -137,8 +137,9 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 		return cxlcr_error("invalid snapshot name '%s'", name);
 	if (snap_open_source(pool, arena_generation, &src) < 0)
 		return -1;
+	/* Compared page by page (since NULL), a base needs no scan noted. */
 	if (bh->arena_generation != arena_generation || bh->heap_address != src.heap_address ||
-	    bh->page_count > src.pages || !bh->track_scans) {
+	    bh->page_count > src.pages || (!bh->track_scans && since)) {
 		cxlcr_error("snapshot %s is not a base for this heap as it is now", base->region.name);
 		rc = 1; /* a full draft */
 		goto out;
@@ -265,8 +266,13 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 	 * large as the copies every few points. So twice the copies: once
 	 * published, the room a snapshot did not use goes back to the pool
 	 * (cxlcr_snapshot_trim), and room never written takes no memory in a
-	 * pool file. */
-	uint64_t spare = snap_draft_spare(own_pages) + 2 * own_pages;
+	 * pool file. A pool whose free space is in pieces (the room of
+	 * trimmed snapshots) may have no gap that large: then as many again
+	 * as the copies, then only the base room, before giving up (a
+	 * snapshot with no draft is a whole copy in the freeze, which needs
+	 * room for the whole heap: a 4 GiB service's points on a 22 GiB pool
+	 * found none, every second). */
+	uint64_t spare = 0;
 	uint64_t runs = runs_with_own(table, &own);
 	if (max_runs && runs > max_runs) {
 		/* A fork child maps each run as one mapping of its own
@@ -276,17 +282,23 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 		rc = 1;
 		goto out;
 	}
-	uint64_t run_room = runs + 2 * spare + 2;
+	uint64_t run_room = 0;
 	struct layout l;
-	snap_plan_layout(src.pages, own_pages + spare, run_room, &l);
 	/* Not cleared: every byte of the region is written before anything
 	 * reads it (the table below, the copies, the room as the finish uses
 	 * it, the run table and the arena header's copy at the seal), but
 	 * for the header, zeroed here: until the seal sets `complete`, a
 	 * reader knows the region only by that header. Clearing it all was a
 	 * write and write-back of twice what a point copies. */
-	if (cxlcr_region_alloc_uncleared(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, &snap_region) < 0)
-		goto out;
+	for (int times = 2;; times--) {
+		spare = snap_draft_spare(own_pages) + (uint64_t)times * own_pages;
+		run_room = runs + 2 * spare + 2;
+		snap_plan_layout(src.pages, own_pages + spare, run_room, &l);
+		if (cxlcr_region_alloc_uncleared(pool, CXLCR_KIND_SNAPSHOT, name, l.region_size, &snap_region) == 0)
+			break;
+		if (times == 0)
+			goto out;
+	}
 	snap = cxlcr_pool_map(pool, snap_region.offset, snap_region.size, 0, 0);
 	if (!snap)
 		goto out;

@@ -187,7 +187,7 @@ void snapshot_forget(struct cxlcr_pool *pool, const char *service)
  * full copy, and full_because says why. Without a draft at all (an
  * error), the freeze copies everything.
  */
-static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
+static bool draft(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
 		  struct snapshot_result *out)
 {
 	struct cxlcr_borrow b;
@@ -258,6 +258,7 @@ static void draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
 		cxlcr_snapshot_close(&base);
 		cxlcr_catalog_return(pool, &b);
 	}
+	return rc == 0;
 }
 
 /*
@@ -384,8 +385,19 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	 * plugin only copies again what changed since (snapshot.h). Without a
 	 * draft it copies everything then. */
 	uint64_t d0 = cxlcr_mono_ns();
-	draft(pool, s, full, recovery_point, out);
+	bool drafted = draft(pool, s, full, recovery_point, out);
 	out->draft_ms = (double)(cxlcr_mono_ns() - d0) / 1e6;
+	if (!drafted && recovery_point) {
+		/* Without a draft the heap would be copied whole in the freeze:
+		 * seconds for a large heap, and as much pool space again as
+		 * the heap, which a pool that had no room for the draft seldom
+		 * has. A point is skipped instead; the next one compares the
+		 * heap with the newest point (the scan before this draft lost
+		 * track of what was written before it). */
+		free(hot);
+		image_work_dir_remove(dir);
+		return cxlcr_error("recovery point %s not taken: %s", out->name, out->full_because);
+	}
 	precopy(pool, s, dir, out);
 	uint64_t s0 = cxlcr_mono_ns();
 	if (snapshot_may_shed(pool, recovery_point) && service_shed_page_tables(pool, s, SERVICE_SHED_ANSWER_MS))
