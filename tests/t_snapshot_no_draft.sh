@@ -7,7 +7,9 @@
 # daemon's scan before its draft had re-armed the heap: the next snapshot
 # went full, "writes since its newest snapshot are not all known" (what
 # session 7 saw at 4 GiB after every fork that took a full snapshot: the
-# pool had no room for its draft).
+# pool had no room for its draft). A recovery point without room for its
+# draft is skipped before the freeze, and the snapshot after it compares
+# every page with the newest one rather than copying the heap again.
 #
 # The pool is filled by a second service whose arena leaves, after the first
 # snapshot, room for the bare copy and its images but not for a draft.
@@ -59,11 +61,31 @@ case $because in
 esac
 ok "a snapshot without room for its draft was copied in the freeze ($because)"
 
+# A recovery point is not copied whole in the freeze (a heap-sized freeze,
+# and as much pool space again): without room for its draft it is skipped
+# before CRIU runs. Its draft's scan has re-armed the heap all the same, so
+# the writes since the newest snapshot are no longer known.
+pid=$(status_field r pid)
+if out=$("$CXLCR" snapshot r --recovery-point --full --json 2>&1); then
+	die "a recovery point without room for its draft was taken: $out"
+fi
+case $out in
+*"not taken"*"no draft"*) ;;
+*) die "a recovery point without room for its draft failed otherwise: $out" ;;
+esac
+case $out in *criu*) die "a recovery point without room for its draft ran CRIU: $out" ;; esac
+[ "$(status_field r pid)" = "$pid" ] && [ "$(status_field r state)" = running ] || die "r is not running as before"
+ok "a recovery point without room for its draft is skipped before any freeze"
+
+# So the next snapshot compares every page with the newest one: still
+# incremental on it, where it was a full copy (the heap's size again).
 kv fill "$parent" $((COUNT / 100)) $((COUNT / 2)) 3
 out=$("$CXLCR" snapshot r --json) || die "the third snapshot failed"
 [ "$(echo "$out" | field incremental)" = True ] ||
 	die "the snapshot after one copied in the freeze is not incremental: $(echo "$out" | field full_because)"
-ok "the next snapshot is incremental on it"
+compared=$(echo "$out" | field draft_compared_because)
+[ "$compared" != None ] || die "the snapshot after a skipped point did not compare its pages"
+ok "the next snapshot is incremental on it, every page compared ($compared)"
 
 out=$("$CXLCR" fork r --to h1 --json) || die "fork failed: $out"
 child=$(echo "$out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["children"][0]["address"])')
