@@ -137,9 +137,11 @@ int cxlcr_snapshot_draft_on(struct cxlcr_pool *pool, uint64_t arena_generation, 
 		return cxlcr_error("invalid snapshot name '%s'", name);
 	if (snap_open_source(pool, arena_generation, &src) < 0)
 		return -1;
-	/* Compared page by page (since NULL), a base needs no scan noted. */
+	/* Compared page by page (since NULL), a base needs no scan noted. A
+	 * tiered snapshot is no base either way: its cold pages would stay
+	 * on their memory server for as long as the chain lives. */
 	if (bh->arena_generation != arena_generation || bh->heap_address != src.heap_address ||
-	    bh->page_count > src.pages || (!bh->track_scans && since)) {
+	    bh->page_count > src.pages || (!bh->track_scans && since) || bh->pages_cold) {
 		cxlcr_error("snapshot %s is not a base for this heap as it is now", base->region.name);
 		rc = 1; /* a full draft */
 		goto out;
