@@ -249,7 +249,10 @@ static bool draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
 		char was[sizeof(why)], err[96];
 		snprintf(was, sizeof(was), "%s", why);
 		snprintf(err, sizeof(err), "%s", cxlcr_last_error());
-		snprintf(why, sizeof(why), "%.36s; copied whole in the freeze (no draft: %.80s)", was, err);
+		if (recovery_point) /* not copied whole: skipped (snapshot_service) */
+			snprintf(why, sizeof(why), "no draft: %.140s", err);
+		else
+			snprintf(why, sizeof(why), "%.36s; copied whole in the freeze (no draft: %.80s)", was, err);
 	}
 	if (!out->base[0])
 		cxlcr_copy_field(out->full_because, sizeof(out->full_because), why);
