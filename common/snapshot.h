@@ -258,7 +258,8 @@ int cxlcr_snapshot_split(struct cxlcr_pool *pool, uint64_t source, const uint64_
 uint32_t cxlcr_snapshot_cold_checksum(const struct cxlcr_snapshot_cold *c);
 
 /* The heap pages of cur whose contents differ from prev's (two snapshots
- * of one arena): a malloc'd, ascending list of page indexes. */
+ * of one arena): a malloc'd, ascending list of page indexes. A page whose
+ * copy in prev is cold (on the cold tier) is not listed: not compared. */
 int cxlcr_snapshot_changed_pages(const struct cxlcr_snapshot *prev, const struct cxlcr_snapshot *cur,
 				 uint64_t **pages, uint64_t *count);
 

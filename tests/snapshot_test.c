@@ -1750,6 +1750,86 @@ static uint8_t *grow_arena(struct cxlcr_pool *pool, struct arena_map *a, uint64_
  * pieces of the pool; a snapshot holds it all, a draft taken before the
  * growth is refused at the finish (the table is too short), and freeing
  * the service frees the extents. */
+/* A cold sink that keeps nothing: the pages' CRCs are all the test needs. */
+static int sink_begin(void *ctx, uint64_t generation, uint64_t pages, struct cxlcr_snapshot_cold *cold)
+{
+	(void)ctx;
+	(void)generation;
+	cold->server = 1;
+	cold->server_incarnation = 1;
+	cold->extent_offset = 0;
+	cold->extent_size = pages * PAGE;
+	return 0;
+}
+
+static int sink_page(void *ctx, uint64_t k, const void *page)
+{
+	(void)ctx;
+	(void)k;
+	(void)page;
+	return 0;
+}
+
+/* The first page of a kind under seed from page `from` on. */
+static uint64_t page_of(uint64_t seed, enum page_kind k, uint64_t from)
+{
+	for (uint64_t i = from; i < TEST_HEAP / PAGE; i++)
+		if (kind_of(seed, i) == k)
+			return i;
+	test_fail(__FILE__, __LINE__, "page_of", " no page of kind %d", (int)k);
+	return 0;
+}
+
+/* The pages listed as changed since a tiered snapshot: those it holds in
+ * CXL that changed, and those that were zero and hold data now; not those
+ * it keeps on the cold tier, which cannot be compared (a child would get
+ * every one of them copied in before it ran). */
+static void test_changed_since_tiered(struct cxlcr_pool *pool)
+{
+	SAY("the pages changed since a tiered snapshot: its CXL pages compared, its cold ones not listed");
+	struct arena_map a;
+	struct cxlcr_snapshot_info full, tiered, next;
+	struct cxlcr_snapshot t, n;
+	uint64_t seed = 0xc01d, nonzero, holes;
+	make_arena(pool, "chg", TEST_HEAP, true, &a);
+	fill_heap(&a, seed, &nonzero, &holes);
+	uint64_t hot_same = page_of(seed, PATTERN, 0), hot_changed = page_of(seed, PATTERN, hot_same + 1);
+	uint64_t cold_same = page_of(seed, PATTERN, hot_changed + 1), cold_changed = page_of(seed, PATTERN, cold_same + 1);
+	uint64_t was_zero = page_of(seed, HOLE, 0);
+	static uint64_t hot[TEST_HEAP / PAGE / 64];
+	memset(hot, 0, sizeof(hot));
+	hot[hot_same / 64] |= 1ull << (hot_same % 64);
+	hot[hot_changed / 64] |= 1ull << (hot_changed % 64);
+	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "chg.full", &full) == 0, "%s", cxlcr_last_error());
+	struct cxlcr_cold_sink sink = { .begin = sink_begin, .page = sink_page };
+	CHECK(cxlcr_snapshot_split(pool, full.region_generation, hot, TEST_HEAP / PAGE, "chg.tiered", &sink,
+				   &tiered) == 0, "%s", cxlcr_last_error());
+	a.heap[hot_changed * PAGE + 5] ^= 0x5a;
+	a.heap[cold_changed * PAGE + 5] ^= 0x5a;
+	a.heap[was_zero * PAGE + 7] = 1;
+	(void)cold_same;
+	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "chg.next", &next) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_open(pool, tiered.region_generation, &t) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_open(pool, next.region_generation, &n) == 0, "%s", cxlcr_last_error());
+	CHECK(t.header.pages_cold > 0, "the split made no cold page");
+	uint64_t *pages = NULL, count = 0;
+	CHECK(cxlcr_snapshot_changed_pages(&t, &n, &pages, &count) == 0, "%s", cxlcr_last_error());
+	uint64_t want[2] = { hot_changed < was_zero ? hot_changed : was_zero,
+			     hot_changed < was_zero ? was_zero : hot_changed };
+	CHECK(count == 2 && pages[0] == want[0] && pages[1] == want[1],
+	      "%llu pages listed (want pages %llu and %llu; %llu cold in the tiered snapshot)", (unsigned long long)count,
+	      (unsigned long long)want[0], (unsigned long long)want[1], (unsigned long long)t.header.pages_cold);
+	free(pages);
+	SAY("listed: page %llu (hot, changed) and page %llu (zero, written); not the cold page changed (%llu)",
+	    (unsigned long long)hot_changed, (unsigned long long)was_zero, (unsigned long long)cold_changed);
+	cxlcr_snapshot_close(&t);
+	cxlcr_snapshot_close(&n);
+	CHECK(cxlcr_region_free(pool, next.region_generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_free(pool, tiered.region_generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_free(pool, full.region_generation) == 0, "%s", cxlcr_last_error());
+	drop_arena(pool, &a);
+}
+
 static void test_extents(struct cxlcr_pool *pool)
 {
 	SAY("an arena of three extents: snapshot, draft outgrown, freed with its extents");
@@ -1879,6 +1959,7 @@ int main(int argc, char **argv)
 	test_incremental(&pool);
 	test_precopy(&pool);
 	test_extents(&pool);
+	test_changed_since_tiered(&pool);
 	test_refusals(&pool);
 
 	struct arena_map a;
