@@ -387,33 +387,55 @@ static void warm_join(struct warm_up *w)
 	w->running = false;
 }
 
-/* The pagers of n copy-mode children, all started before any is waited
+/*
+ * The pagers of n copy-mode children, all started before any is waited
  * for: each takes its child's userfaultfd, opens its cold tier's reader
  * and installs its hot pages side by side with the others (one after the
- * other, 8 children of a tiered snapshot took 8 times one). 0 once every
- * child runs; -1 with the first reason (the children of pagers that
- * failed are dead with them; the caller ends the others). */
-static int start_pagers(struct child_job *jobs, unsigned n, const struct cxlcr_snapshot *snap, int fetch,
-			const uint64_t *hot, uint64_t hot_count, struct cold_ahead *ahead)
+ * other, 8 children of a tiered snapshot took 8 times one). Started with
+ * early, before the children are restored (pager_give_pid()): their
+ * connections to the memory server are made while CRIU restores them.
+ * pagers_wait() gives them their children's pids if they do not have
+ * them, and returns 0 once every child runs; -1 with the first reason
+ * (the children of pagers that failed are dead with them; the caller ends
+ * the others). pagers_end() ends pagers whose children were not restored.
+ */
+struct pagers {
+	struct pager_child *pc;
+	struct pager_handle *ph;
+	unsigned spawned;
+};
+
+static int pagers_spawn(struct pagers *g, struct child_job *jobs, unsigned n, const struct cxlcr_snapshot *snap,
+			int fetch, const uint64_t *hot, uint64_t hot_count, struct cold_ahead *ahead, bool early)
 {
-	struct pager_child *pc = calloc(n, sizeof(*pc));
-	struct pager_handle *ph = calloc(n, sizeof(*ph));
-	int rc = pc && ph ? 0 : cxlcr_error("out of memory");
-	unsigned spawned = 0;
-	for (unsigned i = 0; rc == 0 && i < n; i++) {
-		pc[i] = (struct pager_child){ .pid = jobs[i].pid, .name = jobs[i].name, .host = this_host(),
-					      .region_generation = jobs[i].region.generation, .snapshot = snap,
-					      .fetch = fetch, .hot = hot, .hot_count = hot_count,
-					      .ahead = ahead_on(ahead) ? ahead : NULL };
-		if (pager_spawn(&pc[i], &ph[i]) < 0)
-			rc = -1;
-		else
-			spawned++;
+	g->pc = calloc(n, sizeof(*g->pc));
+	g->ph = calloc(n, sizeof(*g->ph));
+	g->spawned = 0;
+	if (!g->pc || !g->ph)
+		return cxlcr_error("out of memory");
+	for (unsigned i = 0; i < n; i++) {
+		g->pc[i] = (struct pager_child){ .pid = early ? 0 : jobs[i].pid, .name = jobs[i].name,
+						 .host = this_host(), .region_generation = jobs[i].region.generation,
+						 .snapshot = snap, .fetch = fetch, .hot = hot, .hot_count = hot_count,
+						 .ahead = ahead_on(ahead) ? ahead : NULL };
+		if (pager_spawn(&g->pc[i], &g->ph[i]) < 0)
+			return -1;
+		g->spawned++;
 	}
+	return 0;
+}
+
+static int pagers_wait(struct pagers *g, struct child_job *jobs, unsigned n)
+{
+	int rc = g->spawned == n ? 0 : -1;
 	char why[CXLCR_ERROR_MAX] = "";
-	for (unsigned i = 0; i < spawned; i++) {
+	for (unsigned i = 0; i < g->spawned; i++) {
+		g->pc[i].pid = jobs[i].pid;
+		pager_give_pid(&g->ph[i], jobs[i].pid);
+	}
+	for (unsigned i = 0; i < g->spawned; i++) {
 		struct pager_stats ps;
-		if (pager_wait(&pc[i], &ph[i], &ps) < 0) {
+		if (pager_wait(&g->pc[i], &g->ph[i], &ps) < 0) {
 			if (!why[0])
 				snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 			rc = -1;
@@ -424,9 +446,19 @@ static int start_pagers(struct child_job *jobs, unsigned n, const struct cxlcr_s
 	}
 	if (why[0])
 		cxlcr_error("%s", why);
-	free(pc);
-	free(ph);
+	g->spawned = 0;
 	return rc;
+}
+
+static void pagers_end(struct pagers *g)
+{
+	for (unsigned i = 0; i < g->spawned; i++)
+		pager_give_pid(&g->ph[i], 0);
+	g->spawned = 0;
+	free(g->pc);
+	free(g->ph);
+	g->pc = NULL;
+	g->ph = NULL;
 }
 
 /* Forks the one fetcher of a tiered snapshot's cold pages for several
@@ -466,6 +498,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	struct warm_up warm = { 0 };
 	struct prefetch_list list = { 0 };
 	struct cold_ahead ahead = { .pidfd = -1 };
+	struct pagers pagers = { 0 };
 	char src[PATH_MAX] = "";
 	if (!jobs) {
 		cxlcr_error("out of memory");
@@ -517,6 +550,23 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	if (verb_lease_check(l, "the children's restore") < 0)
 		goto undo;
 	warm_join(&warm);
+	if (fetch < 0)
+		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
+	if (fetch < 0)
+		fetch = PAGER_BACKGROUND;
+	/* The pages the parent changed before its snapshot, the same list for
+	 * every child (it came with the dump): prefetched into a share-mode
+	 * child once it runs, a copy-mode child's hot pages. */
+	int have_list = prefetch_load(src, &snap, &list);
+	/* One child of a tiered snapshot: its pager starts first, and its
+	 * connection to the memory server, which the child waits for before
+	 * it runs, is made during its restore (pagers_spawn()). Several
+	 * children share one fetch ahead of their cold pages, started once
+	 * they are restored (fetch_ahead()): their pagers are started then. */
+	bool early = copy && cold && n == 1;
+	if (early && pagers_spawn(&pagers, jobs, n, &snap, fetch, have_list > 0 ? list.pages : NULL,
+				  have_list > 0 ? list.header.count : 0, &ahead, true) < 0)
+		goto undo;
 	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, copy);
 	char why[CXLCR_ERROR_MAX] = "";
 	for (unsigned i = 0; i < n; i++) {
@@ -531,22 +581,17 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	/* The children are the parent's fork's only while it holds the lease. */
 	if (verb_lease_check(l, "the children's start") < 0)
 		goto undo;
-	if (fetch < 0)
-		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
-	if (fetch < 0)
-		fetch = PAGER_BACKGROUND;
 	if (copy && cold && fetch == PAGER_BACKGROUND && n > 1)
 		fetch_ahead(&snap, &ahead, &jobs[0]);
-	/* The pages the parent changed before its snapshot, the same list for
-	 * every child (it came with the dump): prefetched into a share-mode
-	 * child once it runs, a copy-mode child's hot pages. */
-	int have_list = prefetch_load(src, &snap, &list);
 	if (have_list < 0)
 		log_prefetch(&jobs[0], jobs[0].pid, 0, 0, -1);
 	/* Copy mode: each child is stopped until its pager has installed its
 	 * pages (and dies with its pager). */
-	if (copy && start_pagers(jobs, n, &snap, fetch, have_list > 0 ? list.pages : NULL,
-				 have_list > 0 ? list.header.count : 0, &ahead) < 0)
+	if (copy && !early &&
+	    pagers_spawn(&pagers, jobs, n, &snap, fetch, have_list > 0 ? list.pages : NULL,
+			 have_list > 0 ? list.header.count : 0, &ahead, false) < 0)
+		goto undo;
+	if (copy && pagers_wait(&pagers, jobs, n) < 0)
 		goto undo;
 	ahead_go(&ahead);
 	ahead_release(&ahead); /* the fetcher and the pagers have it */
@@ -583,10 +628,12 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	goto out;
 undo:
 	warm_join(&warm);
+	pagers_end(&pagers);
 	ahead_stop(&ahead);
 	undo_children(pool, jobs, n);
 out:
 	warm_join(&warm);
+	pagers_end(&pagers);
 	ahead_release(&ahead);
 	if (snap.base)
 		cxlcr_snapshot_close(&snap);

@@ -807,7 +807,25 @@ static int reader_end(struct reader_start *rs, struct pager *p)
  * ready_fd while the fork waits) when it cannot page it: the child then
  * dies with it (PTRACE_O_EXITKILL).
  */
-_Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int why_fd)
+/* The child's pid, from the pipe of a pager started before its child was
+ * restored (pager_give_pid()): 0 when the pipe ends without one (the
+ * restore failed, or the fork gave up). */
+static pid_t read_pid(int fd)
+{
+	pid_t pid = 0;
+	size_t have = 0;
+	while (have < sizeof(pid)) {
+		ssize_t n = read(fd, (char *)&pid + have, sizeof(pid) - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 0;
+		have += (size_t)n;
+	}
+	return pid > 0 ? pid : 0;
+}
+
+_Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int why_fd, int pid_in)
 {
 	prctl(PR_SET_NAME, "cxlcr-pager");
 	/* Its threads (the reader's, the cold fetch's) inherit it. The
@@ -834,6 +852,17 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 	struct reader_start rs = { 0 };
 	if (h->pages_cold && reader_begin(&rs, &p) < 0)
 		goto fail;
+	/* Started before its child was restored: the connection is made
+	 * meanwhile; the child's pid comes once it is there. */
+	struct pager_child own = *c;
+	if (pid_in >= 0) {
+		if (!(own.pid = read_pid(pid_in)))
+			_exit(0);
+		close(pid_in);
+		c = &own;
+		p.pid = own.pid;
+		t0 = cxlcr_mono_ns();
+	}
 	if ((p.uffd = inject_take_uffd(c->pid)) < 0)
 		goto fail;
 	if (ioctl(p.uffd, UFFDIO_API, &api) < 0) {
@@ -946,27 +975,48 @@ static void log_line(const char *name, pid_t pid, const char *what)
  * child's region says why in its command (what `cxlcr status` shows),
  * the full line in the pager log.
  */
-_Noreturn static void keeper_main(const struct pager_child *c, int ready_fd)
+_Noreturn static void keeper_main(const struct pager_child *c, int ready_fd, int pid_in)
 {
 	prctl(PR_SET_NAME, "cxlcr-pagerkeep");
 	setsid();
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	int pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-	int why[2];
-	if (pipe2(why, O_CLOEXEC) < 0)
+	int why[2], to_pager[2] = { -1, -1 };
+	if (pipe2(why, O_CLOEXEC) < 0 || (pid_in >= 0 && pipe2(to_pager, O_CLOEXEC) < 0))
 		_exit(1);
 	pid_t pager = fork();
 	if (pager < 0)
 		_exit(1);
 	if (pager == 0) {
 		close(why[0]);
-		pager_main(c, ready_fd, why[1]);
+		if (pid_in >= 0) {
+			close(pid_in);
+			close(to_pager[1]);
+		}
+		pager_main(c, ready_fd, why[1], to_pager[0]);
 	}
 	if (c->ahead)
 		ahead_release(c->ahead); /* the pager has it */
 	close(ready_fd);
 	close(why[1]);
+	/* Started before its child: the pid is passed on to the pager; none
+	 * (the restore failed) ends both, with nothing to say. */
+	struct pager_child own = *c;
+	if (pid_in >= 0) {
+		close(to_pager[0]);
+		own.pid = read_pid(pid_in);
+		close(pid_in);
+		if (own.pid > 0 && write(to_pager[1], &own.pid, sizeof(own.pid)) != (ssize_t)sizeof(own.pid))
+			own.pid = 0;
+		close(to_pager[1]);
+		if (!own.pid) {
+			while (waitpid(pager, NULL, 0) < 0 && errno == EINTR)
+				;
+			_exit(0);
+		}
+		c = &own;
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
 	char line[CXLCR_ERROR_MAX + 2] = "";
 	size_t have = 0;
 	ssize_t n;
@@ -1010,17 +1060,29 @@ int pager_spawn(const struct pager_child *c, struct pager_handle *h)
 {
 	h->ready_fd = -1;
 	h->keeper = -1;
-	int ready[2];
+	h->pid_fd = -1;
+	int ready[2], pid_pipe[2] = { -1, -1 };
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		return cxlcr_error("pipe: %s", strerror(errno));
+	if (c->pid == 0 && pipe2(pid_pipe, O_CLOEXEC) < 0) {
+		close(ready[0]);
+		close(ready[1]);
+		return cxlcr_error("pipe: %s", strerror(errno));
+	}
 	pid_t keeper = fork();
 	if (keeper < 0) {
 		close(ready[0]);
 		close(ready[1]);
+		if (pid_pipe[0] >= 0) {
+			close(pid_pipe[0]);
+			close(pid_pipe[1]);
+		}
 		return cxlcr_error("fork: %s", strerror(errno));
 	}
 	if (keeper == 0) {
 		close(ready[0]);
+		if (pid_pipe[1] >= 0)
+			close(pid_pipe[1]);
 		/* Nothing of the request's (its socket, the client's output,
 		 * the other pagers' pipes) stays open: the snapshot is mapped
 		 * already; the pool stays open (the cold tier's reader maps its
@@ -1029,14 +1091,38 @@ int pager_spawn(const struct pager_child *c, struct pager_handle *h)
 		for (int fd = 0; fd < 3; fd++)
 			dup2(null, fd);
 		for (int fd = 3; fd < 1024; fd++)
-			if (fd != ready[1] && fd != c->snapshot->pool->fd && !(c->ahead && fd == c->ahead->pidfd))
+			if (fd != ready[1] && fd != pid_pipe[0] && fd != c->snapshot->pool->fd &&
+			    !(c->ahead && fd == c->ahead->pidfd))
 				close(fd);
-		keeper_main(c, ready[1]);
+		keeper_main(c, ready[1], pid_pipe[0]);
 	}
 	close(ready[1]);
+	if (pid_pipe[0] >= 0)
+		close(pid_pipe[0]);
 	h->ready_fd = ready[0];
 	h->keeper = keeper;
+	h->pid_fd = pid_pipe[1];
 	return 0;
+}
+
+void pager_give_pid(struct pager_handle *h, pid_t pid)
+{
+	if (h->pid_fd < 0)
+		return;
+	if (pid > 0 && write(h->pid_fd, &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
+		pid = 0;
+	close(h->pid_fd);
+	h->pid_fd = -1;
+	if (pid > 0)
+		return;
+	/* None: the keeper and the pager end at once (the pager reads no pid
+	 * and exits, whatever its connection is doing). */
+	if (h->ready_fd >= 0)
+		close(h->ready_fd);
+	h->ready_fd = -1;
+	while (h->keeper > 0 && waitpid(h->keeper, NULL, 0) < 0 && errno == EINTR)
+		;
+	h->keeper = -1;
 }
 
 int pager_wait(const struct pager_child *c, struct pager_handle *h, struct pager_stats *stats)

@@ -86,8 +86,19 @@ int pager_fetch_parse(const char *s);
 struct pager_handle {
 	int ready_fd;                         /* the pager's "ok" or its reason */
 	pid_t keeper;
+	int pid_fd;                           /* started before its child: where its pid goes */
 };
 int pager_spawn(const struct pager_child *c, struct pager_handle *h);
+/*
+ * A pager started before its child is restored (c->pid 0 at pager_spawn()):
+ * a tiered snapshot's child waits for its pager's connection to the memory
+ * server before it runs (pager.c, reader_start), and that connection
+ * (~10-15 ms) is made while CRIU restores the child instead of after.
+ * pager_give_pid() hands it the restored child's pid, before pager_wait();
+ * pid 0 (the restore failed) ends the pager and its keeper instead, and
+ * the handle with them.
+ */
+void pager_give_pid(struct pager_handle *h, pid_t pid);
 int pager_wait(const struct pager_child *c, struct pager_handle *h, struct pager_stats *stats);
 
 /* Knob for tests and the benchmark, in the daemon's environment: the

@@ -9,7 +9,9 @@
 # cold page waits while its pager tries 3 times (a fresh reader each,
 # each bounded by CXLCR_TIER_TIMEOUT_MS), then dies (never reads a wrong
 # page) with one line in status, and
-# the parent and the other child go on. Two children forked at once share
+# the parent and the other child go on. The pager of a single child starts
+# before CRIU restores it, and ends with a restore that fails. Two
+# children forked at once share
 # one fetch ahead of their cold pages, whose fetcher killed mid-way leaves
 # the rest to their pagers.
 set -euo pipefail
@@ -45,7 +47,8 @@ pager_end() {
 }
 
 new_pool 4G
-pod_up 2
+criu_hook tier # CRIU's steps, for a restore that fails (below)
+CXLCR_TEST_CRIU_HOOK=$HOOK pod_up 2
 out=$("$CXLCR" tier up --size 256M --json) || die "cxlcr tier up failed"
 memd=$(echo "$out" | json pid)
 on_exit "kill -9 $memd 2>/dev/null"
@@ -128,6 +131,25 @@ for kid in "$kid5 $pid5" "$kid6 $pid6"; do
 		die "$k: not some of its cold pages from the fetch ahead ('$ahead' of $cold): $line"
 	ok "$k: $ahead of $cold cold pages from the fetch ahead before it was killed, the rest by its pager, every value right"
 done
+
+# --- the pager of a single child starts before CRIU restores it (its
+# connection to the memory server, which the child waits for before it
+# runs, is made meanwhile): it is there while CRIU restores the child, and
+# it ends with a restore that fails, as its keeper does
+pagers() { on h1 pgrep -x "$1" | wc -l; }
+before=$(pagers cxlcr-pager) keepers=$(pagers cxlcr-pagerkeep)
+echo pre-restore >"$HOOK/kill-at"
+"$CXLCR" fork redis --to h1 >/dev/null 2>"$POOL_DIR/err" &
+forker=$!
+criu_reached $forker || die "the restore of a tiered child did not reach CRIU's pre-restore step"
+[ "$(pagers cxlcr-pager)" -eq $((before + 1)) ] ||
+	die "no pager of its own while CRIU restores the child ($(pagers cxlcr-pager) pagers, $before before)"
+kill -9 "$(hook_pid criu.pid)"
+if wait $forker; then die "a fork whose CRIU was killed succeeded"; fi
+[ "$(pagers cxlcr-pager)" -eq "$before" ] && [ "$(pagers cxlcr-pagerkeep)" -eq "$keepers" ] ||
+	die "the pager started before a restore that failed is left: $(pagers cxlcr-pager) pagers ($before before)"
+rm -f "$HOOK/criu.pid" "$HOOK/criu.host" "$HOOK/init.pid"
+ok "a child's pager ran while CRIU restored it, and ended with that restore, killed: $(cat "$POOL_DIR/err")"
 
 # --- the memory server killed: a child faulting on a cold page dies
 kill -9 "$memd"
