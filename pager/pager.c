@@ -801,12 +801,6 @@ static int reader_end(struct reader_start *rs, struct pager *p)
 	return 0;
 }
 
-/*
- * The pager proper: steps 1 to 4, then faults until the child ends.
- * Exits 0 when the child has ended, 1 with one line on why_fd (and on
- * ready_fd while the fork waits) when it cannot page it: the child then
- * dies with it (PTRACE_O_EXITKILL).
- */
 /* The child's pid, from the pipe of a pager started before its child was
  * restored (pager_give_pid()): 0 when the pipe ends without one (the
  * restore failed, or the fork gave up). */
@@ -825,6 +819,13 @@ static pid_t read_pid(int fd)
 	return pid > 0 ? pid : 0;
 }
 
+/*
+ * The pager proper: steps 1 to 4, then faults until the child ends.
+ * Exits 0 when the child has ended, 1 with one line on why_fd (and on
+ * ready_fd while the fork waits) when it cannot page it: the child then
+ * dies with it (PTRACE_O_EXITKILL). pid_in >= 0: started before its
+ * child, whose pid comes there (read_pid()).
+ */
 _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int why_fd, int pid_in)
 {
 	prctl(PR_SET_NAME, "cxlcr-pager");
@@ -973,7 +974,9 @@ static void log_line(const char *name, pid_t pid, const char *what)
  * before its child did (killed, or it could not page the child), the
  * child is dead already (PTRACE_O_EXITKILL) or killed here, and the
  * child's region says why in its command (what `cxlcr status` shows),
- * the full line in the pager log.
+ * the full line in the pager log. Started before its child (pid_in >= 0),
+ * it reads the child's pid there and passes it on to the pager; without
+ * one, both end.
  */
 _Noreturn static void keeper_main(const struct pager_child *c, int ready_fd, int pid_in)
 {

@@ -1807,7 +1807,6 @@ static void test_changed_since_tiered(struct cxlcr_pool *pool)
 	a.heap[hot_changed * PAGE + 5] ^= 0x5a;
 	a.heap[cold_changed * PAGE + 5] ^= 0x5a;
 	a.heap[was_zero * PAGE + 7] = 1;
-	(void)cold_same;
 	CHECK(cxlcr_snapshot_create(pool, a.region.generation, "chg.next", &next) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_snapshot_open(pool, tiered.region_generation, &t) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_snapshot_open(pool, next.region_generation, &n) == 0, "%s", cxlcr_last_error());
