@@ -47,40 +47,50 @@ static struct {
 #define fi_strerror lib.strerror
 
 /*
- * ofi_rxm's sizes for an endpoint that has one RMA in flight at a time (a
- * pager's reader, the background fetch) or answers RMA only (the memory
+ * ofi_rxm's settings for an endpoint that has one RMA in flight at a time
+ * (a pager's reader, the background fetch) or answers RMA only (the memory
  * server): rxm sends no message of ours, so its buffers carry only its own
  * connection traffic. Its defaults (16 KiB buffers, a deep queue on each
  * connection) made every fi_endpoint() and first connection allocate and
  * touch ~70 MiB of buffer pools: ~250 ms of page faults before a tiered
  * child's first cold page on a guest where a fault costs ~10 us (measured:
  * a reader's open 190-200 ms and its first read 50-60 ms, against ~20 ms
- * and 16-19 ms with these). rxm reads them once, when libfabric starts
- * (the first fi_getinfo()), so they are in the environment for that call
- * only: a service that a daemon starts later does not inherit them. An
- * operator's own values are left as they are. FI_OFI_RXM_BUFFER_SIZE is
- * part of rxm's protocol: every host and memory server of a pod must use
- * the same one (reads between two that differ time out), which this one
- * definition gives them unless an operator sets it on some and not others.
+ * and 16-19 ms with these). Its pools still come in chunks of 1,024
+ * buffers, so the buffer's size is what a connection touches: 512 B
+ * instead of 4 KiB took a fresh reader's open from ~3.5 to ~2 ms here.
+ * And rxm looks at its connections only every cm_progress_interval us of
+ * completion-queue reads, 10 ms by default, on both ends: a connection,
+ * made on the first RMA, took 4-9 ms of that waiting on an idle pod, and
+ * ~1.3 ms with 100 us (the cost: one more look at the connections per
+ * read of the queue, at most every 100 us).
+ *
+ * rxm reads them once, when libfabric starts (the first fi_getinfo()), so
+ * they are in the environment for that call only: a service that a daemon
+ * starts later does not inherit them. An operator's own values are left
+ * as they are. FI_OFI_RXM_BUFFER_SIZE is part of rxm's protocol: every
+ * host and memory server of a pod must use the same one (reads between
+ * two that differ time out), which this one definition gives them unless
+ * an operator sets it on some and not others.
  */
-static const char *const rxm_sizes[][2] = {
-	{ "FI_OFI_RXM_BUFFER_SIZE", "4096" },
+static const char *const rxm_settings[][2] = {
+	{ "FI_OFI_RXM_BUFFER_SIZE", "512" },
 	{ "FI_OFI_RXM_MSG_RX_SIZE", "32" },
 	{ "FI_OFI_RXM_MSG_TX_SIZE", "32" },
+	{ "FI_OFI_RXM_CM_PROGRESS_INTERVAL", "100" },
 };
-#define RXM_SIZES (sizeof(rxm_sizes) / sizeof(rxm_sizes[0]))
+#define RXM_SETTINGS (sizeof(rxm_settings) / sizeof(rxm_settings[0]))
 
-static int getinfo_sized(uint32_t version, const char *node, const char *service, uint64_t flags,
+static int getinfo_set(uint32_t version, const char *node, const char *service, uint64_t flags,
 			 const struct fi_info *hints, struct fi_info **info)
 {
 	static bool started;
-	bool set[RXM_SIZES] = { false };
-	for (size_t i = 0; !started && i < RXM_SIZES; i++)
-		set[i] = !getenv(rxm_sizes[i][0]) && setenv(rxm_sizes[i][0], rxm_sizes[i][1], 1) == 0;
+	bool set[RXM_SETTINGS] = { false };
+	for (size_t i = 0; !started && i < RXM_SETTINGS; i++)
+		set[i] = !getenv(rxm_settings[i][0]) && setenv(rxm_settings[i][0], rxm_settings[i][1], 1) == 0;
 	int rc = fi_getinfo(version, node, service, flags, hints, info);
-	for (size_t i = 0; i < RXM_SIZES; i++)
+	for (size_t i = 0; i < RXM_SETTINGS; i++)
 		if (set[i])
-			unsetenv(rxm_sizes[i][0]);
+			unsetenv(rxm_settings[i][0]);
 	started = true;
 	return rc;
 }
@@ -140,7 +150,7 @@ static int get_info(struct fab *f, const char *node, const char *service, bool r
 				      FI_MR_ENDPOINT;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->fabric_attr->prov_name = strdup(f->provider);
-	int rc = getinfo_sized(FAB_VERSION, node, service, node ? FI_SOURCE : 0, hints, &f->info);
+	int rc = getinfo_set(FAB_VERSION, node, service, node ? FI_SOURCE : 0, hints, &f->info);
 	fi_freeinfo(hints);
 	if (rc)
 		return cxlcr_error("libfabric: no provider '%s' with RMA on an RDM endpoint%s%s: %s", f->provider,
