@@ -45,6 +45,7 @@
 #define MSGS_PER_READ 64
 #define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
 #define FORKED_CHECK_MS 1000  /* how often those of children that ended are closed */
+#define END_LINE_MAX 1024     /* the pager's last line on its child (the keeper logs it) */
 
 /*
  * The service time of the faults the pager serves, by source: from the
@@ -99,6 +100,10 @@ struct pager {
 	 * it served. */
 	struct cold_ahead *ahead;
 	uint64_t ahead_faults;
+	/* Where the time before the child ran went (the end line says):
+	 * taking its userfaultfd and registering the arena, installing
+	 * pages, and waiting for the reader's connection. */
+	uint64_t take_ns, install_ns, reader_wait_ns;
 };
 
 int pager_fetch_parse(const char *s)
@@ -793,7 +798,9 @@ static int reader_end(struct reader_start *rs, struct pager *p)
 {
 	if (!rs->running)
 		return 0;
+	uint64_t t0 = cxlcr_mono_ns();
 	pthread_join(rs->thread, NULL);
+	p->reader_wait_ns += cxlcr_mono_ns() - t0;
 	rs->running = false;
 	if (rs->rc < 0)
 		return cxlcr_error("%s", rs->why);
@@ -870,9 +877,15 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		cxlcr_error("UFFDIO_API: %s", strerror(errno));
 		goto fail;
 	}
+	if (register_arena(&p) < 0)
+		goto fail;
+	uint64_t t_in = cxlcr_mono_ns();
+	p.take_ns = t_in - t0;
 	/* Eager: the cold pages go in before the child runs too. */
-	if (register_arena(&p) < 0 || (c->fetch == PAGER_EAGER && reader_end(&rs, &p) < 0) ||
-	    install_all(&p, c, &pages) < 0 || reader_end(&rs, &p) < 0)
+	if ((c->fetch == PAGER_EAGER && reader_end(&rs, &p) < 0) || install_all(&p, c, &pages) < 0)
+		goto fail;
+	p.install_ns = cxlcr_mono_ns() - t_in - p.reader_wait_ns;
+	if (reader_end(&rs, &p) < 0)
 		goto fail;
 	if ((sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
 		cxlcr_error("signalfd: %s", strerror(errno));
@@ -924,25 +937,29 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 				;
 			int status, alive = inject_pass_signals(c->pid, &status);
 			if (alive == 0) {
-				char end[CXLCR_ERROR_MAX], times[256];
+				char end[END_LINE_MAX], times[256];
 				__atomic_store_n(&cold.stop, 1, __ATOMIC_RELEASE);
 				fault_times_text(&p, times, sizeof(times));
 				uint64_t cold_done = cold.running ? __atomic_load_n(&cold.done_ns, __ATOMIC_ACQUIRE) : 0;
 				bool bg_on = p.background || (cold.running && !cold_done);
 				uint64_t bg_end = !bg_on ? (cold_done > p.bg_t0 + p.bg_ns ? cold_done : p.bg_t0 + p.bg_ns)
 							 : cxlcr_mono_ns();
-				char split[128] = "";
+				char split[128] = "", before[128];
+				snprintf(before, sizeof(before),
+					 "its userfaultfd %.1f ms, pages %.1f ms, waiting for its reader %.1f ms",
+					 (double)p.take_ns / 1e6, (double)p.install_ns / 1e6,
+					 (double)p.reader_wait_ns / 1e6);
 				if (cold_done) /* the thread's counters are final */
 					snprintf(split, sizeof(split), "; cold fetch: RMA %.1f ms, CRC %.1f ms, install %.1f ms",
 						 (double)cold.rma_ns / 1e6, (double)cold.check_ns / 1e6,
 						 (double)cold.install_ns / 1e6);
 				snprintf(end, sizeof(end), "ended (%s %d) after %" PRIu64 " faults served by copy, %"
-					 PRIu64 " by a zero page; %" PRIu64 " pages installed before it ran, %" PRIu64
+					 PRIu64 " by a zero page; %" PRIu64 " pages installed before it ran (%s), %" PRIu64
 					 " in the background (%s %.1f ms%s); %" PRIu64 " read from the cold tier, %" PRIu64
 					 " fetched ahead (%" PRIu64 " of them on a fault); %s\n",
 					 WIFSIGNALED(status) ? "signal" : "exit status",
 					 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
-					 p.faults_copied, p.faults_zero, pages,
+					 p.faults_copied, p.faults_zero, pages, before,
 					 p.bg_pages + __atomic_load_n(&cold.pages, __ATOMIC_ACQUIRE),
 					 bg_on ? "unfinished after" : "done in", (double)(bg_end - p.bg_t0) / 1e6, split,
 					 p.cold_pages, __atomic_load_n(&cold.ahead_pages, __ATOMIC_RELAXED) + p.ahead_faults,
@@ -1020,7 +1037,7 @@ _Noreturn static void keeper_main(const struct pager_child *c, int ready_fd, int
 		c = &own;
 	}
 	int pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-	char line[CXLCR_ERROR_MAX + 2] = "";
+	char line[END_LINE_MAX + 2] = "";
 	size_t have = 0;
 	ssize_t n;
 	while (have + 1 < sizeof(line) && (n = read(why[0], line + have, sizeof(line) - 1 - have)) != 0) {

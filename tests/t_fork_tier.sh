@@ -173,3 +173,13 @@ verify "$parent" || die "the parent lost values"
 verify "$addr1" || die "eager $kid1 (all its pages in) was disturbed"
 verify "$addr3" || die "$kid3 (all its pages fetched) was disturbed"
 ok "the parent, $kid1 and $kid3 go on"
+
+# --- the end line of a default child's pager says where its time before
+# it ran went: its hot (CXL) pages took some of it.
+"$CXLCR" stop "$kid3" >/dev/null || die "cxlcr stop $kid3 failed"
+line=$(pager_end "$kid3" "$pid3")
+before=$(echo "$line" | sed -n 's/.*; \([0-9]*\) pages installed before it ran (its userfaultfd [0-9.]* ms, pages \([0-9.]*\) ms, waiting for its reader [0-9.]* ms).*/\1 \2/p')
+read -r n ms <<<"$before"
+[ "${n:-0}" -gt 0 ] && awk -v t="${ms:-0}" 'BEGIN { exit !(t > 0) }' ||
+	die "the pager of $kid3 does not say how long its pages took before it ran: $line"
+ok "the pager of $kid3 installed $n pages before it ran, in $ms ms"
