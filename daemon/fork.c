@@ -462,7 +462,7 @@ static void pagers_end(struct pagers *g)
 }
 
 /* Forks the one fetcher of a tiered snapshot's cold pages for several
- * restored copy-mode children (pager/ahead.h), before their pagers, unless
+ * copy-mode children (pager/ahead.h), before their pagers, unless
  * cold_ahead_mb ($CXLCR_COLD_AHEAD_MB) is 0: the pagers then fetch them
  * all, as they do if it cannot start (said in the pager log). */
 static void fetch_ahead(const struct cxlcr_snapshot *snap, struct cold_ahead *ahead, const struct child_job *job)
@@ -558,12 +558,15 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	 * every child (it came with the dump): prefetched into a share-mode
 	 * child once it runs, a copy-mode child's hot pages. */
 	int have_list = prefetch_load(src, &snap, &list);
-	/* One child of a tiered snapshot: its pager starts first, and its
-	 * connection to the memory server, which the child waits for before
-	 * it runs, is made during its restore (pagers_spawn()). Several
-	 * children share one fetch ahead of their cold pages, started once
-	 * they are restored (fetch_ahead()): their pagers are started then. */
-	bool early = copy && cold && n == 1;
+	/* Children of a tiered snapshot: their pagers start first, and their
+	 * connections to the memory server, which each child waits for
+	 * before it runs, are made during their restore (pagers_spawn()).
+	 * Several children share one fetch ahead of their cold pages
+	 * (fetch_ahead()), forked before their pagers, which inherit it; it
+	 * reads nothing before they run (ahead_go()). */
+	bool early = copy && cold;
+	if (early && fetch == PAGER_BACKGROUND && n > 1)
+		fetch_ahead(&snap, &ahead, &jobs[0]);
 	if (early && pagers_spawn(&pagers, jobs, n, &snap, fetch, have_list > 0 ? list.pages : NULL,
 				  have_list > 0 ? list.header.count : 0, &ahead, true) < 0)
 		goto undo;
@@ -581,8 +584,6 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	/* The children are the parent's fork's only while it holds the lease. */
 	if (verb_lease_check(l, "the children's start") < 0)
 		goto undo;
-	if (copy && cold && fetch == PAGER_BACKGROUND && n > 1)
-		fetch_ahead(&snap, &ahead, &jobs[0]);
 	if (have_list < 0)
 		log_prefetch(&jobs[0], jobs[0].pid, 0, 0, -1);
 	/* Copy mode: each child is stopped until its pager has installed its
