@@ -86,12 +86,13 @@ NS=cxlcr$pod-h0
 	die "cxlcr-memd (pid $memd) does not run in the namespace of memory host cxlcr$pod-m0"
 [ "$(readlink "/proc/$memd/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
 	die "cxlcr-memd (pid $memd) shares this machine's file system"
-"$CXLCR" pod logs m0 | grep -q "^cxlcr-memd m0: serving 256 MiB at $maddr (tcp;ofi_rxm), pid $memd_there, incarnation 1, spinning 200 us after a request$" ||
+"$CXLCR" pod logs m0 | grep -q "^cxlcr-memd m0: serving 256 MiB at $maddr (tcp;ofi_rxm), pid $memd_there, incarnation 1, spinning 200 us after a request, bulk endpoint on port $(( ${maddr##*:} + 1 ))$" ||
 	die "cxlcr pod logs m0 does not show its memory server starting: $("$CXLCR" pod logs m0 2>&1 | tail -n 3)"
 ! grep -qs "pid $memd_there," /var/log/cxlcr/*.log || die "this machine's /var/log/cxlcr has m0's log"
 ok "memory server m0 up at $maddr in its own namespaces; its log in m0's own /var/log/cxlcr"
 
 out=$(ip netns exec "$NS" "$TOOL" rma) || die "RMA round trip from h0 to m0 failed"
+echo "$out" | grep -q "and through its bulk endpoint (port " || die "m0 has no bulk endpoint serving the same memory: $out"
 ok "$out (from h0's namespace)"
 
 # --- the Redis read with a skew during the hot window
@@ -223,7 +224,7 @@ done
 ok "a bad --spin-us refused with one line: $(cat "$POOL_DIR/err")"
 # (this time one that never spins: it serves all the same)
 CXLCR_MEMD_SPIN_US=0 "$CXLCR" tier up --size 256M >/dev/null || die "cxlcr tier up (again) failed"
-"$CXLCR" pod logs m0 | grep -q "incarnation 2, spinning 0 us after a request$" ||
+"$CXLCR" pod logs m0 | grep -q "incarnation 2, spinning 0 us after a request, bulk endpoint on port [0-9]*$" ||
 	die "m0's second server did not take CXLCR_MEMD_SPIN_US=0: $("$CXLCR" pod logs m0 2>&1 | tail -n 1)"
 [ "$("$CXLCR" tier status --json | json servers 0 incarnation)" -eq 2 ] || die "m0 did not come back as incarnation 2"
 [ "$("$CXLCR" pod logs m0 | grep -c "^cxlcr-memd m0: serving")" = 2 ] ||

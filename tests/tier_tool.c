@@ -54,28 +54,40 @@ static int rma(void)
 {
 	struct cxlcr_region r;
 	struct cxlcr_tier_extent e;
-	struct conn c;
+	struct conn c, b;
 	uint32_t server;
 	size_t len = 1u << 20;
 	if (cxlcr_region_alloc(&pool, CXLCR_KIND_TIER, "tier.rma-test", 1, &r) < 0)
 		return die("scratch region");
 	int rc = 1;
-	if (tier_extent_alloc(&pool, len, r.generation, &server, &e) < 0 || conn_open(&pool, server, 2 * len, &c) < 0) {
+	if (tier_extent_alloc(&pool, len, r.generation, &server, &e) < 0 || conn_open(&pool, server, 2 * len, false, &c) < 0) {
 		rc = die("extent");
 		goto out;
 	}
+	if (conn_open(&pool, server, len, true, &b) < 0) {
+		rc = die("bulk endpoint");
+		conn_close(&c);
+		goto out;
+	}
+	/* Written through the main endpoint, read back through it and
+	 * through the bulk one: the same memory. */
 	uint8_t *buf = c.fab.buf;
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (uint8_t)(i * 7 + (i >> 12));
-	if (conn_rma(&c, true, 0, len, e.offset) < 0 || conn_rma(&c, false, len, len, e.offset) < 0) {
+	if (conn_rma(&c, true, 0, len, e.offset) < 0 || conn_rma(&c, false, len, len, e.offset) < 0 ||
+	    conn_rma(&b, false, 0, len, e.offset) < 0) {
 		rc = die("rma");
-	} else if (memcmp(buf, buf + len, len) != 0) {
+	} else if (memcmp(buf, buf + len, len) != 0 || memcmp(buf, b.fab.buf, len) != 0) {
 		fprintf(stderr, "tier_tool: what was read back differs from what was written\n");
 	} else {
-		printf("rma ok: %zu bytes written to %s at %llu and read back equal\n", len, c.server.name,
-		       (unsigned long long)e.offset);
+		char bulk[64] = "(it has no bulk endpoint)";
+		if (b.bulk)
+			snprintf(bulk, sizeof(bulk), "and through its bulk endpoint (port %u)", b.server.bulk_port);
+		printf("rma ok: %zu bytes written to %s at %llu and read back equal, %s\n", len, c.server.name,
+		       (unsigned long long)e.offset, bulk);
 		rc = 0;
 	}
+	conn_close(&b);
 	conn_close(&c);
 out:
 	cxlcr_region_free(&pool, r.generation);
@@ -150,7 +162,7 @@ static int corrupt(const struct cxlcr_snapshot *s, uint64_t page)
 	}
 	const struct cxlcr_snapshot_header *h = (const void *)s->base;
 	struct conn c;
-	if (conn_open(&pool, h->cold.server, PAGE, &c) < 0 || conn_rma(&c, false, 0, PAGE, off) < 0)
+	if (conn_open(&pool, h->cold.server, PAGE, false, &c) < 0 || conn_rma(&c, false, 0, PAGE, off) < 0)
 		return die("corrupt");
 	((uint8_t *)c.fab.buf)[123] ^= 0x5a;
 	int rc = conn_rma(&c, true, 0, PAGE, off) < 0 ? die("corrupt") : 0;

@@ -45,7 +45,27 @@ static int timeout_ms(void)
 	return v > 0 ? v : TIER_TIMEOUT_MS;
 }
 
-int conn_open(struct cxlcr_pool *pool, uint32_t index, size_t buf_size, struct conn *c)
+/* The server's bulk endpoint: its address with the bulk port (a provider
+ * whose addresses are IP socket addresses: tcp, and verbs through
+ * rdma_cm). False if it has none, or addresses of another kind. */
+static bool bulk_address(const struct cxlcr_tier_server *s, uint8_t *addr)
+{
+	memcpy(addr, s->addr, sizeof(s->addr));
+	if (!s->bulk_port || s->bulk_port > 65535)
+		return false;
+	if (s->addr_len == sizeof(struct sockaddr_in) && ((struct sockaddr_in *)(void *)addr)->sin_family == AF_INET) {
+		((struct sockaddr_in *)(void *)addr)->sin_port = htons((uint16_t)s->bulk_port);
+		return true;
+	}
+	if (s->addr_len == sizeof(struct sockaddr_in6) &&
+	    ((struct sockaddr_in6 *)(void *)addr)->sin6_family == AF_INET6) {
+		((struct sockaddr_in6 *)(void *)addr)->sin6_port = htons((uint16_t)s->bulk_port);
+		return true;
+	}
+	return false;
+}
+
+int conn_open(struct cxlcr_pool *pool, uint32_t index, size_t buf_size, bool bulk, struct conn *c)
 {
 	memset(c, 0, sizeof(*c));
 	struct tier_table t;
@@ -62,8 +82,11 @@ int conn_open(struct cxlcr_pool *pool, uint32_t index, size_t buf_size, struct c
 	cxlcr_copy_field(provider, sizeof(provider), c->server.provider);
 	char src[INET_ADDRSTRLEN];
 	bool have_src = source_for(&c->server, src, sizeof(src));
+	uint8_t addr[sizeof(c->server.addr)];
+	c->bulk = bulk && bulk_address(&c->server, addr);
+	c->key = c->bulk ? c->server.bulk_mr_key : c->server.mr_key;
 	if (fab_open(&c->fab, provider, have_src ? src : NULL, have_src ? "0" : NULL, buf_size, false) < 0 ||
-	    fab_peer(&c->fab, c->server.addr, c->server.addr_len, &c->peer) < 0) {
+	    fab_peer(&c->fab, c->bulk ? addr : c->server.addr, c->server.addr_len, &c->peer) < 0) {
 		fab_close(&c->fab);
 		return -1;
 	}
@@ -93,7 +116,7 @@ int conn_rma(struct conn *c, bool write, size_t local, size_t len, uint64_t offs
 		return cxlcr_error("memory server %s: %zu bytes at %llu lie beyond its %llu", c->server.name, len,
 				   (unsigned long long)offset, (unsigned long long)c->server.size);
 	uint64_t remote = c->server.mr_virt ? c->server.mr_base + offset : offset;
-	if (fab_rma(&c->fab, write, c->peer, local, len, remote, c->server.mr_key, c->timeout_ms) < 0)
+	if (fab_rma(&c->fab, write, c->peer, local, len, remote, c->key, c->timeout_ms) < 0)
 		return cxlcr_error("memory server %s: %s", c->server.name, cxlcr_last_error());
 	return 0;
 }

@@ -171,6 +171,12 @@ int fab_warm(const char *provider)
 int fab_open(struct fab *f, const char *provider, const char *node, const char *service, size_t buf_size,
 	     bool remote)
 {
+	return fab_open_on(f, provider, node, service, NULL, buf_size, remote);
+}
+
+int fab_open_on(struct fab *f, const char *provider, const char *node, const char *service, void *buf,
+		size_t buf_size, bool remote)
+{
 	memset(f, 0, sizeof(*f));
 	cxlcr_copy_field(f->provider, sizeof(f->provider), pick_provider(provider));
 	if (load_libfabric() < 0 || get_info(f, node, service, remote) < 0)
@@ -195,12 +201,17 @@ int fab_open(struct fab *f, const char *provider, const char *node, const char *
 		return fab_fail(f, "fi_ep_bind", rc);
 	if ((rc = fi_enable(f->ep)))
 		return fab_fail(f, "fi_enable", rc);
-	f->buf = mmap(NULL, buf_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (f->buf == MAP_FAILED) {
-		f->buf = NULL;
-		cxlcr_error("cannot map %zu bytes: %s", buf_size, strerror(errno));
-		fab_close(f);
-		return -1;
+	f->buf = buf;
+	if (!buf) {
+		f->buf = mmap(NULL, buf_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+			      0);
+		if (f->buf == MAP_FAILED) {
+			f->buf = NULL;
+			cxlcr_error("cannot map %zu bytes: %s", buf_size, strerror(errno));
+			fab_close(f);
+			return -1;
+		}
+		f->buf_owned = true;
 	}
 	f->buf_size = buf_size;
 	uint64_t mode = f->info->domain_attr->mr_mode;
@@ -232,7 +243,7 @@ void fab_close(struct fab *f)
 		fi_close(&f->fabric->fid);
 	if (f->info)
 		fi_freeinfo(f->info);
-	if (f->buf)
+	if (f->buf && f->buf_owned)
 		munmap(f->buf, f->buf_size);
 	memset(f, 0, sizeof(*f));
 }

@@ -82,7 +82,14 @@ struct cxlcr_tier_server {
 	int32_t  pid;
 	uint32_t mr_virt;            /* 1: remote addresses are mr_base + offset */
 	uint32_t beat_period_ms;     /* how often it bumps its heartbeat; 0: it does not */
-	uint8_t  pad[196 - 180];
+	/* Its second endpoint, for bulk RMA (a background fetch's reads, a
+	 * split's writes), served by a thread of its own at the lowest
+	 * priority, so that a fault's read never queues behind them: addr
+	 * with this port, in a domain of its own (so the same memory under
+	 * its own key). 0: none, every RMA goes to addr. */
+	uint32_t bulk_port;
+	uint64_t bulk_mr_key;
+	uint32_t pad;
 	uint32_t crc;                /* CRC-32C of everything above */
 };
 

@@ -29,6 +29,7 @@ struct fab {
 	struct fid_mr *mr;
 	void *buf;                   /* the registered buffer */
 	size_t buf_size;
+	bool buf_owned;              /* mapped by fab_open(), unmapped by fab_close() */
 	void *desc;                  /* its descriptor, for local access */
 	bool mr_virt;                /* remote addresses are virtual (FI_MR_VIRT_ADDR) */
 	char provider[32];
@@ -39,6 +40,11 @@ struct fab {
  * client), remote: its buffer may be written and read by peers. */
 int fab_open(struct fab *f, const char *provider, const char *node, const char *service, size_t buf_size,
 	     bool remote);
+/* The same with buf (buf_size bytes, the caller's, which outlive f) as
+ * its registered buffer: a second endpoint of a server over the same
+ * memory. */
+int fab_open_on(struct fab *f, const char *provider, const char *node, const char *service, void *buf,
+		size_t buf_size, bool remote);
 void fab_close(struct fab *f);
 /* Loads libfabric and has it start its providers (fi_getinfo for
  * provider), keeping nothing open: see tier_warm(). */
@@ -86,9 +92,13 @@ struct conn {
 	struct cxlcr_tier_server server;  /* as the table had it */
 	uint32_t index;
 	int timeout_ms;
+	uint64_t key;                     /* of the server's memory at the endpoint it reached */
+	bool bulk;                        /* that endpoint is the server's bulk one */
 };
 
-int conn_open(struct cxlcr_pool *pool, uint32_t index, size_t buf_size, struct conn *c);
+/* bulk: to the server's bulk endpoint if it has one (reads and writes of
+ * many pages that nothing waits for page by page), else its main one. */
+int conn_open(struct cxlcr_pool *pool, uint32_t index, size_t buf_size, bool bulk, struct conn *c);
 void conn_close(struct conn *c);
 /* RMA between the bounce buffer at local and the server at offset. */
 int conn_rma(struct conn *c, bool write, size_t local, size_t len, uint64_t offset);

@@ -67,7 +67,9 @@ static int check_cold(const struct cxlcr_snapshot *s, struct tier_reader *r)
 	return 0;
 }
 
-int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struct tier_reader **out)
+/* bulk: the background fetch's reader, on the server's bulk endpoint
+ * (format.h), so that a fault's reads never queue behind its runs. */
+static int reader_open(const struct cxlcr_snapshot *s, uint64_t max_run, bool bulk, struct tier_reader **out)
 {
 	struct tier_reader *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -75,7 +77,7 @@ int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struc
 	r->s = s;
 	r->max_run = max_run ? max_run : 1;
 	if (s->header.pages_cold) {
-		if (check_cold(s, r) < 0 || conn_open(s->pool, r->cold.server, r->max_run * PAGE, &r->conn) < 0) {
+		if (check_cold(s, r) < 0 || conn_open(s->pool, r->cold.server, r->max_run * PAGE, bulk, &r->conn) < 0) {
 			free(r);
 			return -1;
 		}
@@ -90,9 +92,14 @@ int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struc
 	return 0;
 }
 
+int tier_reader_open_run(const struct cxlcr_snapshot *s, uint64_t max_run, struct tier_reader **out)
+{
+	return reader_open(s, max_run, true, out);
+}
+
 int tier_reader_open(const struct cxlcr_snapshot *s, struct tier_reader **out)
 {
-	return tier_reader_open_run(s, TIER_READ_RUN, out);
+	return reader_open(s, TIER_READ_RUN, false, out);
 }
 
 int tier_read_page(struct tier_reader *r, uint64_t page_index, void *dst)

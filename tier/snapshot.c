@@ -33,7 +33,7 @@ static int sink_begin(void *ctx, uint64_t region, uint64_t pages, struct cxlcr_s
 	uint32_t server;
 	if (tier_extent_alloc(k->pool, pages * PAGE, region, &server, &e) < 0)
 		return -1;
-	if (conn_open(k->pool, server, BATCH_PAGES * PAGE, &k->conn) < 0)
+	if (conn_open(k->pool, server, BATCH_PAGES * PAGE, true, &k->conn) < 0)
 		return -1;
 	k->connected = true;
 	k->extent = e.offset;

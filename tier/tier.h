@@ -134,7 +134,10 @@ int tier_watch_tick(struct cxlcr_pool *pool, struct tier_watch *w, uint64_t now,
  * with tier_reader_open_run()) of one cold run in one RMA read, without a
  * copy: *data points at them in the reader's own registered buffer, valid
  * until its next read (the pager's background fetch installs them from
- * there). tier_reader_times() says how long the reader spent waiting for RMA reads
+ * there). A reader opened with tier_reader_open_run() is the background
+ * fetch's: it reaches the server's bulk endpoint, where one exists, which
+ * the server serves at a lower priority than the faults' reads on its
+ * main one. tier_reader_times() says how long the reader spent waiting for RMA reads
  * and checking what came back, in ns. One reader per thread.
  */
 #define TIER_READ_RUN 16u
