@@ -86,7 +86,7 @@ NS=cxlcr$pod-h0
 	die "cxlcr-memd (pid $memd) does not run in the namespace of memory host cxlcr$pod-m0"
 [ "$(readlink "/proc/$memd/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
 	die "cxlcr-memd (pid $memd) shares this machine's file system"
-"$CXLCR" pod logs m0 | grep -q "^cxlcr-memd m0: serving 256 MiB at $maddr (tcp;ofi_rxm), pid $memd_there, incarnation 1, spinning 200 us after a request, bulk endpoint on port $(( ${maddr##*:} + 1 ))$" ||
+"$CXLCR" pod logs m0 | grep -q "^cxlcr-memd m0: serving 256 MiB at $maddr (tcp;ofi_rxm), pid $memd_there, incarnation 1, spinning 200 us after a bulk request and 0 us after a fault's, bulk endpoint on port $(( ${maddr##*:} + 1 ))$" ||
 	die "cxlcr pod logs m0 does not show its memory server starting: $("$CXLCR" pod logs m0 2>&1 | tail -n 3)"
 ! grep -qs "pid $memd_there," /var/log/cxlcr/*.log || die "this machine's /var/log/cxlcr has m0's log"
 ok "memory server m0 up at $maddr in its own namespaces; its log in m0's own /var/log/cxlcr"
@@ -216,16 +216,20 @@ ok "m0 taken for dead by the hosts ($("$CXLCR" tier status | head -1)); a tiered
 
 # --- started again, it is a new incarnation: its memory is gone, and the
 # reader says so before reading anything
-for bad in x -1 1000001 ""; do
-	rc=0
-	"${CXLCR_BUILD:-$ROOT/build}/cxlcr-memd" --name m9 --address 127.0.0.1 --spin-us "$bad" 2>"$POOL_DIR/err" || rc=$?
-	[ $rc -eq 2 ] && [ "$(wc -l <"$POOL_DIR/err")" -eq 1 ] || die "cxlcr-memd --spin-us '$bad': exit $rc, $(cat "$POOL_DIR/err")"
+for opt in --spin-us --fault-spin-us --bulk-port; do
+	for bad in x -1 1000001 ""; do
+		rc=0
+		"${CXLCR_BUILD:-$ROOT/build}/cxlcr-memd" --name m9 --address 127.0.0.1 $opt "$bad" 2>"$POOL_DIR/err" || rc=$?
+		[ $rc -eq 2 ] && [ "$(wc -l <"$POOL_DIR/err")" -eq 1 ] || die "cxlcr-memd $opt '$bad': exit $rc, $(cat "$POOL_DIR/err")"
+	done
+	ok "a bad $opt refused with one line: $(cat "$POOL_DIR/err")"
 done
-ok "a bad --spin-us refused with one line: $(cat "$POOL_DIR/err")"
-# (this time one that never spins: it serves all the same)
-CXLCR_MEMD_SPIN_US=0 "$CXLCR" tier up --size 256M >/dev/null || die "cxlcr tier up (again) failed"
-"$CXLCR" pod logs m0 | grep -q "incarnation 2, spinning 0 us after a request, bulk endpoint on port [0-9]*$" ||
-	die "m0's second server did not take CXLCR_MEMD_SPIN_US=0: $("$CXLCR" pod logs m0 2>&1 | tail -n 1)"
+# (this time one that never spins, and spins after each fault: it serves
+# all the same)
+CXLCR_MEMD_SPIN_US=0 CXLCR_MEMD_FAULT_SPIN_US=50 "$CXLCR" tier up --size 256M >/dev/null ||
+	die "cxlcr tier up (again) failed"
+"$CXLCR" pod logs m0 | grep -q "incarnation 2, spinning 0 us after a bulk request and 50 us after a fault's, bulk endpoint on port [0-9]*$" ||
+	die "m0's second server did not take CXLCR_MEMD_SPIN_US=0 CXLCR_MEMD_FAULT_SPIN_US=50: $("$CXLCR" pod logs m0 2>&1 | tail -n 1)"
 [ "$("$CXLCR" tier status --json | json servers 0 incarnation)" -eq 2 ] || die "m0 did not come back as incarnation 2"
 [ "$("$CXLCR" pod logs m0 | grep -c "^cxlcr-memd m0: serving")" = 2 ] ||
 	die "m0's log did not outlive its killed server: $("$CXLCR" pod logs m0 2>&1 | tail -n 3)"
