@@ -234,6 +234,7 @@ static int tier_status(int argc, char **argv)
 			json_object_begin(&j, NULL);
 			json_str(&j, "name", s.name);
 			json_str(&j, "address", s.address);
+			json_u64(&j, "bulk_port", s.bulk_port);
 			json_str(&j, "provider", s.provider);
 			json_bool(&j, "up", s.up);
 			json_str(&j, "state", s.up ? "up" : s.dead ? "dead" : "down");

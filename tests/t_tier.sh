@@ -77,6 +77,8 @@ st=$("$CXLCR" tier status --json)
 	die "the tier table does not show m0 up: $st"
 [ "$(echo "$st" | json servers 0 provider)" = "tcp;ofi_rxm" ] || die "m0 does not use tcp;ofi_rxm: $st"
 maddr=$(echo "$st" | json servers 0 address)
+[ "$(echo "$st" | json servers 0 bulk_port)" -eq $(( ${maddr##*:} + 1 )) ] ||
+	die "the tier table does not give m0's bulk endpoint on the port after ${maddr##*:}: $st"
 h0addr=$("$CXLCR" hosts --json | json hosts 0 address)
 pod=$(( $(echo "$h0addr" | cut -d. -f2) - 78 ))
 NS=cxlcr$pod-h0

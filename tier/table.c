@@ -166,6 +166,7 @@ int tier_server_get(struct cxlcr_pool *pool, uint32_t index, struct tier_server_
 	cxlcr_copy_field(out->name, sizeof(out->name), s.name);
 	cxlcr_copy_field(out->provider, sizeof(out->provider), s.provider);
 	printable_address(&s, out->address, sizeof(out->address));
+	out->bulk_port = s.bulk_port;
 	out->up = s.state == CXLCR_TIER_SERVER_UP;
 	out->dead = s.state == CXLCR_TIER_SERVER_DEAD;
 	out->pid = s.pid;

@@ -27,6 +27,7 @@ struct tier_server_info {
 	char name[32];
 	char provider[32];
 	char address[64];            /* printable */
+	uint32_t bulk_port;          /* its bulk endpoint's port on that address; 0: none */
 	bool up;
 	bool dead;                   /* down because its heartbeat stood still (not stopped in order) */
 	int32_t pid;
