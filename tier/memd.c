@@ -140,12 +140,12 @@ static void spin_while_busy(struct fab *f, uint64_t spin_ns)
  * Only the bulk thread spins after a request by default (--spin-us): at
  * SCHED_IDLE its spinning costs nobody anything. The main one sleeps in
  * poll() between faults (--fault-spin-us, default 0): 200 us of a CPU
- * after each ~50 us fault bought ~30 us a fault on an idle machine, and
+ * after each ~50 us fault bought ~25 us a fault on an idle machine, and
  * on a host whose CPU the pagers and clients share (this project's pod),
  * it kept the waiting pager off that CPU: a tiered child's cold faults
- * during its fetch took 77-291 us at the median spinning, 59-110 us
- * sleeping, and its p99 fell from 1.49-1.62x an all-CXL child's to
- * 1.23-1.30x (docs/cold-tier.md).
+ * during its fetch took ~70 or ~265 us at the median, round by round, with
+ * one endpoint spinning, and 55-106 us with these two; its p99 went from
+ * 1.88-2.41x an all-CXL child's to 1.51-1.72x (docs/cold-tier.md).
  */
 struct bulk {
 	struct fab f;
@@ -233,9 +233,13 @@ int main(int argc, char **argv)
 	if (!name || !address || strlen(name) >= 32)
 		return usage();
 	uint32_t main_port = 0, bulk_at = 0;
-	if (bulk_port ? parse_port(bulk_port, &bulk_at) < 0
-		      : parse_port(port, &main_port) < 0 || (bulk_at = main_port ? main_port + 1 : 0) > 65535) {
-		fprintf(stderr, "cxlcr-memd: --bulk-port %s: a port number, 0 for none\n", bulk_port ? bulk_port : "");
+	if (bulk_port && parse_port(bulk_port, &bulk_at) < 0) {
+		fprintf(stderr, "cxlcr-memd: --bulk-port %s: a port number, 0 for none\n", bulk_port);
+		return 2;
+	}
+	if (!bulk_port && (parse_port(port, &main_port) < 0 || (bulk_at = main_port ? main_port + 1 : 0) > 65535)) {
+		fprintf(stderr, "cxlcr-memd: --port %s: its bulk endpoint takes the next port, which it has not "
+				"(give --bulk-port, 0 for none)\n", port);
 		return 2;
 	}
 	FILE *say = ready >= 0 ? fdopen(ready, "w") : stderr;
