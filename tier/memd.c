@@ -125,6 +125,14 @@ static void spin_while_busy(struct fab *f, uint64_t spin_ns)
 			until = cxlcr_mono_ns() + spin_ns;
 }
 
+/* One turn of an endpoint's loop: asleep in poll() while idle (at most a
+ * tick), spinning only while busy and for spin_us after (spin_while_busy). */
+static void serve_turn(struct fab *f, uint64_t spin_us)
+{
+	if (fab_progress(f, TICK_MS) && spin_us)
+		spin_while_busy(f, spin_us * 1000);
+}
+
 /*
  * The bulk endpoint (format.h): a second endpoint over the same memory, on
  * the next port, driven by a thread of its own at SCHED_IDLE. The pagers'
@@ -149,7 +157,7 @@ static void spin_while_busy(struct fab *f, uint64_t spin_ns)
  */
 struct bulk {
 	struct fab f;
-	uint64_t spin_ns;
+	uint64_t spin_us;
 	pthread_t thread;
 	bool running;
 	volatile sig_atomic_t stop;
@@ -161,8 +169,7 @@ static void *bulk_main(void *arg)
 	struct sched_param idle = { .sched_priority = 0 };
 	pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
 	while (!stopping && !b->stop)
-		if (fab_progress(&b->f, TICK_MS) && b->spin_ns)
-			spin_while_busy(&b->f, b->spin_ns);
+		serve_turn(&b->f, b->spin_us);
 	return NULL;
 }
 
@@ -249,7 +256,7 @@ int main(int argc, char **argv)
 		fprintf(say, "error: %s\n", cxlcr_last_error());
 		return 1;
 	}
-	struct bulk bulk = { .spin_ns = spin_us * 1000 };
+	struct bulk bulk = { .spin_us = spin_us };
 	if (bulk_at) {
 		char at[16];
 		snprintf(at, sizeof(at), "%u", bulk_at);
@@ -303,10 +310,7 @@ int main(int argc, char **argv)
 		(unsigned long long)me.incarnation, spins);
 	uint64_t releases = ~0ull, next_check = 0, next_beat = 0;
 	while (!stopping) {
-		/* Sleeps in poll() while idle; spins only while busy and for
-		 * a moment after (spin_while_busy). */
-		if (fab_progress(&f, TICK_MS) && main_spin_us)
-			spin_while_busy(&f, main_spin_us * 1000);
+		serve_turn(&f, main_spin_us);
 		uint64_t now = cxlcr_mono_ns();
 		/* Alive: the hosts watch the counter (watch.c). */
 		if (now >= next_beat) {
