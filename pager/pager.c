@@ -104,6 +104,9 @@ struct pager {
 	 * taking its userfaultfd and registering the arena, installing
 	 * pages, and waiting for the reader's connection. */
 	uint64_t take_ns, install_ns, reader_wait_ns;
+	/* The CXL runs installed before the child runs were refreshed and
+	 * read into this CPU's caches while it was restored (warm_runs()). */
+	bool runs_warm;
 };
 
 int pager_fetch_parse(const char *s)
@@ -554,6 +557,38 @@ static int background_step(struct pager *p)
 	return 0;
 }
 
+/*
+ * While its child is restored (a pager started before it): the CXL runs
+ * that go in before it runs, refreshed (their lines dropped from this
+ * CPU's cache, as before every read of the pool) and read once, so that
+ * installing them later copies from the cache, not from the pool. The
+ * restore runs on the children's CPUs meanwhile, and a tiered child's hot
+ * pages are on its path to its first answer: 2.2-2.4 ms for ~2,600 pages
+ * instead of 2.8-3.0 (docs/cold-tier.md). Safe because a published
+ * snapshot's pages never change: what is read now is what the install
+ * would read. Only where every CXL run goes in before the child runs (a
+ * tiered snapshot, fetched in the background).
+ */
+static void warm_runs(struct pager *p, const struct pager_child *c)
+{
+	if (c->fetch != PAGER_BACKGROUND || !p->s->header.pages_cold)
+		return;
+	volatile uint8_t sink = 0;
+	for (uint64_t i = 0; i < p->s->run_count; i++) {
+		const struct cxlcr_snapshot_run *r = &p->s->runs[i];
+		if (CXLCR_LEAF_TIER(r->leaf) != CXLCR_TIER_CXL)
+			continue;
+		const uint8_t *from = cxlcr_snapshot_copy(p->s, CXLCR_LEAF_OFFSET(r->leaf));
+		if (!from || !cxlcr_snapshot_copy(p->s, CXLCR_LEAF_OFFSET(r->leaf) + (r->pages - 1) * PAGE))
+			return; /* install_all() says why */
+		cxlcr_refresh(from, r->pages * PAGE);
+		for (uint64_t at = 0; at < r->pages * PAGE; at += CXLCR_CACHELINE)
+			sink ^= from[at];
+	}
+	(void)sink;
+	p->runs_warm = true;
+}
+
 /* Step 3, before the child runs: the header's copy, then (eager) every
  * stored page of the heap, a run at a time, or (background) the hot
  * pages, the rest to come once it runs. */
@@ -597,7 +632,8 @@ static int install_all(struct pager *p, const struct pager_child *c, uint64_t *p
 			if (!from)
 				return cxlcr_error("run %" PRIu64 " lies outside snapshot %s's data", i,
 						   p->s->region.name);
-			if (install(p->uffd, p->heap_lo + (r->first_page + at) * PAGE, from, n * PAGE) < 0)
+			if ((p->runs_warm ? copy_in : install)(p->uffd, p->heap_lo + (r->first_page + at) * PAGE,
+							       from, n * PAGE) < 0)
 				return -1;
 			*pages += n;
 		}
@@ -864,6 +900,7 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 	 * meanwhile; the child's pid comes once it is there. */
 	struct pager_child own = *c;
 	if (pid_in >= 0) {
+		warm_runs(&p, c);
 		if (!(own.pid = read_pid(pid_in)))
 			_exit(0);
 		close(pid_in);
