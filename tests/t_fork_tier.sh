@@ -3,7 +3,8 @@
 # pager reads a child's cold pages from the memory server by RMA
 # (tier_read_page(), CRC checked): all of them before it runs (--fetch
 # eager), in the background once it runs (the default: its CXL pages, the
-# hot ones, before it runs), or on its faults (--fetch lazy). A fork of a
+# hot ones, before it runs), or on its faults (--fetch lazy; each cold
+# fault reads the pages around its own too). A fork of a
 # tiered snapshot is a copy by default, and asking for share is refused
 # with one line. With the memory server killed, a child that faults on a
 # cold page waits while its pager tries 3 times (a fresh reader each,
@@ -99,6 +100,12 @@ line=$(pager_end "$kid4" "$pid4")
 n=$(echo "$line" | sed -n 's/.* cold n=\([0-9]*\) p50=[0-9.]* p99=[0-9.]* .*/\1/p')
 [ "${n:-0}" -gt 0 ] || die "the pager of lazy $kid4 timed no fault served from the cold tier: $line"
 ok "the pager of lazy $kid4 timed its faults: ${line#*fault service }"
+# Each cold fault read the block of pages around its own (pager.c,
+# read_around()), and the values kid4 and kid2 read through them were
+# right (verify above).
+around=$(echo "$line" | sed -n 's/.* of them on a fault), \([0-9]*\) around cold faults; .*/\1/p')
+[ "${around:-0}" -gt 0 ] || die "the pager of lazy $kid4 read no page around its cold faults: $line"
+ok "the pager of lazy $kid4 read $around pages around its $n cold faults"
 
 # --- two children at once: one fetch ahead of their pagers reads the cold
 # pages for both (pager/ahead.h). The fetcher stops itself after its first
