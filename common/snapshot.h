@@ -259,7 +259,9 @@ uint32_t cxlcr_snapshot_cold_checksum(const struct cxlcr_snapshot_cold *c);
 
 /* The heap pages of cur whose contents differ from prev's (two snapshots
  * of one arena): a malloc'd, ascending list of page indexes. A page whose
- * copy in prev is cold (on the cold tier) is not listed: not compared. */
+ * copy in prev is cold (on the cold tier) is not listed: not compared.
+ * Where cur is incremental on prev, the pages it copied are listed
+ * without comparing them (it copied them because they were written). */
 int cxlcr_snapshot_changed_pages(const struct cxlcr_snapshot *prev, const struct cxlcr_snapshot *cur,
 				 uint64_t **pages, uint64_t *count);
 

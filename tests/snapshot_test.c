@@ -960,6 +960,42 @@ static uint64_t poison_free_space(struct cxlcr_pool *pool, uint64_t size)
 	return r.offset;
 }
 
+/* The pages listed as changed between two snapshots of a chain: every
+ * page that holds data and whose contents differ is there, and nothing
+ * cur did not copy (the list of an incremental snapshot is its own
+ * copies, not compared again). */
+static void check_changed_pages(struct cxlcr_pool *pool, uint64_t prev_gen, uint64_t cur_gen, uint64_t own, int round)
+{
+	struct cxlcr_snapshot prev, cur;
+	CHECK(cxlcr_snapshot_open(pool, prev_gen, &prev) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_snapshot_open(pool, cur_gen, &cur) == 0, "%s", cxlcr_last_error());
+	uint64_t *pages = NULL, count = 0, at = 0, differ = 0;
+	CHECK(cxlcr_snapshot_changed_pages(&prev, &cur, &pages, &count) == 0, "%s", cxlcr_last_error());
+	static uint8_t x[PAGE], y[PAGE];
+	for (uint64_t i = 0; i < cur.header.page_count; i++) {
+		uint32_t tier;
+		uint64_t offset;
+		CHECK(cxlcr_snapshot_page_offset(&cur, i, &tier, &offset) == 0, "%s", cxlcr_last_error());
+		if (tier != CXLCR_TIER_CXL)
+			continue; /* zero now: a child gets it on its fault, not listed */
+		CHECK(cxlcr_snapshot_read_page(&prev, i, x) == 0 && cxlcr_snapshot_read_page(&cur, i, y) == 0, "%s",
+		      cxlcr_last_error());
+		while (at < count && pages[at] < i)
+			at++;
+		if (memcmp(x, y, PAGE) == 0)
+			continue;
+		differ++;
+		CHECK(at < count && pages[at] == i, "round %d: page %llu changed and is not listed", round,
+		      (unsigned long long)i);
+	}
+	CHECK(count <= own, "round %d: %llu pages listed as changed, %llu copied", round, (unsigned long long)count,
+	      (unsigned long long)own);
+	CHECK(differ > 0, "round %d: no page changed", round);
+	free(pages);
+	cxlcr_snapshot_close(&prev);
+	cxlcr_snapshot_close(&cur);
+}
+
 static void test_incremental(struct cxlcr_pool *pool)
 {
 	struct arena_map a;
@@ -1026,7 +1062,8 @@ static void test_incremental(struct cxlcr_pool *pool)
 		      "round %d: %llu punches during the draft, %u from the log, tracked %d", round,
 		      (unsigned long long)punched_during, info.punches_logged, info.tracked);
 		gens[round] = info.region_generation;
-		if (round > 0) {
+		if (round > 0) { /* while its base is the catalog's newest */
+			check_changed_pages(pool, gens[round - 1], gens[round], info.pages_own, round);
 			bool freed;
 			/* A base the new snapshot uses is held and outlives its
 			 * tombstone (the new one opens only with its bases live:
