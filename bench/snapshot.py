@@ -195,7 +195,8 @@ def one_size(a, size, pattern, rows):
                "bytes_added": snap["pages_copied"] * 4096, "heap_used": cxlcr(a, "status", name, "--json")["arena_used"],
                "keys": keys, "bad": bad, "punches_logged": snap.get("punches_logged"),
                "draft_compared_because": snap.get("draft_compared_because"),
-               "compared_because": snap.get("compared_because")}
+               "compared_because": snap.get("compared_because"),
+               "verb": snap}  # the snapshot verb's whole --json, for where its time went
         rows.append(row)
         print("snapshot: %s round %d: %s, frozen %.1f ms (criu ran %.1f ms; snapshot part %.2f ms: %d pages written since the "
               "draft, %d copied again; %s), whole %.1f ms (draft %.1f ms%s), %.1f MiB added, %d keys checked in a "
