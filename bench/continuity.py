@@ -35,7 +35,7 @@ from results import GIB, MIB, gnuplot, median, publish, run_gnuplot, verbs  # no
 GAP_TARGET_MS = 100.0
 RATIO_TARGET = 0.95
 FIELDS = ["server", "size_bytes", "phase", "migration", "from", "to", "gap_ms", "gap_open", "window_ms",
-          "freeze_ms", "dump_ms", "restore_ms", "total_ms", "rate_before", "rate_after", "ratio",
+          "freeze_ms", "frozen_ms", "dump_ms", "restore_ms", "total_ms", "rate_before", "rate_after", "ratio",
           "p50_before_ms", "p50_after_ms", "p99_before_ms", "p99_after_ms",
           "errors", "reconnects", "requests", "stale_reads", "lost_writes", "rto_min_us"]
 
@@ -64,7 +64,7 @@ def cmd_row(a):
             "gap_ms": "%.3f" % win["gap_ms"] if win else "",
             "gap_open": ("1" if win.get("gap_open") else "0") if win else "",
             "window_ms": "%.3f" % win["window_ms"] if win else "",
-            "freeze_ms": m["freeze_ms"], "dump_ms": m.get("dump_ms", ""), "restore_ms": m["restore_ms"],
+            "freeze_ms": m["freeze_ms"], "frozen_ms": m.get("frozen_ms", ""), "dump_ms": m.get("dump_ms", ""), "restore_ms": m["restore_ms"],
             "total_ms": m["total_ms"], "rate_before": "" if before is None else before,
             "rate_after": "" if after is None else after,
             "ratio": "%.4f" % (after / before) if before else "",
@@ -145,8 +145,8 @@ def cmd_report(a):
     lines.append("targets: response gap <= %.0f ms; rate after >= %.0f%% of the rate before; no lost "
                  "acknowledged write" % (GAP_TARGET_MS, RATIO_TARGET * 100))
     lines.append("")
-    hdr = ("%-9s %-8s %-8s %3s  %9s %9s  %9s  %9s %9s %6s %6s  %13s  %4s %5s %5s  %s"
-           % ("server", "data", "phase", "n", "gap med", "gap max", "freeze", "rate bef", "rate aft",
+    hdr = ("%-9s %-8s %-8s %3s  %9s %9s  %9s %9s  %9s %9s %6s %6s  %13s  %4s %5s %5s  %s"
+           % ("server", "data", "phase", "n", "gap med", "gap max", "freeze", "frozen", "rate bef", "rate aft",
               "ratio", "(min)", "p50 bef/aft", "err", "recon", "lost", "targets"))
     lines.append(hdr)
     lines.append("-" * len(hdr))
@@ -154,6 +154,7 @@ def cmd_report(a):
     for (server, size, phase), rs in sorted(groups.items(), key=lambda x: (x[0][0], x[0][1], x[0][2])):
         gaps = [float(r["gap_ms"]) for r in rs if r["gap_ms"]]
         freeze = [float(r["freeze_ms"]) for r in rs]
+        frozen = [float(r["frozen_ms"]) for r in rs if r.get("frozen_ms")]
         before = [float(r["rate_before"]) for r in rs if r["rate_before"]]
         after = [float(r["rate_after"]) for r in rs if r["rate_after"]]
         ratios = [float(r["ratio"]) for r in rs if r["ratio"]]
@@ -175,6 +176,7 @@ def cmd_report(a):
             "gap_max_ms": max(gaps) if gaps else None,
             "gap_max_open": gap_open,
             "freeze_median_ms": median(freeze),
+            "frozen_median_ms": median(frozen) if frozen else None,
             "rate_before": statistics.mean(before) if before else None,
             "rate_after": statistics.mean(after) if after else None,
             "ratio_median": median(ratios) if ratios else None,
@@ -186,15 +188,16 @@ def cmd_report(a):
             "gap_target_met": bool(gap_ok), "rate_target_met": bool(ratio_ok),
         }
         summary.append(s)
-        lines.append("%-9s %-8s %-8s %3d  %6.0f ms %s%5.0f ms  %6.0f ms  %9.0f %9.0f %6.3f %6.3f  %5.3f/%5.3f ms  %4d %5d %5s  %s"
+        lines.append("%-9s %-8s %-8s %3d  %6.0f ms %s%5.0f ms  %6.0f ms %6.1f ms  %9.0f %9.0f %6.3f %6.3f  %5.3f/%5.3f ms  %4d %5d %5s  %s"
                      % (server, human(size), phase, len(rs), s["gap_median_ms"] or 0, ">" if gap_open else " ",
                         s["gap_max_ms"] or 0,
-                        s["freeze_median_ms"], s["rate_before"] or 0, s["rate_after"] or 0,
+                        s["freeze_median_ms"], s["frozen_median_ms"] or 0, s["rate_before"] or 0, s["rate_after"] or 0,
                         s["ratio_median"] or 0, s["ratio_min"] or 0, s["p50_before_ms"] or 0,
                         s["p50_after_ms"] or 0, errors, recon, lost if lost != "" else "-", verdict))
     lines.append("")
     lines.append("gap: longest interval between two successful responses that overlaps the migrate "
-                 "(median and max over the migrations; '>': still open when the load stopped); freeze: the migrate's freeze_ms (median); "
+                 "(median and max over the migrations; '>': still open when the load stopped); freeze: the migrate's freeze_ms (median: from its freeze to the restored service running, CRIU's start-up included); "
+                 "frozen: its frozen_ms (median: the service's tasks frozen, CRIU's own figure and the rest of the freeze after its dump); "
                  "rates: successful responses/s in the pause before and after each migrate (mean; "
                  "after: from the first response that ends the gap); ratio: after/before (median, "
                  "and the worst migration); p50: median latency before and after (median over the "
