@@ -11,6 +11,7 @@
 #include "../common/pool_format.h"
 #include "../common/util.h"
 #include "../pager/ahead.h"
+#include "../pager/pager.h"
 #include "config.h"
 
 void daemon_config_init(struct daemon_config *c)
@@ -121,9 +122,16 @@ static bool set_key(struct daemon_config *c, const char *key, const char *value,
 			return false;
 		}
 		snprintf(c->cold_ahead_mb, sizeof(c->cold_ahead_mb), "%s", value);
+	} else if (!strcmp(key, "fault_around")) {
+		if (pager_fault_around_parse(value) < 0) {
+			snprintf(why, len, "fault_around %s", cxlcr_last_error());
+			return false;
+		}
+		snprintf(c->fault_around, sizeof(c->fault_around), "%s", value);
 	} else {
 		snprintf(why, len,
-			 "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm, pager_cpus, cold_ahead_mb)",
+			 "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm, pager_cpus, cold_ahead_mb, "
+			 "fault_around)",
 			 key);
 		return false;
 	}

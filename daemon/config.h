@@ -20,6 +20,10 @@
  *            cold pages for several copy-mode children may take
  *            (pager/ahead.h; default $CXLCR_COLD_AHEAD_MB, else 1024; 0:
  *            none, each child's pager fetches them all)
+ *   fault_around  pages: how many a copy-mode child's fault on a cold page
+ *            reads from the memory server, its own and those around it
+ *            (pager/pager.h; default $CXLCR_FAULT_AROUND, else 16; 1: its
+ *            page alone)
  *
  * Command-line flags override the file.
  */
@@ -41,6 +45,7 @@ struct daemon_config {
 	int  tier_warm;                         /* -1: not set; 1: start libfabric at start-up */
 	char pager_cpus[DAEMON_CONFIG_VALUE_MAX]; /* "": not set */
 	char cold_ahead_mb[DAEMON_CONFIG_VALUE_MAX]; /* "": not set */
+	char fault_around[DAEMON_CONFIG_VALUE_MAX];  /* "": not set */
 };
 
 #define DAEMON_LEASE_DEFAULT_MS 300

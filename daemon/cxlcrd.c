@@ -324,7 +324,8 @@ static void usage(void)
 	       "its pager_cpus ($%s, a CPU list as 0-3,8) is where the pagers of copy-mode\n"
 	       "children run, off the services' own CPUs; its cold_ahead_mb ($%s, default %u; 0:\n"
 	       "none) bounds the one fetch of a tiered snapshot's cold pages that several\n"
-	       "copy-mode children forked at once share.\n"
+	       "copy-mode children forked at once share; its fault_around ($%s, pages, default\n"
+	       "%u; 1: its page alone) is how many pages a fault on a cold page reads.\n"
 	       "  --host     this host's name in the pod (default: the machine's name)\n"
 	       "  --pool     the pool device or file ($CXLCR_POOL, else %s)\n"
 	       "  --address  the IPv4 address to listen on over TCP (default: the emulated host's,\n"
@@ -332,7 +333,8 @@ static void usage(void)
 	       "  --port     the TCP port (the control protocol and the fork API; $%s, default %d; 0: no TCP)\n"
 	       "  --lease    ms: a host whose heartbeat stood still that long is dead and its services\n"
 	       "             are recovered elsewhere ($CXLCR_LEASE_MS, default %d)\n",
-	       DAEMON_CONFIG_DEFAULT, PAGER_CPUS_ENV, AHEAD_ENV, AHEAD_MB_DEFAULT, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
+	       DAEMON_CONFIG_DEFAULT, PAGER_CPUS_ENV, AHEAD_ENV, AHEAD_MB_DEFAULT, PAGER_FAULT_AROUND_ENV,
+	       PAGER_FAULT_AROUND_MAX, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
 }
 
 /* The flags, then the file they override: what the daemon runs with. */
@@ -413,6 +415,13 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 	if (cfg->cold_ahead_mb[0])
 		setenv(AHEAD_ENV, cfg->cold_ahead_mb, 1);
 	if (ahead_limit() < 0) {
+		dlog_startup_error("%s", cxlcr_last_error());
+		return EXIT_USAGE;
+	}
+	/* And how much a cold fault reads (pager/pager.h). */
+	if (cfg->fault_around[0])
+		setenv(PAGER_FAULT_AROUND_ENV, cfg->fault_around, 1);
+	if (pager_fault_around() < 0) {
 		dlog_startup_error("%s", cxlcr_last_error());
 		return EXIT_USAGE;
 	}

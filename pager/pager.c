@@ -41,7 +41,6 @@
 #define BACKGROUND_CHUNK (64u * PAGE) /* while it runs: a fault waits for at most one (~50 us) */
 #define BACKGROUND_COLD TIER_READ_RUN /* cold pages per step: one RMA read, which a fault waits for at most */
 #define COLD_LANES 2u                 /* threads of the cold fetch (cold_main) */
-#define FAULT_AROUND TIER_READ_RUN    /* pages a cold fault reads: its own and those around it (read_around()) */
 #define READY_TIMEOUT_MS 60000
 #define MSGS_PER_READ 64
 #define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
@@ -104,7 +103,7 @@ struct pager {
 	/* A cold fault's neighbours, read with it (read_around()): asked for
 	 * by serve() only, and what came in the same read. */
 	bool around_on;
-	uint64_t around_first, around_n, around_pages;
+	uint64_t around, around_first, around_n, around_pages; /* around: pages a read takes */
 	const uint8_t *around_data;
 	/* Where the time before the child ran went (the end line says):
 	 * taking its userfaultfd and registering the arena, installing
@@ -156,10 +155,32 @@ static int read_cold(struct pager *p, uint64_t page)
 	}
 }
 
+int pager_fault_around_parse(const char *text)
+{
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(text, &end, 10);
+	if (!*text || *end || errno || text[0] == '-' || text[0] == '+' || text[0] == ' ' || n < 1 ||
+	    n > PAGER_FAULT_AROUND_MAX || (n & (n - 1)))
+		return cxlcr_error("'%.40s' is not a number of pages from 1 to %u, a power of two", text,
+				   PAGER_FAULT_AROUND_MAX);
+	return (int)n;
+}
+
+int pager_fault_around(void)
+{
+	const char *v = getenv(PAGER_FAULT_AROUND_ENV);
+	if (!v)
+		return (int)PAGER_FAULT_AROUND_MAX;
+	int n = pager_fault_around_parse(v);
+	return n < 0 ? cxlcr_error("%s: %s", PAGER_FAULT_AROUND_ENV, cxlcr_last_error()) : n;
+}
+
 /*
- * A cold fault reads the FAULT_AROUND-page block around its page (aligned,
- * within the page's cold run) in the same RMA read, and serve() installs
- * the others once the faulting thread is awake. Why: what a child touches
+ * A cold fault reads the p->around-page block around its page (aligned,
+ * within the page's cold run; the daemon's fault_around, 16 pages unless
+ * it says otherwise) in the same RMA read, and serve() installs the
+ * others once the faulting thread is awake. Why: what a child touches
  * of its cold pages is mostly a service's small objects (Redis's
  * dictionary entries, keys and value headers of the keys that were not
  * hot), many to a page, in allocator pages of 64 KiB; a request on such a
@@ -175,7 +196,7 @@ static int read_cold(struct pager *p, uint64_t page)
 static int read_around(struct pager *p, uint64_t page, const uint8_t **from)
 {
 	const struct cxlcr_snapshot_run *r = &p->s->runs[p->cursor]; /* the page's (page_source()) */
-	uint64_t lo = page & ~(uint64_t)(FAULT_AROUND - 1), hi = lo + FAULT_AROUND;
+	uint64_t lo = page & ~(p->around - 1), hi = lo + p->around;
 	if (lo < r->first_page)
 		lo = r->first_page;
 	if (hi > r->first_page + r->pages)
@@ -951,6 +972,8 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 	p.header_lo = h->heap_address - CXLCR_ARENA_HEAP_OFFSET;
 	p.header_copy_hi = p.header_lo + h->arena_header_size;
 	p.ahead = ahead_on(c->ahead) ? c->ahead : NULL;
+	int around = pager_fault_around(); /* the daemon checked it as it started */
+	p.around = around > 0 ? (uint64_t)around : 1;
 	uint64_t pages = 0, t0 = cxlcr_mono_ns();
 	int sfd = -1;
 	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_EVENT_FORK };

@@ -101,6 +101,17 @@ int pager_spawn(const struct pager_child *c, struct pager_handle *h);
 void pager_give_pid(struct pager_handle *h, pid_t pid);
 int pager_wait(const struct pager_child *c, struct pager_handle *h, struct pager_stats *stats);
 
+/* How many pages a cold fault reads: its own and those around it, one
+ * RMA read (pager.c, read_around()), from the daemon's fault_around
+ * (1: its page alone, as a plain demand pager reads; at most
+ * PAGER_FAULT_AROUND_MAX, the default). pager_fault_around_parse() checks
+ * a value (-1 with one line); pager_fault_around() is $CXLCR_FAULT_AROUND's,
+ * or the default if it is unset. */
+#define PAGER_FAULT_AROUND_ENV "CXLCR_FAULT_AROUND"
+#define PAGER_FAULT_AROUND_MAX 16u
+int pager_fault_around_parse(const char *text);
+int pager_fault_around(void);
+
 /* Knob for tests and the benchmark, in the daemon's environment: the
  * fetch policy of every new copy-mode child (read by fork-restore). */
 #define PAGER_FETCH_ENV "CXLCR_PAGER_FETCH"

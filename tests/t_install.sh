@@ -157,3 +157,7 @@ ok "pager_cpus that is no CPU list, or names no online CPU, is refused with one 
 refused 'pool = %s\ncold_ahead_mb = lots\n' "bad.conf:2: cold_ahead_mb 'lots' is not a number of MiB"
 refused 'pool = %s\n' "CXLCR_COLD_AHEAD_MB: '-1' is not a number of MiB" CXLCR_COLD_AHEAD_MB=-1
 ok "cold_ahead_mb (or \$CXLCR_COLD_AHEAD_MB) that is not a number of MiB is refused with one line"
+# fault_around: pages, a power of two from 1 to 16.
+refused 'pool = %s\nfault_around = 3\n' "bad.conf:2: fault_around '3' is not a number of pages from 1 to 16"
+refused 'pool = %s\n' "CXLCR_FAULT_AROUND: '0' is not a number of pages" CXLCR_FAULT_AROUND=0
+ok "fault_around (or \$CXLCR_FAULT_AROUND) that is not a power of two from 1 to 16 is refused with one line"
