@@ -1,5 +1,6 @@
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,17 @@ void cxlcr_futex_wait_until(uint32_t *word, uint32_t val, uint64_t deadline_ns)
 void cxlcr_futex_wake_all(uint32_t *word)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+}
+
+int cxlcr_parse_count(const char *text, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(text, &end, 10);
+	if (!*text || *end || errno || text[0] < '0' || text[0] > '9' || v > max)
+		return -1;
+	*out = v;
+	return 0;
 }
 
 int cxlcr_parse_size(const char *s, uint64_t *out)

@@ -15,6 +15,10 @@ uint64_t cxlcr_mono_ns(void);         /* CLOCK_MONOTONIC */
 void cxlcr_futex_wait_until(uint32_t *word, uint32_t val, uint64_t deadline_ns);
 void cxlcr_futex_wake_all(uint32_t *word);
 
+/* A setting's whole number: decimal digits only (no sign, space or
+ * suffix), at most max; -1 on anything else (the caller says what it
+ * wanted). */
+int cxlcr_parse_count(const char *text, uint64_t max, uint64_t *out);
 /* "512M", "4G", "1.5GiB", "4096" -> bytes; -1 on junk. */
 int cxlcr_parse_size(const char *s, uint64_t *out);
 /* 1610612736 -> "1.5 GiB" into buf. */

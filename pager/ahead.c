@@ -81,10 +81,8 @@ int64_t cold_chunk_of(const struct cold_chunks *c, uint64_t page)
 
 int64_t ahead_limit_parse(const char *text)
 {
-	char *end;
-	errno = 0;
-	unsigned long long mb = strtoull(text, &end, 10);
-	if (!*text || *end || errno || text[0] == '-' || text[0] == '+' || text[0] == ' ' || mb > AHEAD_MB_MAX)
+	uint64_t mb;
+	if (cxlcr_parse_count(text, AHEAD_MB_MAX, &mb) < 0)
 		return cxlcr_error("'%.40s' is not a number of MiB from 0 to %u (0: no fetch ahead)", text, AHEAD_MB_MAX);
 	return (int64_t)(mb << 20);
 }

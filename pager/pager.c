@@ -157,11 +157,8 @@ static int read_cold(struct pager *p, uint64_t page)
 
 int pager_fault_around_parse(const char *text)
 {
-	char *end;
-	errno = 0;
-	unsigned long n = strtoul(text, &end, 10);
-	if (!*text || *end || errno || text[0] == '-' || text[0] == '+' || text[0] == ' ' || n < 1 ||
-	    n > PAGER_FAULT_AROUND_MAX || (n & (n - 1)))
+	uint64_t n;
+	if (cxlcr_parse_count(text, PAGER_FAULT_AROUND_MAX, &n) < 0 || n < 1 || (n & (n - 1)))
 		return cxlcr_error("'%.40s' is not a number of pages from 1 to %u, a power of two", text,
 				   PAGER_FAULT_AROUND_MAX);
 	return (int)n;
