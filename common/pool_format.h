@@ -654,6 +654,7 @@ _Static_assert(sizeof(struct cxlcr_image_file) == 128, "image file entry layout"
 #define CXLCR_FILE_RECORD_FILE     "cxlcr-file-%x.img"
 #define CXLCR_RECORD_FILE_PREFIX   "cxlcr-"
 #define CXLCR_SNAPSHOT_INFO_FILE   "cxlcr-snapshot.txt" /* a fork dump: the snapshot taken, in text */
+#define CXLCR_SNAPSHOT_ERROR_FILE  "cxlcr-snapshot-error.txt" /* a fork dump: why it took no snapshot, one line */
 #define CXLCR_CHANGED_PAGES_FILE   "cxlcr-changed-pages.img" /* a fork dump: struct cxlcr_changed_pages */
 #define CXLCR_WRITTEN_PENDING_FILE "cxlcr-written-pending.img" /* a snapshot's dump: writes a pre-copy found and left to the finish */
 #define CXLCR_RESTORE_INFO_FILE    "cxlcr-restore.txt" /* a child's restore: how long it took */

@@ -7,8 +7,9 @@
  * restore that would give an arena a second live owner:
  *
  *   CHECKPOINT_DEVICES   (dump, each task) records the task's arenas, and
- *                        snapshots the arena for a fork (fork.c); first
- *                        takes a pod service's network lock (netlock.c)
+ *                        begins the arena's snapshot for a fork (fork.c),
+ *                        which exit(DUMP) waits for; first takes a pod
+ *                        service's network lock (netlock.c)
  *   RESUME_DEVICES_LATE  (restore, before the tasks run) checks the records
  *                        of the whole tree and takes the arenas over, or
  *                        kills the tree so that the restore fails; then
@@ -47,7 +48,8 @@ static struct pool_id pool;      /* this host's pool, while dumping */
 static bool in_inventory;        /* this dump named us in its inventory */
 static bool refused;             /* this restore refused a task */
 static const char *snapshot_name; /* a fork dump: snapshot the arena under this name */
-static bool snapshot_taken;
+static bool snapshot_taken;       /* begun (fork.c): cxlcr_exit() waits for it */
+static int snapshot_pid;
 static bool leaves_running;       /* this dump lets the tasks run on (live_source.c) */
 static bool netlock_done;         /* taken (dump) or released (restore) */
 
@@ -111,10 +113,19 @@ static int cxlcr_init(int stage)
 	return 0;
 }
 
+/* CRIU calls this before it lets the tasks run again, whether the dump
+ * worked or not: the snapshot taken beside it must be whole by then. */
 static void cxlcr_exit(int stage, int ret)
 {
-	(void)stage;
 	(void)ret;
+	if (stage != CR_PLUGIN_STAGE__DUMP || !snapshot_taken)
+		return;
+	uint64_t took, waited;
+	if (fork_snapshot_end(&took, &waited) < 0)
+		pr_err("pid %d: no arena snapshot %s: %s\n", snapshot_pid, snapshot_name, cxlcr_last_error());
+	else
+		pr_info("pid %d: arena snapshot %s taken in %.3f ms (%.3f ms of it waited for at the end)\n",
+			snapshot_pid, snapshot_name, (double)took / 1e6, (double)waited / 1e6);
 }
 
 /* A checkpoint with arenas cannot be restored safely without us: CRIU
@@ -160,12 +171,14 @@ static int cxlcr_checkpoint_devices(int pid)
 		pr_info("pid %d: %d arena record(s)\n", pid, rc);
 		note_in_inventory();
 		if (snapshot_name && !snapshot_taken) {
-			if (fork_snapshot_task(criu_get_image_dir(), pid, &pool, snapshot_name) < 0) {
+			/* Taken beside the rest of the dump; cxlcr_exit() waits. */
+			if (fork_snapshot_begin(criu_get_image_dir(), pid, &pool, snapshot_name) < 0) {
 				pr_err("cannot snapshot the arena of pid %d: %s\n", pid, cxlcr_last_error());
 				return -EIO;
 			}
 			snapshot_taken = true;
-			pr_info("pid %d: arena snapshot %s taken\n", pid, snapshot_name);
+			snapshot_pid = pid;
+			pr_info("pid %d: arena snapshot %s begun\n", pid, snapshot_name);
 		}
 	}
 	return -ENOTSUP;

@@ -18,6 +18,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +132,91 @@ int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const cha
 		info.written_ns, info.holes_ns, info.publish_ns, info.punches_logged, untracked ? untracked : "-");
 	close(fd);
 	return 0;
+}
+
+/*
+ * The snapshot beside CRIU's dump. CHECKPOINT_DEVICES runs as soon as CRIU
+ * has frozen the tree, before it reads each task's smaps and walks its page
+ * tables for guard regions; the snapshot's scan, which reads and re-arms
+ * write tracking, is a third walk of the heap's page tables. Each costs
+ * about a millisecond per GiB of heap here (a CRIU -v4 log of a 1 GiB
+ * Redis: 1.1 ms ours, 1.0 ms smaps, 1.3 ms the guard scan), which made a
+ * 4 GiB heap's freeze three times a small one's. The snapshot needs the
+ * tasks frozen, not CRIU: so it runs on another CPU while CRIU goes on,
+ * and the plugin's exit hook, which CRIU calls before it lets the tasks
+ * run again (a failed dump too), waits for it.
+ *
+ * The thread writes nothing to CRIU's log (which is not thread-safe), and
+ * blocks every signal: CRIU's handlers are its main thread's business.
+ * It works on its own copy of the image directory's descriptor.
+ */
+static struct {
+	pthread_t thread;
+	bool pending;  /* begun, not yet ended */
+	bool threaded; /* thread runs it; else rc is already known */
+	int dirfd;
+	pid_t pid;
+	struct pool_id id;
+	char name[CXLCR_NAME_MAX];
+	int rc;
+	char error[CXLCR_ERROR_MAX];
+	uint64_t begun_ns, done_ns;
+} job;
+
+static void *snapshot_main(void *arg)
+{
+	(void)arg;
+	job.rc = fork_snapshot_task(job.dirfd, job.pid, &job.id, job.name);
+	if (job.rc < 0)
+		snprintf(job.error, sizeof(job.error), "%s", cxlcr_last_error());
+	job.done_ns = cxlcr_mono_ns();
+	return NULL;
+}
+
+int fork_snapshot_begin(int dirfd, pid_t pid, const struct pool_id *id, const char *name)
+{
+	if (job.pending)
+		return cxlcr_error("a snapshot is already being taken in this dump");
+	memset(&job, 0, sizeof(job));
+	job.dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+	if (job.dirfd < 0)
+		return cxlcr_error("cannot duplicate the image directory's descriptor: %s", strerror(errno));
+	job.pid = pid;
+	job.id = *id;
+	cxlcr_copy_field(job.name, sizeof(job.name), name);
+	job.pending = true;
+	job.begun_ns = cxlcr_mono_ns();
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	job.threaded = pthread_create(&job.thread, NULL, snapshot_main, NULL) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!job.threaded)
+		snapshot_main(NULL); /* no thread: in the freeze, as before */
+	return 0;
+}
+
+int fork_snapshot_end(uint64_t *took_ns, uint64_t *waited_ns)
+{
+	*took_ns = *waited_ns = 0;
+	if (!job.pending)
+		return 0;
+	uint64_t wait_ns = cxlcr_mono_ns();
+	if (job.threaded)
+		pthread_join(job.thread, NULL);
+	job.pending = false;
+	*took_ns = job.done_ns - job.begun_ns;
+	*waited_ns = job.done_ns > wait_ns ? job.done_ns - wait_ns : 0;
+	if (job.rc < 0) {
+		/* For the daemon, whose CRIU may have finished the dump. */
+		int fd = openat(job.dirfd, CXLCR_SNAPSHOT_ERROR_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dprintf(fd, "%s\n", job.error);
+			close(fd);
+		}
+	}
+	close(job.dirfd);
+	return job.rc < 0 ? cxlcr_error("%s", job.error) : 0;
 }
 
 int fork_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec)

@@ -117,6 +117,16 @@ void restore_note_parts(int dirfd, uint64_t take_over_ns, uint64_t netlock_ns);
 /* Snapshots the arena of frozen task pid into a new snapshot region called
  * name, and notes it in the image directory (CXLCR_SNAPSHOT_INFO_FILE). */
 int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const char *name);
+/* The same beside CRIU's dump: fork_snapshot_begin() starts it in a thread
+ * of its own (or, if none can be started, does it at once: then its result
+ * is already fork_snapshot_end()'s), and fork_snapshot_end() waits for it,
+ * which must happen before CRIU lets the tasks run (the plugin's exit hook).
+ * 0, or -1 with one line, which end also notes in the image directory
+ * (CXLCR_SNAPSHOT_ERROR_FILE) for the daemon: a dump that CRIU finished
+ * may have taken no snapshot. took_ns: how long the snapshot took;
+ * waited_ns: how much of that was left when end was called. */
+int fork_snapshot_begin(int dirfd, pid_t pid, const struct pool_id *id, const char *name);
+int fork_snapshot_end(uint64_t *took_ns, uint64_t *waited_ns);
 /* Does a fork record name a whole snapshot of this pool? */
 int fork_check_record(struct cxlcr_pool *pool, const struct cxlcr_arena_record *rec);
 /* The restored child pid borrows the record's snapshot for its lifetime

@@ -41,8 +41,21 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 	unsigned long long v;
 	snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_SNAPSHOT_INFO_FILE);
 	FILE *f = fopen(path, "re");
-	if (!f)
-		return cxlcr_error("the dump took no snapshot (%s: %s)", path, strerror(errno));
+	if (!f) {
+		/* The plugin takes it beside CRIU's dump, which can end well
+		 * without it: then it says why in a line of its own. */
+		char why[CXLCR_ERROR_MAX] = "";
+		snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_SNAPSHOT_ERROR_FILE);
+		FILE *e = fopen(path, "re");
+		if (e && fgets(why, sizeof(why), e))
+			why[strcspn(why, "\n")] = 0;
+		if (e)
+			fclose(e);
+		if (why[0])
+			return cxlcr_error("%s", why);
+		return cxlcr_error("the dump took no snapshot (%s/%s: %s)", dir, CXLCR_SNAPSHOT_INFO_FILE,
+				   strerror(errno));
+	}
 	char line[256];
 	while (fgets(line, sizeof(line), f)) {
 		if (!strncmp(line, "untracked_because ", 18)) {
