@@ -598,6 +598,37 @@ static void test_kill_traced(void)
 	CHECK(kill(child, 0) < 0 && errno == ESRCH);
 }
 
+/* The snapshot a fork dump takes beside CRIU (fork_snapshot_begin/end):
+ * nothing to wait for without one; one that fails gives its line to end,
+ * and to the daemon in CXLCR_SNAPSHOT_ERROR_FILE; none is noted taken. */
+static void test_snapshot_job(void)
+{
+	uint64_t took, waited;
+	CHECK(fork_snapshot_end(&took, &waited) == 0 && took == 0 && waited == 0);
+	struct pool_id id;
+	CHECK(pool_id_load(path, &id) == 0, "%s", cxlcr_last_error());
+	unlinkat(dirfd_, CXLCR_SNAPSHOT_ERROR_FILE, 0);
+	unlinkat(dirfd_, CXLCR_SNAPSHOT_INFO_FILE, 0);
+	/* A task with no arena records in the directory: the parent. */
+	CHECK(fork_snapshot_begin(dirfd_, getppid(), &id, "job") == 0, "%s", cxlcr_last_error());
+	CHECK(fork_snapshot_begin(dirfd_, getppid(), &id, "job") < 0, "a second snapshot was begun in one dump");
+	CHECK(fork_snapshot_end(&took, &waited) < 0, "a snapshot of a task without an arena was taken");
+	char why[CXLCR_ERROR_MAX];
+	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
+	char line[CXLCR_ERROR_MAX + 2] = "";
+	int fd = openat(dirfd_, CXLCR_SNAPSHOT_ERROR_FILE, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0, "no %s: %s", CXLCR_SNAPSHOT_ERROR_FILE, strerror(errno));
+	ssize_t n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	CHECK(n > 1 && line[n - 1] == '\n' && !memchr(line, '\n', (size_t)n - 1), "not one line: '%s'", line);
+	line[n - 1] = 0;
+	CHECK(!strcmp(line, why), "the file says '%s', end said '%s'", line, why);
+	CHECK(faccessat(dirfd_, CXLCR_SNAPSHOT_INFO_FILE, F_OK, 0) < 0, "a failed snapshot was noted as taken");
+	CHECK(fork_snapshot_end(&took, &waited) == 0, "ended twice");
+	unlinkat(dirfd_, CXLCR_SNAPSHOT_ERROR_FILE, 0);
+	printf("  ok   a fork dump's snapshot job: its failure is one line, for the daemon too (%s)\n", why);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--show"))
@@ -627,6 +658,7 @@ int main(int argc, char **argv)
 	test_claim_race();
 	test_devdax();
 	test_kill_traced();
+	test_snapshot_job();
 
 	close(dirfd_);
 	remove_all();
