@@ -207,7 +207,15 @@ int fork_snapshot_end(uint64_t *took_ns, uint64_t *waited_ns)
 	job.pending = false;
 	*took_ns = job.done_ns - job.begun_ns;
 	*waited_ns = job.done_ns > wait_ns ? job.done_ns - wait_ns : 0;
-	if (job.rc < 0) {
+	if (job.rc == 0) {
+		/* The freeze's account (snapshot --json): the snapshot's time,
+		 * and how much of it the tasks' resume waited for. */
+		int fd = openat(job.dirfd, CXLCR_SNAPSHOT_INFO_FILE, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (fd >= 0) {
+			dprintf(fd, "beside_ns %" PRIu64 "\nwaited_ns %" PRIu64 "\n", *took_ns, *waited_ns);
+			close(fd);
+		}
+	} else {
 		/* For the daemon, whose CRIU may have finished the dump. */
 		int fd = openat(job.dirfd, CXLCR_SNAPSHOT_ERROR_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd >= 0) {

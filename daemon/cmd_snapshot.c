@@ -93,6 +93,10 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 			r->holes_ms = (double)v / 1e6;
 		else if (!strcmp(key, "publish_ns"))
 			r->publish_ms = (double)v / 1e6;
+		else if (!strcmp(key, "beside_ns"))
+			r->beside_ms = (double)v / 1e6;
+		else if (!strcmp(key, "waited_ns"))
+			r->waited_ms = (double)v / 1e6;
 	}
 	fclose(f);
 	return r->generation ? 0 : cxlcr_error("%s names no snapshot", path);
@@ -574,6 +578,8 @@ int cmd_snapshot(int argc, char **argv)
 		json_double(&j, "written_ms", r.written_ms);
 		json_double(&j, "holes_ms", r.holes_ms);
 		json_double(&j, "publish_ms", r.publish_ms);
+		json_double(&j, "beside_criu_ms", r.beside_ms);
+		json_double(&j, "waited_ms", r.waited_ms);
 		json_object_end(&j);
 		json_double(&j, "total_ms", r.total_ms);
 		json_u64(&j, "image_bytes", r.image_bytes);
@@ -635,9 +641,9 @@ int cmd_snapshot(int argc, char **argv)
 	} else {
 		char b[32], c[32];
 		printf("%s snapshotted on %s as %s: heap copied in %.1f ms while it ran, then frozen %.1f ms "
-		       "(%.1f ms of it bringing %" PRIu64 " changed pages up to date); %s of heap pages stored "
-		       "(%" PRIu64 " zero pages not), %s of images\n",
-		       a.name, this_host(), r.name, r.draft_ms, r.freeze_ms, r.snapshot_ms, r.pages_refreshed,
+		       "(beside CRIU's dump, %.1f ms bringing %" PRIu64 " changed pages up to date, %.1f ms of it "
+		       "waited for); %s of heap pages stored (%" PRIu64 " zero pages not), %s of images\n",
+		       a.name, this_host(), r.name, r.draft_ms, r.frozen_ms, r.beside_ms, r.pages_refreshed, r.waited_ms,
 		       cxlcr_format_size(r.snapshot_bytes, b, sizeof(b)), r.pages_zero,
 		       cxlcr_format_size(r.image_bytes, c, sizeof(c)));
 		if (r.tiered)

@@ -108,6 +108,7 @@ struct snapshot_result {
 	double frozen_ms;             /* ... of which the parent was frozen (CRIU's own figure) */
 	double snapshot_ms;           /* part of it: bringing the copy up to date and publishing it */
 	double open_ms, written_ms, holes_ms, publish_ms; /* ... and its parts */
+	double beside_ms, waited_ms;  /* it ran beside CRIU's dump this long, and held the resume this long */
 	double seal_ms;               /* its run table and checksums, once the service went on */
 	double total_ms;
 	uint64_t image_bytes;

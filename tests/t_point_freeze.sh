@@ -62,6 +62,11 @@ python3 "$KV" verify --host "$addr" --port $PORT --count 40000 --size 4096 --see
 # and making it took a third of the CPU of each point.
 python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert d["pages_changed"] is None, d' \
 	"$POOL_DIR/next.json" || die "the point listed its changed pages: $(cat "$POOL_DIR/next.json")"
+# Its snapshot ran beside CRIU's dump, and the resume waited for no more
+# of it than it took.
+python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))["snapshot_parts"]
+assert p["beside_criu_ms"] > 0 and 0 <= p["waited_ms"] <= p["beside_criu_ms"], p' "$POOL_DIR/next.json" ||
+	die "the point does not say how its snapshot ran beside CRIU: $(cat "$POOL_DIR/next.json")"
 ok "not taken: $(cat "$POOL_DIR/held.err"); the next one was"
 
 say "a plain snapshot in the same case"
