@@ -3,9 +3,10 @@
  * parent frozen, and the checks a fork child's restore needs.
  *
  * The child's memory (non-heap) comes from the same dump as the snapshot of
- * its heap, so both must be of one freeze point: the snapshot is taken in
- * CHECKPOINT_DEVICES, when CRIU has frozen every task of the tree and
- * before it lets them go (criu dump --leave-running). The daemon asks for
+ * its heap, so both must be of one freeze point: the snapshot is begun in
+ * CHECKPOINT_DEVICES, when CRIU has frozen every task of the tree, and is
+ * whole before CRIU lets them go (criu dump --leave-running; the plugin's
+ * exit hook waits for it, fork_snapshot_end()). The daemon asks for
  * it by setting $CXLCR_SNAPSHOT_NAME in criu's environment.
  *
  * A child is restored from a rebased image set (rebase/): its records are
@@ -51,7 +52,8 @@ static int task_arena(int dirfd, pid_t nspid, uint64_t *generation)
 	return *generation ? 0 : cxlcr_error("pid %d maps no arena", (int)nspid);
 }
 
-int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const char *name)
+/* The snapshot itself, in the thread of fork_snapshot_begin() (below). */
+static int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const char *name)
 {
 	pid_t nspid;
 	uint64_t arena;

@@ -115,11 +115,10 @@ void restore_note_parts(int dirfd, uint64_t take_over_ns, uint64_t netlock_ns);
 
 /* fork.c */
 /* Snapshots the arena of frozen task pid into a new snapshot region called
- * name, and notes it in the image directory (CXLCR_SNAPSHOT_INFO_FILE). */
-int fork_snapshot_task(int dirfd, pid_t pid, const struct pool_id *id, const char *name);
-/* The same beside CRIU's dump: fork_snapshot_begin() starts it in a thread
- * of its own (or, if none can be started, does it at once: then its result
- * is already fork_snapshot_end()'s), and fork_snapshot_end() waits for it,
+ * name, and notes it in the image directory (CXLCR_SNAPSHOT_INFO_FILE),
+ * beside CRIU's dump: fork_snapshot_begin() starts it in a thread of its
+ * own (or, if none can be started, does it at once: then its result is
+ * already fork_snapshot_end()'s), and fork_snapshot_end() waits for it,
  * which must happen before CRIU lets the tasks run (the plugin's exit hook).
  * 0, or -1 with one line, which end also notes in the image directory
  * (CXLCR_SNAPSHOT_ERROR_FILE) for the daemon: a dump that CRIU finished

@@ -44,6 +44,7 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 	if (!f) {
 		/* The plugin takes it beside CRIU's dump, which can end well
 		 * without it: then it says why in a line of its own. */
+		int missing = errno;
 		char why[CXLCR_ERROR_MAX] = "";
 		snprintf(path, sizeof(path), "%s/%s", dir, CXLCR_SNAPSHOT_ERROR_FILE);
 		FILE *e = fopen(path, "re");
@@ -54,7 +55,7 @@ static int read_snapshot_info(const char *dir, struct snapshot_result *r)
 		if (why[0])
 			return cxlcr_error("%s", why);
 		return cxlcr_error("the dump took no snapshot (%s/%s: %s)", dir, CXLCR_SNAPSHOT_INFO_FILE,
-				   strerror(errno));
+				   strerror(missing));
 	}
 	char line[256];
 	while (fgets(line, sizeof(line), f)) {
