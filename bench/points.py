@@ -256,99 +256,207 @@ def daemon_cpu(host="h0"):
     return None
 
 
+def start_filled(a, name, size, keys, interval):
+    """A service started and filled: its address and a client."""
+    host, r = start(a, name, size, interval)
+    t0 = time.monotonic()
+    fill(r, keys)
+    print("points: %s: %d keys written in %.1f s" % (name, keys, time.monotonic() - t0), flush=True)
+    return host, r
+
+
+def snapshot_once(a, name):
+    """Snapshotted once, never again: the 4 KiB mappings every service with
+    points has (docs/tracking.md), without the points."""
+    cxlcr(a, "snapshot", name, "--json")
+    if not cxlcr(a, "status", name, "--json").get("small_pages"):
+        raise SystemExit("points: %s has no 4 KiB mappings after its snapshot" % name)
+
+
+def first_point(a, name, host, keys):
+    """Waits for the service's first (full) point, then, with --warm-s,
+    lets its points run under a paced writer for that long."""
+    t0 = time.monotonic()
+    while not cxlcr(a, "status", name, "--json").get("recovery_point"):
+        if time.monotonic() - t0 > 600:
+            raise SystemExit("points: %s has no recovery point after 600 s" % name)
+        time.sleep(0.2)
+    print("points: %s: first recovery point after %.1f s" % (name, time.monotonic() - t0), flush=True)
+    if a.warm_s <= 0:
+        return
+    # The rounds measure a service whose points have run a while: a fresh
+    # pool's first points land on memory the host has not touched yet (on
+    # a guest, each page faulted in and zeroed: the first rounds' points
+    # took 2-3 times the CPU of the later ones).
+    logged, c0 = points_logged(a, name), daemon_cpu()
+    writer = PacedWriter(host, keys, a.writes_per_s or 10000)
+    writer.start()
+    time.sleep(a.warm_s)
+    writer.stop.set()
+    writer.join()
+    n, c1 = points_logged(a, name) - logged, daemon_cpu()
+    print("points: %s: warmed for %d s under %d SETs/s: %d points%s" %
+          (name, a.warm_s, a.writes_per_s or 10000, n,
+           ", the daemon's CPU %.0f ms a point" % ((c1 - c0) * 1000 / n) if n and c0 is not None and c1 is not None
+           else ""), flush=True)
+
+
+class PointRounds:
+    """The rounds of the service with points: its throughput, and the
+    points it took in each round, a second and their CPU."""
+
+    def __init__(self, a, name):
+        self.a, self.name = a, name
+        self.rps, self.taken, self.per_s, self.cpu_ms = [], [], [], []
+
+    def round(self, host, keys):
+        logged = points_logged(self.a, self.name)
+        t0, c0 = time.monotonic(), daemon_cpu()
+        self.rps.append(load(self.a, host, keys))
+        self.taken.append(points_logged(self.a, self.name) - logged)
+        self.per_s.append(self.taken[-1] / (time.monotonic() - t0))
+        c1 = daemon_cpu()
+        cpu = ""
+        if c0 is not None and c1 is not None and self.taken[-1]:
+            self.cpu_ms.append((c1 - c0) * 1000 / self.taken[-1])
+            cpu = ", the daemon's CPU %.0f ms a point" % self.cpu_ms[-1]
+        return "%d points, %.2f a second%s" % (self.taken[-1], self.per_s[-1], cpu)
+
+    def row(self, a, size, without, snapped):
+        """The size's row, taken while the service with points still runs
+        (its pool bytes and census), with the freezes measured on the
+        service without (without["frozen"], "whole", "copied"),
+        without["rps"] and snapped (rps lists, or None)."""
+        st = cxlcr(a, "status", self.name, "--json")
+        pool = cxlcr(a, "pool", "info", "--json")
+        reserved, held, regions = point_bytes(a, self.name)
+        where = census(a, self.name)
+        for x in where:
+            print("points: %s: %d MiB, %d pages copied, %d of them the newest point's" %
+                  (x["region"], x["size"] // MIB, x["own"], x["live"]), flush=True)
+        none = without["rps"]
+        row = {"size": size, "rps_points": median(self.rps), "rps_none": median(none),
+               "heap_used": st["arena_used"], "points_bytes": held, "points_reserved": reserved,
+               "points_regions": regions, "points_census": where, "point_frozen_ms": median(without["frozen"]),
+               "point_criu_ms": median(without["whole"]), "point_pages_copied": median(without["copied"]),
+               "points_per_s": median(self.per_s), "interval_ms": a.interval_ms, "warm_s": a.warm_s,
+               "pool_held": pool["memory_held"],
+               "daemon_cpu_ms_per_point": median(self.cpu_ms) if self.cpu_ms else None,
+               "pool_keeps_memory": pool["keeps_memory"], "sequential": a.sequential,
+               "rps_snapshotted": median(snapped) if snapped else None,
+               # The same two ratios round by round (each round's loads
+               # ran back to back), their medians: steadier than the ratio
+               # of the medians when the machine's speed drifts between
+               # rounds. Not so for --sequential, whose rounds did not.
+               "snapshotted_over_none": median([x / y for x, y in zip(snapped, none)]) if snapped else None,
+               "points_over_snapshotted": median([x / y for x, y in zip(self.rps, snapped)]) if snapped else None,
+               "rounds": a.rounds, "raw": {"rps_points": self.rps, "rps_none": none, "frozen": without["frozen"],
+                                           "points_taken": self.taken}}
+        if a.sequential:
+            row["snapshotted_over_none"] = median(snapped) / median(none) if snapped else None
+            row["points_over_snapshotted"] = median(self.rps) / median(snapped) if snapped else None
+            row["raw"]["rps_none_before"], row["raw"]["rps_none_after"] = without["before"], without["after"]
+        return row
+
+
+def save_log(a, tag):
+    """The daemon's log, for where the points' time went (each point's
+    draft, freeze and pages; the points not taken)."""
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "points-%s-h0.log" % tag.lower()), "w") as f:
+        f.write(subprocess.run([a.cxlcr, "pod", "logs", "h0"], capture_output=True, text=True).stdout)
+
+
 def one_size(a, size, rows):
     tag = size_label(size)
     keys = size // GIB * 1048576 if size >= GIB else size // 1024
     if a.freeze_only:
         return freeze_only(a, size, keys, rows)
+    if a.sequential:
+        return one_size_sequential(a, size, keys, rows)
     with_pts, without, snapped = "pt" + tag.lower(), "pn" + tag.lower(), "ps" + tag.lower()
     hosts = {}
     names = [with_pts, without] + ([snapped] if a.snapshotted else [])
     for name in names:
-        host, r = start(a, name, size, a.interval_ms if name == with_pts else 0)
-        t0 = time.monotonic()
-        fill(r, keys)
-        hosts[name] = host
-        print("points: %s: %d keys written in %.1f s" % (name, keys, time.monotonic() - t0), flush=True)
+        hosts[name], _ = start_filled(a, name, size, keys, a.interval_ms if name == with_pts else 0)
     if a.pin:
         pin_apart()
     if a.snapshotted:
-        # Snapshotted once, never again: the 4 KiB mappings every service
-        # with points has (docs/tracking.md), without the points.
-        cxlcr(a, "snapshot", snapped, "--json")
-        if not cxlcr(a, "status", snapped, "--json").get("small_pages"):
-            raise SystemExit("points: %s has no 4 KiB mappings after its snapshot" % snapped)
-    t0 = time.monotonic()
-    while not cxlcr(a, "status", with_pts, "--json").get("recovery_point"):
-        if time.monotonic() - t0 > 600:
-            raise SystemExit("points: %s has no recovery point after 600 s" % with_pts)
-        time.sleep(0.2)
-    print("points: %s: first recovery point after %.1f s" % (with_pts, time.monotonic() - t0), flush=True)
-    if a.warm_s > 0:
-        # The rounds measure a service whose points have run a while: a
-        # fresh pool's first points land on memory the host has not
-        # touched yet (on a guest, each page faulted in and zeroed: the
-        # first rounds' points took 2-3 times the CPU of the later ones).
-        logged, c0 = points_logged(a, with_pts), daemon_cpu()
-        writer = PacedWriter(hosts[with_pts], keys, a.writes_per_s or 10000)
-        writer.start()
-        time.sleep(a.warm_s)
-        writer.stop.set()
-        writer.join()
-        n, c1 = points_logged(a, with_pts) - logged, daemon_cpu()
-        print("points: %s: warmed for %d s under %d SETs/s: %d points%s" %
-              (with_pts, a.warm_s, a.writes_per_s or 10000, n,
-               ", the daemon's CPU %.0f ms a point" % ((c1 - c0) * 1000 / n) if n and c0 is not None and c1 is not None
-               else ""), flush=True)
-    rps = {name: [] for name in names}
-    taken, per_s, cpu_ms = [], [], []
+        snapshot_once(a, snapped)
+    first_point(a, with_pts, hosts[with_pts], keys)
+    pts = PointRounds(a, with_pts)
+    rps = {name: [] for name in names if name != with_pts}
     for rnd in range(a.rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
+        said = ""
         for name in order:
-            logged = points_logged(a, with_pts)
-            t0, c0 = time.monotonic(), daemon_cpu()
-            rps[name].append(load(a, hosts[name], keys))
             if name == with_pts:
-                taken.append(points_logged(a, with_pts) - logged)
-                per_s.append(taken[-1] / (time.monotonic() - t0))
-                c1 = daemon_cpu()
-                if c0 is not None and c1 is not None and taken[-1]:
-                    cpu_ms.append((c1 - c0) * 1000 / taken[-1])
-        print("points: %s round %d: %.0f %s/s with points (%d points, %.2f a second%s), %.0f without%s" %
-              (tag, rnd, rps[with_pts][-1], a.measured, taken[-1], per_s[-1],
-               ", the daemon's CPU %.0f ms a point" % cpu_ms[-1] if len(cpu_ms) == rnd + 1 else "",
-               rps[without][-1], ", %.0f snapshotted once" % rps[snapped][-1] if a.snapshotted else ""), flush=True)
-    st = cxlcr(a, "status", with_pts, "--json")
-    pool = cxlcr(a, "pool", "info", "--json")
-    reserved, held, regions = point_bytes(a, with_pts)
-    where = census(a, with_pts)
-    for x in where:
-        print("points: %s: %d MiB, %d pages copied, %d of them the newest point's" %
-              (x["region"], x["size"] // MIB, x["own"], x["live"]), flush=True)
+                said = pts.round(hosts[name], keys)
+            else:
+                rps[name].append(load(a, hosts[name], keys))
+        print("points: %s round %d: %.0f %s/s with points (%s), %.0f without%s" %
+              (tag, rnd, pts.rps[-1], a.measured, said, rps[without][-1],
+               ", %.0f snapshotted once" % rps[snapped][-1] if a.snapshotted else ""), flush=True)
     frozen, whole, copied = freezes(a, without, Redis(hosts[without]), size, keys)
-    row = {"size": size, "rps_points": median(rps[with_pts]), "rps_none": median(rps[without]),
-           "heap_used": st["arena_used"], "points_bytes": held, "points_reserved": reserved,
-           "points_regions": regions, "points_census": where, "point_frozen_ms": median(frozen),
-           "point_criu_ms": median(whole), "point_pages_copied": median(copied),
-           "points_per_s": median(per_s), "interval_ms": a.interval_ms, "warm_s": a.warm_s, "pool_held": pool["memory_held"],
-           "daemon_cpu_ms_per_point": median(cpu_ms) if cpu_ms else None,
-           "pool_keeps_memory": pool["keeps_memory"],
-           "rps_snapshotted": median(rps[snapped]) if a.snapshotted else None,
-           # The same two ratios round by round (each round's three loads
-           # ran back to back), their medians: steadier than the ratio of
-           # the medians when the machine's speed drifts between rounds.
-           "snapshotted_over_none": median([x / y for x, y in zip(rps[snapped], rps[without])]) if a.snapshotted else None,
-           "points_over_snapshotted": median([x / y for x, y in zip(rps[with_pts], rps[snapped])]) if a.snapshotted else None,
-           "rounds": a.rounds, "raw": {"rps_points": rps[with_pts], "rps_none": rps[without], "frozen": frozen,
-                                       "points_taken": taken}}
-    rows.append(row)
-    # The daemon's log, for where the points' time went (each point's draft,
-    # freeze and pages; the points not taken).
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "points-%s-h0.log" % tag.lower()), "w") as f:
-        f.write(subprocess.run([a.cxlcr, "pod", "logs", "h0"], capture_output=True, text=True).stdout)
+    rows.append(pts.row(a, size, {"rps": rps[without], "frozen": frozen, "whole": whole, "copied": copied},
+                        rps[snapped] if a.snapshotted else None))
+    save_log(a, tag)
     for name in names:
         cxlcr(a, "stop", name)
+
+
+def one_size_sequential(a, size, keys, rows):
+    """--sequential: the services one after the other, each stopped before
+    the next starts, so that a size whose services this machine cannot
+    hold at once (4 GiB: two heaps and the points) is measured: the one
+    without points (its rounds, then the freezes of points taken by hand
+    on it), the one snapshotted once (--snapshotted), the one with points,
+    and the one without again, whose rounds with the first's show how far
+    the machine drifted meanwhile. Medians of all rounds of each; the
+    ratios are of the medians (no round of one ran beside a round of the
+    other)."""
+    tag = size_label(size)
+    with_pts, without, snapped = "pt" + tag.lower(), "pn" + tag.lower(), "ps" + tag.lower()
+    none = {"before": [], "after": []}
+    snapped_rps = [] if a.snapshotted else None
+    pts = PointRounds(a, with_pts)
+    for name, interval in [(without, 0)] + ([(snapped, 0)] if a.snapshotted else []) + \
+            [(with_pts, a.interval_ms), (without + "b", 0)]:
+        host, r = start_filled(a, name, size, keys, interval)
+        if a.pin:
+            pin_apart()
+        if name == snapped:
+            snapshot_once(a, name)
+        if name == with_pts:
+            first_point(a, name, host, keys)
+        for rnd in range(a.rounds):
+            if name == with_pts:
+                said = "with points (%s)" % pts.round(host, keys)
+                rate = pts.rps[-1]
+            else:
+                rate = load(a, host, keys)
+                kind = "before" if name == without else "after" if name == without + "b" else None
+                if kind:
+                    none[kind].append(rate)
+                    said = "without points (%s the service with them)" % kind
+                else:
+                    snapped_rps.append(rate)
+                    said = "snapshotted once, no points"
+            print("points: %s %s round %d: %.0f %s/s %s" % (tag, name, rnd, rate, a.measured, said), flush=True)
+        if name == without:
+            none["frozen"], none["whole"], none["copied"] = freezes(a, without, r, size, keys)
+        if name == with_pts:
+            none["rps"] = none["before"]  # the row's figures are finished below
+            row = pts.row(a, size, none, snapped_rps)
+            save_log(a, tag)
+        cxlcr(a, "stop", name)
+    none["rps"] = none["before"] + none["after"]
+    row["rps_none"] = median(none["rps"])
+    row["raw"]["rps_none"] = none["rps"]
+    row["raw"]["rps_none_after"] = none["after"]
+    if snapped_rps:
+        row["snapshotted_over_none"] = median(snapped_rps) / row["rps_none"]
+    rows.append(row)
 
 
 def main():
@@ -365,6 +473,7 @@ def main():
     p.add_argument("--interval-ms", type=int, default=1000)  # the service's --recovery-interval
     p.add_argument("--warm-s", type=int, default=0)  # points under SETs for this long before the rounds
     p.add_argument("--snapshotted", action="store_true")  # a third service, snapshotted once: 4 KiB mappings, no points
+    p.add_argument("--sequential", action="store_true")  # the services one after the other (less memory at once)
     a = p.parse_args()
     a.measured = "GET" if a.writes_per_s else "SET"
     rows = []
@@ -387,18 +496,26 @@ def main():
     for x in rows:
         if x.get("rps_snapshotted"):
             lines.append("%s: snapshotted once, no points (4 KiB mappings): %.0f %s/s, %.3f of none; with points "
-                         "%.3f of it (what the points cost beyond the mappings; medians of the rounds' ratios)" %
+                         "%.3f of it (what the points cost beyond the mappings; %s)" %
                          (size_label(x["size"]), x["rps_snapshotted"], a.measured, x["snapshotted_over_none"],
-                          x["points_over_snapshotted"]))
+                          x["points_over_snapshotted"],
+                          "ratios of the medians" if x.get("sequential") else "medians of the rounds' ratios"))
+    for x in rows:
+        if x.get("sequential"):
+            lines.append("%s: one service after the other; without points %.0f %s/s before the service with them "
+                         "and %.0f after (medians): how far the machine drifted meanwhile" %
+                         (size_label(x["size"]), median(x["raw"]["rps_none_before"]), a.measured,
+                          median(x["raw"]["rps_none_after"])))
     for x in rows:
         if x.get("daemon_cpu_ms_per_point"):
             lines.append("%s: each point took %.0f ms of CPU in its host's daemon, its worker and CRIU "
                          "(the service's own time apart)" % (size_label(x["size"]), x["daemon_cpu_ms_per_point"]))
     for x in rows:
         if "pool_held" in x:
-            lines.append("%s: the pool (%s) held %.0f MiB of memory after the rounds, both services' heaps included" %
+            lines.append("%s: the pool (%s) held %.0f MiB of memory after the rounds, %s" %
                          (size_label(x["size"]), "keeps its memory" if x["pool_keeps_memory"] else "gives memory back",
-                          x["pool_held"] / MIB))
+                          x["pool_held"] / MIB, "the service with points' heap included (it ran alone)"
+                          if x.get("sequential") else "every service's heap included"))
     lines.append("(medians of %d rounds%s; points every %d ms; %s; ratio goal >= 0.95)" %
                  (a.rounds, " after %d s of points" % a.warm_s if a.warm_s else "", a.interval_ms,
                   "saturating SETs" if not a.writes_per_s else

@@ -25,6 +25,11 @@
 #                                           4 GiB the two services' arenas
 #                                           and the points (~3 times the
 #                                           heap) need ~25 GiB or more
+#   SEQUENTIAL=1 SIZES=4G bench/points.sh   the services one after the other
+#                                           (without points, with, without
+#                                           again): one heap and its points
+#                                           at a time, for a machine that
+#                                           cannot hold two
 # Output: a table on stdout and bench/out/points.txt, points.jsonl.
 # Needs root, CRIU, redis-server, redis-benchmark; run it on a quiet machine.
 set -euo pipefail
@@ -41,4 +46,4 @@ command -v redis-benchmark >/dev/null || die "redis-benchmark is not installed (
 scratch_pod pointbench "${POOL_SIZE:-20G}" 2
 python3 "$ROOT/bench/points.py" --cxlcr "$CXLCR" --out "$ROOT/bench/out" --work "$WORK" \
 	--sizes "$SIZES" --rounds "$ROUNDS" ${REQUESTS:+--requests "$REQUESTS"} ${FREEZE_ONLY:+--freeze-only} --writes-per-s "${WRITES_PER_S:-0}" \
-	--interval-ms "${INTERVAL_MS:-1000}" --warm-s "${WARM_S:-0}" ${SNAPSHOTTED:+--snapshotted} ${PIN:+--pin}
+	--interval-ms "${INTERVAL_MS:-1000}" --warm-s "${WARM_S:-0}" ${SNAPSHOTTED:+--snapshotted} ${SEQUENTIAL:+--sequential} ${PIN:+--pin}
