@@ -449,6 +449,8 @@ struct cxlcr_arena_slot {
 #define CXLCR_GROW_FENCE          0x80000000u
 #define CXLCR_GROW_FENCE_WAIT_MS  10000u
 
+#define CXLCR_TRACK_HUGE_AGAIN 2 /* track_small_pages: back to 2 MiB mappings (see there) */
+
 struct cxlcr_arena_header {
 	uint64_t magic;
 	uint32_t version;
@@ -526,7 +528,10 @@ struct cxlcr_arena_header {
 	 * the service every this many milliseconds; 0: none. Set by `cxlcr
 	 * run --recovery-interval`, it travels with the arena. */
 	uint32_t recovery_interval_ms;
-	uint32_t reserved1;
+	/* The tracker's own number of its userfaultfd, plus one (0: none
+	 * yet): `cxlcr huge-pages` takes a copy of it (pidfd_getfd) to lift
+	 * the registration for a moment (tracking/huge_again.c). */
+	int32_t  tracker_uffd;
 	/* The recovery point (its snapshot region) the heap was last reset
 	 * from to restore it (recovery/restore_point.c): the restore of that
 	 * point's dump, taken with its tasks left running, is allowed for
@@ -539,7 +544,10 @@ struct cxlcr_arena_header {
 	 * snapshot (tracking/tracker.c); cleared by a daemon that does not
 	 * want it. track_small_mapped: the service's helper has remapped the
 	 * heap so (preload/shed.c, track.c); until it has, each snapshot asks
-	 * again (a service that did not answer, a snapshot killed between). */
+	 * again (a service that did not answer, a snapshot killed between).
+	 * CXLCR_TRACK_HUGE_AGAIN in track_small_pages: `cxlcr huge-pages`
+	 * asks the helper for 2 MiB mappings again (tracking/huge_again.c);
+	 * the helper sets it to 0, and track_small_mapped too, once done. */
 	uint32_t track_small_pages;
 	uint32_t track_small_mapped;
 	/* The last CXLCR_PUNCH_LOG punches (preload/release.c), so that a

@@ -73,6 +73,7 @@ int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_huge_pages(int argc, char **argv);
 int cmd_fork_restore(int argc, char **argv);
 int cmd_restore_prepare(int argc, char **argv);
 int cmd_restore_session(int argc, char **argv);

@@ -230,7 +230,7 @@ static bool draft(struct cxlcr_pool *pool, const struct service *s, bool full, b
 		snprintf(why, sizeof(why), "%s",
 			 !tracked ? "the service is not tracked"
 				  : "writes since its newest snapshot are not all known (not tracked then, a fork "
-				    "child, or another scan)");
+				    "child, another scan, or 2 MiB mappings again since)");
 	if (have_base) {
 		/* No bound on its runs: scattered writes over a large heap make
 		 * tens of thousands, and a snapshot that went full because of

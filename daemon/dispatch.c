@@ -131,6 +131,7 @@ static const struct command commands[] = {
 	{ "stop", cmd_stop, "stop a service and free its arena" },
 	{ "rm", cmd_rm, "free the arena of a service that has exited" },
 	{ "snapshot", cmd_snapshot, "snapshot a running service for remote fork" },
+	{ "huge-pages", cmd_huge_pages, "map a tracked service's heap with 2 MiB pages again" },
 	{ "gc", cmd_gc, "remove what crashed verbs left behind" },
 	{ "tier", cmd_tier, "start or stop the cold tier's memory server, or show it" },
 	{ "fork-restore", cmd_fork_restore, "(internal) restore fork children on this host" },

@@ -118,6 +118,8 @@ HIDDEN int  preload_register_extent(void *start, size_t size);
 /* Maps [start, start+len) of the heap with small pages from now on (and
  * drops its present mappings with zap): see track.c. */
 HIDDEN void preload_small_pages(void *start, size_t len, bool zap);
+/* ... and 2 MiB ones again, once the heap is unregistered (track.c). */
+HIDDEN void preload_huge_pages(void *start, size_t len);
 /* release.c: the madvise system call itself (ours interposes the name). */
 HIDDEN int  preload_madvise(void *addr, size_t len, int advice);
 /* shed.c: starts the thread that drops the heap's page tables on request. */

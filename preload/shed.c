@@ -79,9 +79,14 @@ bool preload_heap_is_shared(void)
  */
 static void shed_heap(void)
 {
-	bool small = __atomic_load_n(&cx.header->track_small_pages, __ATOMIC_SEQ_CST);
+	uint32_t small = __atomic_load_n(&cx.header->track_small_pages, __ATOMIC_SEQ_CST);
 	size_t len = __atomic_load_n(&cx.grown, __ATOMIC_SEQ_CST);
-	if (small) {
+	if (small == CXLCR_TRACK_HUGE_AGAIN) {
+		/* Not a drop: `cxlcr huge-pages`, its heap unregistered. */
+		preload_huge_pages((void *)cx.heap_lo, len);
+		__atomic_store_n(&cx.header->track_small_mapped, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&cx.header->track_small_pages, 0, __ATOMIC_SEQ_CST);
+	} else if (small) {
 		preload_small_pages((void *)cx.heap_lo, len, true);
 		__atomic_store_n(&cx.header->track_small_mapped, 1, __ATOMIC_SEQ_CST);
 	} else

@@ -9,6 +9,7 @@
  * tracker then holds the only one, and registers the heap: the service
  * keeps no userfaultfd of its own, which CRIU could not dump.
  */
+#include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -35,6 +36,37 @@ void preload_small_pages(void *start, size_t len, bool zap)
 	preload_madvise(start, len, MADV_NOHUGEPAGE);
 	if (zap)
 		preload_madvise(start, len, MADV_DONTNEED);
+}
+
+/*
+ * The other way (tracking/huge_again.c): once the heap is registered no
+ * more, 2 MiB pages are allowed again and the present 4 KiB mappings are
+ * collapsed into 2 MiB ones, each 2 MiB range whose pages are all in the
+ * pool: MADV_COLLAPSE would fill a range's holes (the memory release.c
+ * gave back) with zeros, so those stay as they are until faults map them.
+ * Where the pool's page there is a 2 MiB one already (the usual case: a
+ * mapping's size does not split it), nothing is copied.
+ */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+void preload_huge_pages(void *start, size_t len)
+{
+	const size_t huge = 2u << 20;
+	if (!len)
+		return;
+	preload_madvise(start, len, MADV_HUGEPAGE);
+	unsigned char in[512];
+	uintptr_t lo = ((uintptr_t)start + huge - 1) & ~(huge - 1), end = (uintptr_t)start + len;
+	for (uintptr_t at = lo; at + huge <= end; at += huge) {
+		if (mincore((void *)at, huge, in) < 0)
+			continue;
+		size_t i = 0;
+		while (i < sizeof(in) && (in[i] & 1))
+			i++;
+		if (i == sizeof(in))
+			preload_madvise((void *)at, huge, MADV_COLLAPSE);
+	}
 }
 
 void preload_track_serve(struct cxlcr_arena_header *h)

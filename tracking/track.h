@@ -108,6 +108,9 @@ int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
  * its source's before the freeze, and a failed one resumes the source):
  * the tracker it has, if alive, keeps what it knows. */
 int cxlcr_tracker_ensure(struct cxlcr_pool *pool, const struct cxlcr_region *arena);
+/* A pidfd of the arena's tracker, if pid is it and alive; else -1. */
+int cxlcr_tracker_pidfd(struct cxlcr_pool *pool, const struct cxlcr_region *arena, int pid);
+
 /* Before a dump: makes sure the service holds no userfaultfd of tracking,
  * which CRIU cannot dump (a tracker's start, or a tracker ended half-way,
  * leaves one for a moment or for good). 0, or -1 with one line. */

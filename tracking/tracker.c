@@ -129,6 +129,7 @@ static void run(struct cxlcr_arena_header *h, int pidfd, const char *name)
 	int uffd = take_uffd(h, pidfd);
 	if (uffd < 0)
 		return; /* `tracked` stays 0: status says so, snapshots compare */
+	__atomic_store_n(&h->tracker_uffd, uffd + 1, __ATOMIC_RELEASE);
 	uint32_t registered = 0;
 	for (;;) {
 		if (service_ended(pidfd))
@@ -176,6 +177,18 @@ static bool is_tracker_of(int pid, const struct cxlcr_pool *pool, const struct c
 	struct stat st;
 	return named && fstat(pool->fd, &st) == 0 &&
 	       cxlcr_pid_maps_file(pid, st.st_dev, st.st_ino, arena->offset, arena->offset + arena->size);
+}
+
+int cxlcr_tracker_pidfd(struct cxlcr_pool *pool, const struct cxlcr_region *arena, int pid)
+{
+	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	/* Checked while the pidfd holds the process: a pid reused afterwards
+	 * is not taken for it. */
+	if (pidfd >= 0 && !is_tracker_of(pid, pool, arena)) {
+		close(pidfd);
+		pidfd = -1;
+	}
+	return pidfd;
 }
 
 int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
