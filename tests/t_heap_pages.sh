@@ -25,33 +25,6 @@ PORT=6379
 new_pool 8G
 CXLCR_WRITE_TRACKING=1 pod_up 2
 
-# heap_maps NAME: "VMAS NH PMD_KB" over the service's heap mappings: how
-# many, how many have VM_NOHUGEPAGE, and the ShmemPmdMapped they sum to.
-heap_maps() {
-	local pid lo size
-	pid=$(service_pid "$1")
-	lo=$(status_field "$1" arena_address)
-	size=$(status_field "$1" arena_size)
-	python3 - "$pid" "$lo" "$size" <<'EOF'
-import sys
-pid, lo, size = sys.argv[1], int(sys.argv[2], 16), int(sys.argv[3])
-hi = lo + size
-vmas = nh = pmd = 0
-inside = False
-for line in open(f'/proc/{pid}/smaps'):
-    f = line.split()
-    if '-' in f[0] and len(f) >= 5 and not f[0].endswith(':'):
-        a, b = (int(x, 16) for x in f[0].split('-'))
-        inside = a < hi and b > lo
-        vmas += inside
-    elif inside and f[0] == 'ShmemPmdMapped:':
-        pmd += int(f[1])
-    elif inside and f[0] == 'VmFlags:':
-        nh += 'nh' in f[1:]
-print(vmas, nh, pmd)
-EOF
-}
-
 pod_redis r h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count 20000 --size 1000 --seed 3
 for _ in $(seq 100); do

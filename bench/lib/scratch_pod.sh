@@ -11,6 +11,12 @@
 # The figures are of services without recovery points (a CRIU dump every
 # second otherwise: bench/points.sh measures what they cost).
 export CXLCR_RECOVERY_INTERVAL_MS=${CXLCR_RECOVERY_INTERVAL_MS:-0}
+# A service keeps the 4 KiB mappings of its first snapshot between the
+# benchmark's snapshots, however far apart (its daemon would map it with
+# 2 MiB pages again after 30 s without one: tracking/idle.c), so that each
+# re-snapshot is the incremental one measured; bench/tracking.sh measures
+# the remap itself.
+export CXLCR_HUGE_AFTER_S=${CXLCR_HUGE_AFTER_S:-0}
 scratch_pod() {
 	[ -x "$CXLCR" ] || die "build first (make)"
 	WORK=$(mktemp -d "/dev/shm/cxlcr-$1-XXXX")

@@ -110,6 +110,11 @@ pod_up() {
 	need ip iptables nsenter criu
 	[ -f "$ROOT/build/criu/cxlcr_criu.so" ] || die "the CRIU plugin is not built (build/criu/cxlcr_criu.so)"
 	POD=1
+	# A daemon gives a service its 2 MiB mappings back after this long
+	# without a snapshot (tracking/idle.c): not in tests that are not
+	# about it, whose assertions on mappings and incremental snapshots
+	# would otherwise depend on how fast the machine runs them.
+	export CXLCR_HUGE_AFTER_S=${CXLCR_HUGE_AFTER_S:-0}
 	"$CXLCR" pod down >/dev/null 2>&1 || true
 	local n=$1
 	shift
@@ -210,6 +215,33 @@ point_redis() {
 		die "cxlcr run $1 failed"
 	addr=$(status_field "$1" address)
 	python3 "$KV" wait --host "$addr" --port "${PORT:-6379}" >/dev/null || die "redis does not answer"
+}
+
+# heap_maps NAME: "VMAS NH PMD_KB" over the service's heap mappings: how
+# many, how many have VM_NOHUGEPAGE, and the ShmemPmdMapped they sum to.
+heap_maps() {
+	local pid lo size
+	pid=$(service_pid "$1")
+	lo=$(status_field "$1" arena_address)
+	size=$(status_field "$1" arena_size)
+	python3 - "$pid" "$lo" "$size" <<'EOF'
+import sys
+pid, lo, size = sys.argv[1], int(sys.argv[2], 16), int(sys.argv[3])
+hi = lo + size
+vmas = nh = pmd = 0
+inside = False
+for line in open(f'/proc/{pid}/smaps'):
+    f = line.split()
+    if '-' in f[0] and len(f) >= 5 and not f[0].endswith(':'):
+        a, b = (int(x, 16) for x in f[0].split('-'))
+        inside = a < hi and b > lo
+        vmas += inside
+    elif inside and f[0] == 'ShmemPmdMapped:':
+        pmd += int(f[1])
+    elif inside and f[0] == 'VmFlags:':
+        nh += 'nh' in f[1:]
+print(vmas, nh, pmd)
+EOF
 }
 
 # A field of `cxlcr status NAME --json`.

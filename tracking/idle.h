@@ -1,0 +1,14 @@
+/*
+ * A host's daemon gives 2 MiB mappings back to its services that have not
+ * been snapshotted for CXLCR_HUGE_AFTER_S seconds (idle.c).
+ */
+#ifndef CXLCR_TRACK_IDLE_H
+#define CXLCR_TRACK_IDLE_H
+
+/* Called from the daemon's loop about once a second: looks at the
+ * services of host, and runs `cxlcr huge-pages` through spawn (a pidfd of
+ * the run, or -1 with one line) for those whose time has come. */
+void tracking_idle_tick(const char *host, int (*spawn)(const char *what, char *const args[]),
+			void (*log)(int priority, const char *fmt, ...));
+
+#endif
