@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # What write tracking costs a service (issue 14, point 5): the same server
-# three times under `cxlcr run`: tracked (the default) and never
+# four times under `cxlcr run`: tracked (the default) and never
 # snapshotted, tracked and snapshotted once (from its first snapshot a
-# tracked heap is mapped with 4 KiB pages: tracking/tracker.c), and
+# tracked heap is mapped with 4 KiB pages: tracking/tracker.c), tracked,
+# snapshotted once and given 2 MiB mappings back as its daemon does after
+# a while without snapshots (`cxlcr huge-pages`: tracking/idle.c), and
 # untracked (CXLCR_WRITE_TRACKING=0). Redis (redis-benchmark) and
 # Memcached (bench/mcload) SET and GET throughput, the load going round
-# them round by round (each goes first in a third of the rounds); the
+# them round by round (each goes first in a quarter of the rounds); the
 # medians and the ratios to untracked (target >= 0.97 for SET).
 #
 #   bench/tracking.sh                 (ROUNDS=6 N=400000 KEYSPACE=100000 SIZE=100 ARENA=1G)
@@ -83,55 +85,62 @@ round() {
 		"$f" "${s%%:*}" "${s#*:}" "$r"
 	done
 }
-alternate() { # FUNC ADDRESS_TRACKED ADDRESS_SNAPSHOTTED ADDRESS_UNTRACKED
+alternate() { # FUNC ADDRESS_TRACKED ADDRESS_SNAPSHOTTED ADDRESS_HUGE ADDRESS_UNTRACKED
 	local r
 	for r in $(seq "$ROUNDS"); do
-		round "$1" "$r" "$2:tracked" "$3:snapshotted" "$4:untracked"
+		round "$1" "$r" "$2:tracked" "$3:snapshotted" "$4:huge" "$5:untracked"
 	done
 }
 # ready NAME...: each one tracked (the tracker registers the heap a moment
-# after the start); then the "snapshotted" one (the second) is snapshotted
-# once, which maps its heap with small pages from then on.
+# after the start) but the last; then the "snapshotted" one (the second)
+# is snapshotted once, which maps its heap with small pages from then on,
+# and so is the third, which `cxlcr huge-pages` then maps with 2 MiB ones
+# again.
 ready() {
 	local i
-	for i in $(seq 100); do [ "$(tracked_is "$1")" = True ] && [ "$(tracked_is "$2")" = True ] && break; python3 -c 'import time; time.sleep(0.05)'; done
-	[ "$(tracked_is "$1")" = True ] && [ "$(tracked_is "$2")" = True ] && [ "$(tracked_is "$3")" = False ] ||
-		die "tracking is not as asked"
+	for i in $(seq 100); do [ "$(tracked_is "$1")" = True ] && [ "$(tracked_is "$2")" = True ] && [ "$(tracked_is "$3")" = True ] && break; python3 -c 'import time; time.sleep(0.05)'; done
+	[ "$(tracked_is "$1")" = True ] && [ "$(tracked_is "$2")" = True ] && [ "$(tracked_is "$3")" = True ] &&
+		[ "$(tracked_is "$4")" = False ] || die "tracking is not as asked"
 	"$CXLCR" snapshot "$2" >/dev/null || die "snapshot $2 failed"
-	[ "$(small_pages_is "$1")" = False ] && [ "$(small_pages_is "$2")" = True ] || die "small pages are not as asked"
+	"$CXLCR" snapshot "$3" >/dev/null || die "snapshot $3 failed"
+	"$CXLCR" huge-pages "$3" >/dev/null || die "huge-pages $3 failed"
+	[ "$(small_pages_is "$1")" = False ] && [ "$(small_pages_is "$2")" = True ] && [ "$(small_pages_is "$3")" = False ] ||
+		die "small pages are not as asked"
 }
 
 start rt h0 redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir /
 start rs h0 redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir /
+start rh h0 redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir /
 start ru h1 redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir /
-at=$(addr_of rt); as=$(addr_of rs); au=$(addr_of ru)
-for a in "$at" "$as" "$au"; do python3 "$KV" wait --host "$a" --port $PORT >/dev/null || die "redis"; done
-ready rt rs ru
+at=$(addr_of rt); as=$(addr_of rs); ah=$(addr_of rh); au=$(addr_of ru)
+for a in "$at" "$as" "$ah" "$au"; do python3 "$KV" wait --host "$a" --port $PORT >/dev/null || die "redis"; done
+ready rt rs rh ru
 say "redis: $ROUNDS rounds, redis-benchmark -t set,get -n $N -c 8 -P 16 -r $KEYSPACE -d $SIZE"
-alternate rb "$at" "$as" "$au"
-for n in rt rs ru; do "$CXLCR" stop "$n" >/dev/null; done
+alternate rb "$at" "$as" "$ah" "$au"
+for n in rt rs rh ru; do "$CXLCR" stop "$n" >/dev/null; done
 
 start mt h0 memcached -U 0 -p 11211 -m 1024 -t 1 -u root
 start ms h0 memcached -U 0 -p 11211 -m 1024 -t 1 -u root
+start mh h0 memcached -U 0 -p 11211 -m 1024 -t 1 -u root
 start mu h1 memcached -U 0 -p 11211 -m 1024 -t 1 -u root
-at=$(addr_of mt); as=$(addr_of ms); au=$(addr_of mu)
-for a in "$at" "$as" "$au"; do python3 "$KV" wait --host "$a" --port 11211 --proto memcached >/dev/null || die "memcached"; done
-ready mt ms mu
+at=$(addr_of mt); as=$(addr_of ms); ah=$(addr_of mh); au=$(addr_of mu)
+for a in "$at" "$as" "$ah" "$au"; do python3 "$KV" wait --host "$a" --port 11211 --proto memcached >/dev/null || die "memcached"; done
+ready mt ms mh mu
 say "memcached: $ROUNDS rounds, mcload set,get -n $N -c 8 -P 16 -r $KEYSPACE -d $SIZE"
-alternate mb "$at" "$as" "$au"
-for n in mt ms mu; do "$CXLCR" stop "$n" >/dev/null; done
+alternate mb "$at" "$as" "$ah" "$au"
+for n in mt ms mh mu; do "$CXLCR" stop "$n" >/dev/null; done
 
 python3 - "$OUT/tracking.csv" <<'EOF' | tee "$OUT/tracking.txt"
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-print("server     test  tracked_rps  snapshotted_rps  untracked_rps  tracked/untracked  snapshotted/untracked")
+print("server     test  tracked_rps  snapshotted_rps  huge_again_rps  untracked_rps  tracked/untracked  snapshotted/untracked  huge_again/untracked")
 for server in ("redis", "memcached"):
     for test in ("SET", "GET"):
         med = {}
-        for v in ("tracked", "snapshotted", "untracked"):
+        for v in ("tracked", "snapshotted", "huge", "untracked"):
             x = [float(r["rps"]) for r in rows if r["server"] == server and r["variant"] == v and r["test"].upper() == test]
             med[v] = statistics.median(x) if x else None
         if all(med.values()):
-            t, s, u = med["tracked"], med["snapshotted"], med["untracked"]
-            print("%-9s  %-4s  %11.0f  %15.0f  %13.0f  %17.3f  %21.3f" % (server, test, t, s, u, t / u, s / u))
+            t, s, h, u = med["tracked"], med["snapshotted"], med["huge"], med["untracked"]
+            print("%-9s  %-4s  %11.0f  %15.0f  %14.0f  %13.0f  %17.3f  %21.3f  %20.3f" % (server, test, t, s, h, u, t / u, s / u, h / u))
 EOF
