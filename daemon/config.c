@@ -10,6 +10,7 @@
 #include "../common/error.h"
 #include "../common/pool_format.h"
 #include "../common/util.h"
+#include "../tracking/idle.h"
 #include "../pager/ahead.h"
 #include "../pager/pager.h"
 #include "config.h"
@@ -128,10 +129,16 @@ static bool set_key(struct daemon_config *c, const char *key, const char *value,
 			return false;
 		}
 		snprintf(c->fault_around, sizeof(c->fault_around), "%s", value);
+	} else if (!strcmp(key, "huge_after_s")) {
+		if (tracking_huge_after_parse(value) < 0) {
+			snprintf(why, len, "huge_after_s %s", cxlcr_last_error());
+			return false;
+		}
+		snprintf(c->huge_after_s, sizeof(c->huge_after_s), "%s", value);
 	} else {
 		snprintf(why, len,
 			 "unknown key '%.100s' (host, pool, address, port, lease, recovery_interval, tier_warm, pager_cpus, cold_ahead_mb, "
-			 "fault_around)",
+			 "fault_around, huge_after_s)",
 			 key);
 		return false;
 	}

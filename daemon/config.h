@@ -24,6 +24,10 @@
  *            reads from the memory server, its own and those around it
  *            (pager/pager.h; default $CXLCR_FAULT_AROUND, else 16; 1: its
  *            page alone)
+ *   huge_after_s  seconds: a service that takes no recovery points and
+ *            had no snapshot for that long gets 2 MiB mappings again
+ *            (tracking/idle.c; default $CXLCR_HUGE_AFTER_S, else 30; 0:
+ *            never)
  *
  * Command-line flags override the file.
  */
@@ -46,6 +50,7 @@ struct daemon_config {
 	char pager_cpus[DAEMON_CONFIG_VALUE_MAX]; /* "": not set */
 	char cold_ahead_mb[DAEMON_CONFIG_VALUE_MAX]; /* "": not set */
 	char fault_around[DAEMON_CONFIG_VALUE_MAX];  /* "": not set */
+	char huge_after_s[DAEMON_CONFIG_VALUE_MAX];  /* "": not set */
 };
 
 #define DAEMON_LEASE_DEFAULT_MS 300

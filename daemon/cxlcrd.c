@@ -326,7 +326,9 @@ static void usage(void)
 	       "children run, off the services' own CPUs; its cold_ahead_mb ($%s, default %u; 0:\n"
 	       "none) bounds the one fetch of a tiered snapshot's cold pages that several\n"
 	       "copy-mode children forked at once share; its fault_around ($%s, pages, default\n"
-	       "%u; 1: its page alone) is how many pages a fault on a cold page reads.\n"
+	       "%u; 1: its page alone) is how many pages a fault on a cold page reads; its\n"
+	       "huge_after_s ($%s, default %d; 0: never) is how long a service that takes no\n"
+	       "recovery points goes without a snapshot before it gets 2 MiB mappings again.\n"
 	       "  --host     this host's name in the pod (default: the machine's name)\n"
 	       "  --pool     the pool device or file ($CXLCR_POOL, else %s)\n"
 	       "  --address  the IPv4 address to listen on over TCP (default: the emulated host's,\n"
@@ -335,7 +337,7 @@ static void usage(void)
 	       "  --lease    ms: a host whose heartbeat stood still that long is dead and its services\n"
 	       "             are recovered elsewhere ($CXLCR_LEASE_MS, default %d)\n",
 	       DAEMON_CONFIG_DEFAULT, PAGER_CPUS_ENV, AHEAD_ENV, AHEAD_MB_DEFAULT, PAGER_FAULT_AROUND_ENV,
-	       PAGER_FAULT_AROUND_MAX, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
+	       PAGER_FAULT_AROUND_MAX, HUGE_AFTER_ENV, HUGE_AFTER_DEFAULT_S, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
 }
 
 /* The flags, then the file they override: what the daemon runs with. */
@@ -424,6 +426,13 @@ static int configure(int argc, char **argv, struct daemon_config *cfg, int *read
 		setenv(PAGER_FAULT_AROUND_ENV, cfg->fault_around, 1);
 	if (pager_fault_around() < 0) {
 		dlog_startup_error("%s", cxlcr_last_error());
+		return EXIT_USAGE;
+	}
+	/* And when an idle service gets 2 MiB mappings again (tracking/idle.c). */
+	if (cfg->huge_after_s[0])
+		setenv(HUGE_AFTER_ENV, cfg->huge_after_s, 1);
+	if (tracking_huge_after_s() < 0) {
+		dlog_startup_error("%s: %s", HUGE_AFTER_ENV, cxlcr_last_error());
 		return EXIT_USAGE;
 	}
 	/* The lease is the process's (common/hosts.c reads it): the heartbeat

@@ -161,3 +161,7 @@ ok "cold_ahead_mb (or \$CXLCR_COLD_AHEAD_MB) that is not a number of MiB is refu
 refused 'pool = %s\nfault_around = 3\n' "bad.conf:2: fault_around '3' is not a number of pages from 1 to 16"
 refused 'pool = %s\n' "CXLCR_FAULT_AROUND: '0' is not a number of pages" CXLCR_FAULT_AROUND=0
 ok "fault_around (or \$CXLCR_FAULT_AROUND) that is not a power of two from 1 to 16 is refused with one line"
+# huge_after_s: seconds from 0 to 86400.
+refused 'pool = %s\nhuge_after_s = soon\n' "bad.conf:2: huge_after_s 'soon' is not a number of seconds"
+refused 'pool = %s\n' "CXLCR_HUGE_AFTER_S: '-3' is not a number of seconds" CXLCR_HUGE_AFTER_S=-3
+ok "huge_after_s (or \$CXLCR_HUGE_AFTER_S) that is not a number of seconds is refused with one line"

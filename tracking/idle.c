@@ -7,12 +7,14 @@
  * host's daemon looks at its services once a tick; one that is tracked,
  * mapped small, takes no recovery points (whose scans every interval want
  * the small pages) and whose heap no scan has touched for
- * CXLCR_HUGE_AFTER_S seconds (default 30; 0: never) is given its 2 MiB
+ * CXLCR_HUGE_AFTER_S seconds (cxlcrd.conf's huge_after_s; default 30; 0:
+ * never) is given its 2 MiB
  * mappings back by `cxlcr huge-pages NAME`, the verb an operator runs, so
  * that the service's lease keeps it from racing a snapshot. The scan count
  * in the arena header is what says "snapshotted": every snapshot and
  * point scans. The time is this daemon's own monotonic clock.
  */
+#include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,6 @@
 #include "idle.h"
 
 #define IDLE_SERVICES_MAX 64
-#define HUGE_AFTER_DEFAULT_S 30
 
 static struct idle_state {
 	uint64_t generation; /* the arena's region; 0: free slot */
@@ -36,11 +37,20 @@ static struct idle_state {
 	int pidfd;           /* the `cxlcr huge-pages` under way, or -1 */
 } states[IDLE_SERVICES_MAX];
 
-static uint64_t huge_after_ns(void)
+long tracking_huge_after_parse(const char *text)
 {
-	const char *env = getenv("CXLCR_HUGE_AFTER_S");
-	double s = env && *env ? atof(env) : HUGE_AFTER_DEFAULT_S;
-	return s > 0 ? (uint64_t)(s * 1e9) : 0;
+	char *end;
+	errno = 0;
+	long s = strtol(text, &end, 10);
+	if (errno || end == text || *end || s < 0 || s > 86400)
+		return cxlcr_error("'%.100s' is not a number of seconds from 0 to 86400", text);
+	return s;
+}
+
+long tracking_huge_after_s(void)
+{
+	const char *env = getenv(HUGE_AFTER_ENV);
+	return env && *env ? tracking_huge_after_parse(env) : HUGE_AFTER_DEFAULT_S;
 }
 
 static struct idle_state *state_of(uint64_t generation)
@@ -91,9 +101,10 @@ static bool wants_huge(struct cxlcr_pool *pool, const struct cxlcr_region *r, ui
 void tracking_idle_tick(const char *host, int (*spawn)(const char *what, char *const args[]),
 			void (*log)(int priority, const char *fmt, ...))
 {
-	uint64_t after = huge_after_ns();
-	if (!after)
+	long after_s = tracking_huge_after_s();
+	if (after_s <= 0)
 		return;
+	uint64_t after = (uint64_t)after_s * 1000000000ull;
 	struct cxlcr_pool pool;
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
 		return;

@@ -5,6 +5,14 @@
 #ifndef CXLCR_TRACK_IDLE_H
 #define CXLCR_TRACK_IDLE_H
 
+#define HUGE_AFTER_ENV "CXLCR_HUGE_AFTER_S"
+#define HUGE_AFTER_DEFAULT_S 30
+/* Seconds from text: 0..86400, else -1 with one line. */
+long tracking_huge_after_parse(const char *text);
+/* $CXLCR_HUGE_AFTER_S, else the default; -1 with one line if it is not
+ * such a number. */
+long tracking_huge_after_s(void);
+
 /* Called from the daemon's loop about once a second: looks at the
  * services of host, and runs `cxlcr huge-pages` through spawn (a pidfd of
  * the run, or -1 with one line) for those whose time has come. */
