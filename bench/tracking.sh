@@ -36,7 +36,7 @@ mkdir -p "$OUT"
 # Snapshots need a pod: h0 tracks (its daemon's default), h1 does not.
 # shellcheck source=bench/lib/scratch_pod.sh
 . "$ROOT/bench/lib/scratch_pod.sh"
-scratch_pod trackbench 8G 1
+scratch_pod trackbench "${POOL_SIZE:-12G}" 1 # four arenas and two snapshots
 CXLCR_WRITE_TRACKING=0 "$CXLCR" pod up --hosts 2 >/dev/null
 CLIENT_CPU=()
 [ "$(nproc)" -ge 2 ] && CLIENT_CPU=(taskset -c 1)
