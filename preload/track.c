@@ -40,12 +40,17 @@ void preload_small_pages(void *start, size_t len, bool zap)
 
 /*
  * The other way (tracking/huge_again.c): once the heap is registered no
- * more, 2 MiB pages are allowed again and the present 4 KiB mappings are
- * collapsed into 2 MiB ones, each 2 MiB range whose pages are all in the
- * pool: MADV_COLLAPSE would fill a range's holes (the memory release.c
- * gave back) with zeros, so those stay as they are until faults map them.
- * Where the pool's page there is a 2 MiB one already (the usual case: a
- * mapping's size does not split it), nothing is copied.
+ * more (its write-protect markers gone with the registration), 2 MiB
+ * pages are allowed again, and each 2 MiB range of the heap
+ *   - whose pages are all in the pool is collapsed into one 2 MiB mapping
+ *     (where the pool's page there is a 2 MiB one, the usual case,
+ *     nothing is copied);
+ *   - any other is dropped: its page table, empty of markers now, goes
+ *     with its mappings (the kernel frees empty tables on MADV_DONTNEED),
+ *     so that the pages the service touches there next can be mapped 2 MiB
+ *     at a time; while a table is left, every fault maps 4 KiB. It is not
+ *     collapsed: MADV_COLLAPSE would fill its holes (the memory release.c
+ *     gave back) with zeros.
  */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -58,15 +63,24 @@ void preload_huge_pages(void *start, size_t len)
 	preload_madvise(start, len, MADV_HUGEPAGE);
 	unsigned char in[512];
 	uintptr_t lo = ((uintptr_t)start + huge - 1) & ~(huge - 1), end = (uintptr_t)start + len;
+	uintptr_t drop = 0; /* the start of a run of ranges to drop, or 0 */
 	for (uintptr_t at = lo; at + huge <= end; at += huge) {
-		if (mincore((void *)at, huge, in) < 0)
-			continue;
 		size_t i = 0;
-		while (i < sizeof(in) && (in[i] & 1))
-			i++;
-		if (i == sizeof(in))
-			preload_madvise((void *)at, huge, MADV_COLLAPSE);
+		if (mincore((void *)at, huge, in) == 0)
+			while (i < sizeof(in) && (in[i] & 1))
+				i++;
+		if (i < sizeof(in)) {
+			if (!drop)
+				drop = at;
+			continue;
+		}
+		if (drop)
+			preload_madvise((void *)drop, at - drop, MADV_DONTNEED);
+		drop = 0;
+		preload_madvise((void *)at, huge, MADV_COLLAPSE);
 	}
+	if (drop)
+		preload_madvise((void *)drop, ((end - lo) & ~(huge - 1)) + lo - drop, MADV_DONTNEED);
 }
 
 void preload_track_serve(struct cxlcr_arena_header *h)

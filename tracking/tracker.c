@@ -348,7 +348,9 @@ int cxlcr_track_small_pages_begin(struct cxlcr_pool *pool, const struct cxlcr_re
 		return -1;
 	cxlcr_refresh(&h->track_small_pages, sizeof(h->track_small_pages) + sizeof(h->track_small_mapped));
 	int rc = 0;
-	if (!__atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE) ||
+	/* (CXLCR_TRACK_HUGE_AGAIN left by a `huge-pages` whose service did
+	 * not answer is not small pages either.) */
+	if (__atomic_load_n(&h->track_small_pages, __ATOMIC_ACQUIRE) != 1 ||
 	    !__atomic_load_n(&h->track_small_mapped, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&h->track_small_pages, 1, __ATOMIC_SEQ_CST);
 		cxlcr_publish(&h->track_small_pages, sizeof(h->track_small_pages));
