@@ -605,7 +605,7 @@ int main(int argc, char **argv)
 			next_points = next_tick;
 		else if (now >= next_points) {
 			next_points = now + (uint64_t)recovery_points_tick(cli_host, dlog) * 1000000ull;
-			tracking_idle_tick(cli_host, recovery_spawn, dlog);
+			tracking_idle_tick(cli_host, dlog);
 			now = cxlcr_mono_ns();
 		}
 		uint64_t wake = next_points < next_tick ? next_points : next_tick;

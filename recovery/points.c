@@ -36,10 +36,8 @@
 #define TRACKED_MAX 64
 
 static struct point_state {
-	uint64_t generation;      /* the arena's region; 0: free slot */
-	bool seen;                /* still a service of this host at this tick */
+	struct recovery_run run;  /* the `cxlcr snapshot` or restore under way */
 	uint64_t last_ns;         /* CLOCK_MONOTONIC when the last point began */
-	int pidfd;                /* the `cxlcr snapshot` or restore under way, or -1 */
 	bool restoring;           /* a restore was begun and it has not run since */
 	uint32_t failures;        /* restores in a row that did not make it run */
 	uint32_t loops;           /* deaths in a row soon after a restore that worked */
@@ -53,48 +51,11 @@ static struct point_state {
 #define CRASH_LOOP_MAX 3
 #define RESTORE_FAILURES_MAX 5
 
-static struct point_state *state_of(uint64_t generation)
-{
-	struct point_state *free_slot = NULL;
-	for (int i = 0; i < TRACKED_MAX; i++) {
-		if (states[i].generation == generation)
-			return &states[i];
-		if (!states[i].generation && !free_slot)
-			free_slot = &states[i];
-	}
-	if (free_slot)
-		*free_slot = (struct point_state){ .generation = generation, .pidfd = -1 };
-	return free_slot;
-}
-
-/* Is the point begun by pidfd still under way? Closes it once it is not. */
-static bool under_way(struct point_state *st)
-{
-	if (st->pidfd < 0)
-		return false;
-	struct pollfd p = { .fd = st->pidfd, .events = POLLIN };
-	if (poll(&p, 1, 0) == 0)
-		return true;
-	close(st->pidfd);
-	st->pidfd = -1;
-	return false;
-}
-
-/* Runs `cxlcr ARGS...` in the background; its pidfd goes in st. */
-static int run_cxlcr(struct point_state *st, const char *what, char *const args[])
-{
-	int fd = recovery_spawn(what, args);
-	if (fd < 0)
-		return -1;
-	st->pidfd = fd;
-	return 0;
-}
-
 static int take_point(const char *name, struct point_state *st)
 {
 	char *args[] = { "cxlcr", "snapshot", (char *)name, "--quiet", "--recovery-point", NULL };
 	st->last_ns = cxlcr_mono_ns();
-	return run_cxlcr(st, "recovery point", args);
+	return recovery_run_start(&st->run, "recovery point", args);
 }
 
 /*
@@ -136,7 +97,7 @@ static void restore_crashed(struct cxlcr_pool *pool, const struct service *s, co
 	log(5 /* LOG_NOTICE */, "%s died: restoring it from its recovery point %s", s->region.name, s->recovery_point);
 	char *args[] = { "cxlcr", "restore", (char *)s->region.name, "--host", (char *)host, "--recovery-point",
 			 "--quiet", NULL };
-	if (run_cxlcr(st, "restore from a recovery point", args) < 0)
+	if (recovery_run_start(&st->run, "restore from a recovery point", args) < 0)
 		log(3, "%s", cxlcr_last_error());
 }
 
@@ -159,24 +120,21 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
 		return 1000;
 	uint64_t now = cxlcr_mono_ns();
 	int next_ms = 1000;
-	for (int k = 0; k < TRACKED_MAX; k++)
-		states[k].seen = false;
+	recovery_runs_begin(states, TRACKED_MAX, sizeof(states[0]));
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
-		cxlcr_region_slot(&pool, i, &r);
-		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA || r.owner_pid <= 1 ||
-		    strncmp(r.owner_host, host, CXLCR_HOST_MAX))
+		if (!recovery_run_service(&pool, i, host, &r))
 			continue;
 		/* (A service whose process died keeps its region, owner and
 		 * host: that is how a crash is seen here.) */
 		uint32_t interval = interval_of(&pool, &r);
 		if (!interval)
 			continue;
-		struct point_state *st = state_of(r.generation);
+		struct point_state *st = recovery_run_slot(states, TRACKED_MAX, sizeof(states[0]), r.generation);
 		if (!st)
 			continue;
-		st->seen = true;
-		if (under_way(st))
+		st->run.seen = true;
+		if (recovery_run_under_way(&st->run))
 			continue;
 		struct service s;
 		service_load(&pool, &r, &s);
@@ -201,12 +159,7 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
 	}
 	/* Services that went (stopped, migrated away) are forgotten; a point
 	 * still under way ends on its own. */
-	for (int k = 0; k < TRACKED_MAX; k++)
-		if (states[k].generation && !states[k].seen) {
-			if (states[k].pidfd >= 0)
-				close(states[k].pidfd);
-			states[k] = (struct point_state){ .pidfd = -1 };
-		}
+	recovery_runs_end(states, TRACKED_MAX, sizeof(states[0]));
 	cxlcr_pool_close(&pool);
 	return next_ms;
 }

@@ -142,6 +142,31 @@ void recovery_test_step(const char *step);
  * daemon does for its recovery work (spawn.c): its pidfd, or -1. */
 int recovery_spawn(const char *what, char *const args[]);
 
+/* The daemon's loop keeps a slot per service of its host that it runs the
+ * cxlcr command for (points.c; tracking/idle.c): the arena's generation,
+ * whether this pass saw the service, and the pidfd of the run under way.
+ * A caller's state begins with one; its table has n such states of size
+ * bytes each. */
+struct recovery_run {
+	uint64_t generation; /* the arena's region; 0: a free slot */
+	bool seen;           /* still a service of this host at this pass */
+	int pidfd;           /* the run under way, or -1 */
+};
+/* Does slot i of pool's region table hold (into *r) the arena of a service
+ * whose process is host's? The services such a pass looks at. */
+bool recovery_run_service(struct cxlcr_pool *pool, uint32_t i, const char *host, struct cxlcr_region *r);
+/* generation's state, or a free one cleared and given it (NULL: none). */
+void *recovery_run_slot(void *table, size_t n, size_t size, uint64_t generation);
+/* Is the run still under way? Its pidfd is closed once it is not. */
+bool recovery_run_under_way(struct recovery_run *r);
+/* Runs `cxlcr ARGS...` for r in the background: 0, or -1 with one line. */
+int recovery_run_start(struct recovery_run *r, const char *what, char *const args[]);
+/* Before a pass (seen = false for all), and after it: the states of
+ * services it did not see (stopped, moved away) are freed; a run still
+ * under way ends on its own. */
+void recovery_runs_begin(void *table, size_t n, size_t size);
+void recovery_runs_end(void *table, size_t n, size_t size);
+
 /* Hard crash (takeover.c). The one place recovery starts from "this host
  * is dead" (a lease that ran out on our clock, or its tombstone): the host
  * of entry index, at this incarnation, named host, is fenced by us (entry

@@ -15,26 +15,23 @@
  * point scans. The time is this daemon's own monotonic clock.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "../common/error.h"
 #include "../common/persist.h"
 #include "../common/pool.h"
 #include "../common/util.h"
+#include "../recovery/recovery.h"
 #include "idle.h"
 
 #define IDLE_SERVICES_MAX 64
 
 static struct idle_state {
-	uint64_t generation; /* the arena's region; 0: free slot */
-	bool seen;           /* still a service of this host at this tick */
-	uint64_t scans;      /* its scan_count when last looked at */
-	uint64_t since_ns;   /* when that count was first seen */
-	int pidfd;           /* the `cxlcr huge-pages` under way, or -1 */
+	struct recovery_run run; /* the `cxlcr huge-pages` under way */
+	uint64_t scans;          /* its scan_count when last looked at */
+	uint64_t since_ns;       /* when that count was first seen */
 } states[IDLE_SERVICES_MAX];
 
 long tracking_huge_after_parse(const char *text)
@@ -51,33 +48,6 @@ long tracking_huge_after_s(void)
 {
 	const char *env = getenv(HUGE_AFTER_ENV);
 	return env && *env ? tracking_huge_after_parse(env) : HUGE_AFTER_DEFAULT_S;
-}
-
-static struct idle_state *state_of(uint64_t generation)
-{
-	struct idle_state *free_slot = NULL;
-	for (int i = 0; i < IDLE_SERVICES_MAX; i++) {
-		if (states[i].generation == generation)
-			return &states[i];
-		if (!states[i].generation && !free_slot)
-			free_slot = &states[i];
-	}
-	if (free_slot)
-		*free_slot = (struct idle_state){ .generation = generation, .pidfd = -1 };
-	return free_slot;
-}
-
-/* Has the run under way (if any) ended? Then its pidfd goes. */
-static bool under_way(struct idle_state *st)
-{
-	if (st->pidfd < 0)
-		return false;
-	struct pollfd p = { .fd = st->pidfd, .events = POLLIN };
-	if (poll(&p, 1, 0) == 0)
-		return true;
-	close(st->pidfd);
-	st->pidfd = -1;
-	return false;
 }
 
 /* Does the service's header ask for the remap now? Its scan count in
@@ -98,8 +68,7 @@ static bool wants_huge(struct cxlcr_pool *pool, const struct cxlcr_region *r, ui
 	return want;
 }
 
-void tracking_idle_tick(const char *host, int (*spawn)(const char *what, char *const args[]),
-			void (*log)(int priority, const char *fmt, ...))
+void tracking_idle_tick(const char *host, void (*log)(int priority, const char *fmt, ...))
 {
 	long after_s = tracking_huge_after_s();
 	if (after_s <= 0)
@@ -109,21 +78,18 @@ void tracking_idle_tick(const char *host, int (*spawn)(const char *what, char *c
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
 		return;
 	uint64_t now = cxlcr_mono_ns();
-	for (int k = 0; k < IDLE_SERVICES_MAX; k++)
-		states[k].seen = false;
+	recovery_runs_begin(states, IDLE_SERVICES_MAX, sizeof(states[0]));
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
-		cxlcr_region_slot(&pool, i, &r);
-		if (r.state != CXLCR_REGION_LIVE || r.kind != CXLCR_KIND_ARENA || r.owner_pid <= 1 ||
-		    strncmp(r.owner_host, host, CXLCR_HOST_MAX))
+		if (!recovery_run_service(&pool, i, host, &r))
 			continue;
-		struct idle_state *st = state_of(r.generation);
+		struct idle_state *st = recovery_run_slot(states, IDLE_SERVICES_MAX, sizeof(states[0]), r.generation);
 		if (!st)
 			continue;
-		st->seen = true;
+		st->run.seen = true;
 		uint64_t scans = 0;
 		bool want = wants_huge(&pool, &r, &scans);
-		if (under_way(st))
+		if (recovery_run_under_way(&st->run))
 			continue;
 		if (!st->since_ns || scans != st->scans) {
 			st->scans = scans;
@@ -137,17 +103,11 @@ void tracking_idle_tick(const char *host, int (*spawn)(const char *what, char *c
 		log(6 /* LOG_INFO */, "%s: no snapshot for %.0f s: its heap gets 2 MiB mappings again", name,
 		    (double)(now - st->since_ns) / 1e9);
 		char *args[] = { "cxlcr", "huge-pages", name, "--quiet", NULL };
-		st->pidfd = spawn("huge-pages", args);
-		if (st->pidfd < 0)
+		if (recovery_run_start(&st->run, "huge-pages", args) < 0)
 			log(3 /* LOG_ERR */, "%s", cxlcr_last_error());
 		/* Not again until its scan count moves (the verb moves it). */
 		st->since_ns = now;
 	}
-	for (int k = 0; k < IDLE_SERVICES_MAX; k++)
-		if (states[k].generation && !states[k].seen) {
-			if (states[k].pidfd >= 0)
-				close(states[k].pidfd);
-			states[k] = (struct idle_state){ .pidfd = -1 };
-		}
+	recovery_runs_end(states, IDLE_SERVICES_MAX, sizeof(states[0]));
 	cxlcr_pool_close(&pool);
 }

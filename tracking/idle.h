@@ -14,9 +14,8 @@ long tracking_huge_after_parse(const char *text);
 long tracking_huge_after_s(void);
 
 /* Called from the daemon's loop about once a second: looks at the
- * services of host, and runs `cxlcr huge-pages` through spawn (a pidfd of
- * the run, or -1 with one line) for those whose time has come. */
-void tracking_idle_tick(const char *host, int (*spawn)(const char *what, char *const args[]),
-			void (*log)(int priority, const char *fmt, ...));
+ * services of host, and runs `cxlcr huge-pages` in the background for
+ * those whose time has come. */
+void tracking_idle_tick(const char *host, void (*log)(int priority, const char *fmt, ...));
 
 #endif
