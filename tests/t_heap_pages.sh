@@ -27,11 +27,7 @@ CXLCR_WRITE_TRACKING=1 pod_up 2
 
 pod_redis r h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count 20000 --size 1000 --seed 3
-for _ in $(seq 100); do
-	[ "$(status_field r write_tracking)" = True ] && break
-	sleep 0.05
-done
-[ "$(status_field r write_tracking)" = True ] || die "r is not tracked"
+wait_tracked r
 
 [ "$(status_field r small_pages)" = False ] || die "a: status says small pages before any snapshot"
 read -r vmas nh pmd <<<"$(heap_maps r)"
@@ -67,10 +63,7 @@ ok "c: the next snapshot is incremental, and a child forked after it has every v
 "$CXLCR" checkpoint r >/dev/null || die "checkpoint r failed"
 "$CXLCR" restore r --host h0 >/dev/null || die "restore r failed"
 addr=$(status_field r address)
-for _ in $(seq 100); do
-	[ "$(status_field r write_tracking)" = True ] && break
-	sleep 0.05
-done
+wait_tracked r
 [ "$(status_field r small_pages)" = True ] || die "d: the restored service lost small pages"
 read -r vmas nh pmd <<<"$(heap_maps r)"
 [ "$nh" -eq "$vmas" ] || die "d: $nh of $vmas heap mappings have VM_NOHUGEPAGE after restore"
@@ -86,11 +79,7 @@ out=$("$CXLCR" snapshot r2 --json 2>"$POOL_DIR/r2.snap.err") || { kill -CONT "$r
 grep -q "not remapped with small pages" "$POOL_DIR/r2.snap.err" || { kill -CONT "$r2pid"; die "e: no warning: $(cat "$POOL_DIR/r2.snap.err")"; }
 [ "$(status_field r2 small_pages)" = False ] || { kill -CONT "$r2pid"; die "e: status says small pages before the helper answered"; }
 kill -CONT "$r2pid"
-for _ in $(seq 100); do
-	[ "$(status_field r2 small_pages)" = True ] && break
-	sleep 0.05
-done
-[ "$(status_field r2 small_pages)" = True ] || die "e: the helper did not remap once the service ran again"
+wait_status r2 small_pages True 5 || die "e: the helper did not remap once the service ran again"
 # The remap dropped 2 MiB mappings that the first snapshot's scans had
 # protected whole: the kernel reports those pages written (never fewer),
 # so the next snapshot may copy them all; the one after is incremental.

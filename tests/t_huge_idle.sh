@@ -24,11 +24,7 @@ CXLCR_WRITE_TRACKING=1 CXLCR_HUGE_AFTER_S=1 pod_up 2
 
 pod_redis r h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count 20000 --size 1000 --seed 3
-for _ in $(seq 100); do
-	[ "$(status_field r write_tracking)" = True ] && break
-	sleep 0.05
-done
-[ "$(status_field r write_tracking)" = True ] || die "r is not tracked"
+wait_tracked r
 
 out=$("$CXLCR" huge-pages r --json) || die "a: huge-pages of a service never snapshotted failed"
 [ "$(json remapped <<<"$out")" = False ] || die "a: a service never snapshotted was remapped: $out"
@@ -36,11 +32,7 @@ json why_not <<<"$out" | grep -q "2 MiB pages already" || die "a: no reason give
 ok "a: a service never snapshotted keeps its mappings: $(json why_not <<<"$out")"
 
 "$CXLCR" snapshot r >/dev/null || die "b: snapshot failed"
-for _ in $(seq 600); do
-	[ "$(status_field r small_pages)" = False ] && break
-	sleep 0.1
-done
-[ "$(status_field r small_pages)" = False ] || die "b: still on 4 KiB mappings a minute after its snapshot"
+wait_status r small_pages False 60 || die "b: still on 4 KiB mappings a minute after its snapshot"
 read -r vmas nh pmd <<<"$(heap_maps r)"
 [ "$nh" -eq 0 ] || die "b: $nh of $vmas heap mappings keep VM_NOHUGEPAGE"
 [ "$pmd" -gt 0 ] || die "b: no part of the heap is on 2 MiB pages"

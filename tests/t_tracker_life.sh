@@ -59,25 +59,14 @@ print(' '.join(map(str, sorted(found))))
 EOF
 }
 
-# tracked NAME: waits (bounded) until the service's tracker has its heap
-# registered; fails the test if it never does.
-tracked() {
-	local i
-	for i in $(seq 100); do
-		[ "$(status_field "$1" write_tracking)" = True ] && return 0
-		sleep 0.05
-	done
-	die "$1 is not tracked"
-}
-
 pod_redis r h0 64M
 python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 5
-tracked r
+wait_tracked r
 
 SERVICES+=(m)
 "$CXLCR" run --host h0 --name m --arena 64M --log "$POOL_DIR/m.log" -- \
 	memcached -U 0 -p 11211 -m 32 -u root >/dev/null || die "cxlcr run m failed"
-tracked m
+wait_tracked m
 m_off=$(status_field m arena_offset)
 m_size=$(($(status_field m arena_size) + 64 * 1024 * 1024)) # the header and more: any of it
 [ "$(mappers "$m_off" "$m_size" cxlcr-tracker | wc -w)" -eq 1 ] ||
@@ -97,7 +86,7 @@ ok "a: a checkpoint placed where the freed arena was restores with every value"
 r_off=$(status_field r arena_offset)
 r_trackers=$(mappers "$r_off" 4096 cxlcr-tracker)
 [ "$(echo "$r_trackers" | wc -w)" -eq 1 ] || die "after restore, the arena has trackers '$r_trackers', expected one"
-tracked r
+wait_tracked r
 # Any tracker that is not the current one would be ending now: wait for
 # them (pidfd-free: tail waits for a pid to end), then the service must
 # still be tracked.

@@ -244,6 +244,24 @@ print(vmas, nh, pmd)
 EOF
 }
 
+# wait_status NAME FIELD VALUE SECONDS: waits (bounded: SECONDS) until
+# FIELD of `cxlcr status NAME --json` reads VALUE; 1 if it never does.
+wait_status() {
+	local _
+	for _ in $(seq $(($4 * 20))); do
+		[ "$(status_field "$1" "$2")" = "$3" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# wait_tracked NAME: waits (bounded) until the service's tracker has
+# registered its heap (a moment after its start); fails the test if it
+# never does.
+wait_tracked() {
+	wait_status "$1" write_tracking True 5 || die "$1 is not tracked"
+}
+
 # A field of `cxlcr status NAME --json`.
 status_field() {
 	"$CXLCR" status "$1" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"
