@@ -181,18 +181,6 @@ int cmd_status(int argc, char **argv)
  * recorded for its pid: the reaper ends it now that the pid is gone. */
 static int free_arena(struct cxlcr_pool *pool, struct service *s)
 {
-	/* Its link goes before its address does. The kernel tears down a dead
-	 * service's network namespace, and its end of the link, only later
-	 * (up to a second here), and a service given the same address meanwhile
-	 * has the same MAC (container_mac_of): the bridge would send some of
-	 * its clients' packets to the old end, which resets their connections.
-	 * Deleting one end deletes both at once. A link of another machine's
-	 * is not here: nothing happens. */
-	if (s->region.veth[0]) {
-		char link[sizeof(s->region.veth) + 1] = "";
-		memcpy(link, s->region.veth, sizeof(s->region.veth));
-		container_netns_release(link, true);
-	}
 	if (service_free(pool, &s->region) < 0)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	/* Its checkpoints go with it: a new service of the same name starts

@@ -522,5 +522,17 @@ int service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 {
 	if (r->kind == CXLCR_KIND_ARENA && cxlcr_tracker_end(pool, r) < 0)
 		return -1;
+	/* Its link goes before its address does. The kernel tears down a dead
+	 * service's network namespace, and its end of the link, only later
+	 * (up to a second here), and a service given the same address meanwhile
+	 * has the same MAC (container_mac_of): the bridge would send some of
+	 * its clients' packets to the old end, which resets their connections.
+	 * Deleting one end deletes both at once. A link of another machine's
+	 * is not here: nothing happens. */
+	if (r->veth[0]) {
+		char link[sizeof(r->veth) + 1] = "";
+		memcpy(link, r->veth, sizeof(r->veth));
+		container_netns_release(link, true);
+	}
 	return cxlcr_service_free(pool, r);
 }
