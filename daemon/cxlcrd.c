@@ -604,8 +604,16 @@ int main(int argc, char **argv)
 		if (fenced)
 			next_points = next_tick;
 		else if (now >= next_points) {
-			next_points = now + (uint64_t)recovery_points_tick(cli_host, dlog) * 1000000ull;
-			tracking_idle_tick(cli_host, dlog);
+			/* One opening of the pool for the pass's two looks at this
+			 * host's services. */
+			struct cxlcr_pool pool;
+			int next_ms = 1000;
+			if (cxlcr_pool_open(&pool, cxlcr_pool_path()) == 0) {
+				next_ms = recovery_points_tick(&pool, cli_host, dlog);
+				tracking_idle_tick(&pool, cli_host, dlog);
+				cxlcr_pool_close(&pool);
+			}
+			next_points = now + (uint64_t)next_ms * 1000000ull;
 			now = cxlcr_mono_ns();
 		}
 		uint64_t wake = next_points < next_tick ? next_points : next_tick;

@@ -113,21 +113,18 @@ static uint32_t interval_of(struct cxlcr_pool *pool, const struct cxlcr_region *
 	return ms;
 }
 
-int recovery_points_tick(const char *host, void (*log)(int priority, const char *fmt, ...))
+int recovery_points_tick(struct cxlcr_pool *pool, const char *host, void (*log)(int priority, const char *fmt, ...))
 {
-	struct cxlcr_pool pool;
-	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
-		return 1000;
 	uint64_t now = cxlcr_mono_ns();
 	int next_ms = 1000;
 	recovery_runs_begin(states, TRACKED_MAX, sizeof(states[0]));
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
-		if (!recovery_run_service(&pool, i, host, &r))
+		if (!recovery_run_service(pool, i, host, &r))
 			continue;
 		/* (A service whose process died keeps its region, owner and
 		 * host: that is how a crash is seen here.) */
-		uint32_t interval = interval_of(&pool, &r);
+		uint32_t interval = interval_of(pool, &r);
 		if (!interval)
 			continue;
 		struct point_state *st = recovery_run_slot(states, TRACKED_MAX, sizeof(states[0]), r.generation);
@@ -137,9 +134,9 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
 		if (recovery_run_under_way(&st->run))
 			continue;
 		struct service s;
-		service_load(&pool, &r, &s);
+		service_load(pool, &r, &s);
 		if (!s.running) {
-			restore_crashed(&pool, &s, host, st, log);
+			restore_crashed(pool, &s, host, st, log);
 			next_ms = next_ms > 100 ? 100 : next_ms;
 			continue;
 		}
@@ -160,6 +157,5 @@ int recovery_points_tick(const char *host, void (*log)(int priority, const char 
 	/* Services that went (stopped, migrated away) are forgotten; a point
 	 * still under way ends on its own. */
 	recovery_runs_end(states, TRACKED_MAX, sizeof(states[0]));
-	cxlcr_pool_close(&pool);
 	return next_ms;
 }

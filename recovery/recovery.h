@@ -59,7 +59,7 @@ void tombstone_arm(struct cxlcr_pool *pool, uint32_t entry_index, kmsg_log_fn lo
 /* The daemon's turn at recovery points (points.c): starts the ones that
  * are due for the services of host; returns in how many milliseconds it
  * wants its next turn. */
-int recovery_points_tick(const char *host, void (*log)(int priority, const char *fmt, ...));
+int recovery_points_tick(struct cxlcr_pool *pool, const char *host, void (*log)(int priority, const char *fmt, ...));
 
 /* Makes the heap of arena (whose process is gone) what it was at the
  * recovery point whose snapshot is snapshot_generation, and marks the

@@ -68,27 +68,24 @@ static bool wants_huge(struct cxlcr_pool *pool, const struct cxlcr_region *r, ui
 	return want;
 }
 
-void tracking_idle_tick(const char *host, void (*log)(int priority, const char *fmt, ...))
+void tracking_idle_tick(struct cxlcr_pool *pool, const char *host, void (*log)(int priority, const char *fmt, ...))
 {
 	long after_s = tracking_huge_after_s();
 	if (after_s <= 0)
 		return;
 	uint64_t after = (uint64_t)after_s * 1000000000ull;
-	struct cxlcr_pool pool;
-	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
-		return;
 	uint64_t now = cxlcr_mono_ns();
 	recovery_runs_begin(states, IDLE_SERVICES_MAX, sizeof(states[0]));
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
-		if (!recovery_run_service(&pool, i, host, &r))
+		if (!recovery_run_service(pool, i, host, &r))
 			continue;
 		struct idle_state *st = recovery_run_slot(states, IDLE_SERVICES_MAX, sizeof(states[0]), r.generation);
 		if (!st)
 			continue;
 		st->run.seen = true;
 		uint64_t scans = 0;
-		bool want = wants_huge(&pool, &r, &scans);
+		bool want = wants_huge(pool, &r, &scans);
 		if (recovery_run_under_way(&st->run))
 			continue;
 		if (!st->since_ns || scans != st->scans) {
@@ -109,5 +106,4 @@ void tracking_idle_tick(const char *host, void (*log)(int priority, const char *
 		st->since_ns = now;
 	}
 	recovery_runs_end(states, IDLE_SERVICES_MAX, sizeof(states[0]));
-	cxlcr_pool_close(&pool);
 }

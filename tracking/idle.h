@@ -13,9 +13,11 @@ long tracking_huge_after_parse(const char *text);
  * such a number. */
 long tracking_huge_after_s(void);
 
-/* Called from the daemon's loop about once a second: looks at the
+/* Called from the daemon's loop about once a second, with the pool it
+ * opened for the pass (recovery_points_tick's too): looks at the
  * services of host, and runs `cxlcr huge-pages` in the background for
  * those whose time has come. */
-void tracking_idle_tick(const char *host, void (*log)(int priority, const char *fmt, ...));
+struct cxlcr_pool;
+void tracking_idle_tick(struct cxlcr_pool *pool, const char *host, void (*log)(int priority, const char *fmt, ...));
 
 #endif
