@@ -40,7 +40,7 @@ field() { "$CXLCR" status "$1" --json | python3 -c 'import json,sys; print(json.
 "$CXLCR" pod up --hosts 2 >/dev/null
 run() { # NAME ARENA ARENA_MAX PORT
 	"$CXLCR" run --host h0 --name "$1" --arena "$2" --arena-max "$3" --log "$WORK/$1.log" -- \
-		redis-server --port "$4" --protected-mode no --save '' --appendonly no --dir / >/dev/null
+		redis-server --port "$4" --protected-mode no --save '' --appendonly no >/dev/null
 	python3 "$KV" wait --host "$(field "$1" address)" --port "$4" >/dev/null
 }
 run grown $FIRST 4G 6379

@@ -54,8 +54,7 @@ def start(a, name, size, interval):
     arena = size * 3 // 2 + 64 * MIB
     cxlcr(a, "run", "--host", "h0", "--name", name, "--arena", str(arena),
           "--recovery-interval", str(interval), "--log", os.path.join(a.work, name + ".log"), "--",
-          "redis-server", "--port", str(PORT), "--protected-mode", "no", "--save", "", "--appendonly", "no",
-          "--dir", "/")
+          "redis-server", "--port", str(PORT), "--protected-mode", "no", "--save", "", "--appendonly", "no")
     host = cxlcr(a, "status", name, "--json")["address"]
     for _ in range(400):
         try:

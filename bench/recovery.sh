@@ -68,7 +68,7 @@ for round in $(seq "$ROUNDS"); do
 	"$CXLCR" pool format --size 4G >/dev/null
 	"$CXLCR" pod up --hosts 2 >/dev/null
 	"$CXLCR" run --host h0 --name rd --arena 256M --recovery-interval "$INTERVAL_MS" --log "$WORK/rd.log" -- \
-		redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir / >/dev/null
+		redis-server --port $PORT --protected-mode no --save '' --appendonly no >/dev/null
 	addr=$("$CXLCR" status rd --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["address"])')
 	python3 "$ROOT/tests/lib/kvclient.py" wait --host "$addr" --port $PORT >/dev/null
 	rm -f "$WORK/ack"

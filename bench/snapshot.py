@@ -152,7 +152,7 @@ def one_size(a, size, pattern, rows):
         env += ["--env", kv]
     cxlcr(a, "run", "--host", "h0", "--name", name, "--arena", str(arena), *env, "--log",
           os.path.join(a.work, name + ".log"), "--", "redis-server", "--port", str(PORT),
-          "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", "/")
+          "--protected-mode", "no", "--save", "", "--appendonly", "no")
     host = cxlcr(a, "status", name, "--json")["address"]
     r = None
     for _ in range(200):

@@ -30,6 +30,7 @@
 #include "../recovery/recovery.h"
 #include "../common/catalog.h"
 #include "cli.h"
+#include "host_files.h"
 #include "container.h"
 #include "criu.h"
 #include "exec.h"
@@ -200,6 +201,7 @@ int cmd_checkpoint(int argc, char **argv)
 	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	kill(s.region.owner_pid, SIGKILL);
 	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
+	host_wd_remove(a.name); /* the host that restores it makes its own */
 	verb_lease_note_frozen(&l, 0, 0);
 	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
@@ -684,6 +686,7 @@ int cmd_migrate(int argc, char **argv)
 	/* 3. Only now does the frozen source end. */
 	kill(s.region.owner_pid, SIGKILL);
 	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
+	host_wd_remove(a.name); /* its own on the destination now */
 	verb_lease_note_frozen(&l, 0, 0);
 	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);

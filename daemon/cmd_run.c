@@ -92,7 +92,8 @@ static void usage(FILE *out)
 		"--recovery-interval MS: its host's daemon takes a recovery point (an\n"
 		"incremental snapshot and dump) every MS milliseconds; 0: none. Default: the\n"
 		"host daemon's recovery_interval (1000) for a service of a pod host, else 0.\n"
-		"CMD runs from / (name files in ARGS by absolute paths).\n"
+		"CMD runs in a directory of its own, /run/cxlcr/wd/NAME on its host (a tmpfs;\n"
+		"name files in ARGS by absolute paths).\n"
 		"Returns once the arena is attached, or fails with the reason.\n",
 		CXLCR_POOL_DEFAULT_PATH, DEFAULT_ARENA_SIZE >> 30, HOST_LOG_DIR);
 }
@@ -126,17 +127,21 @@ static void exec_service(void *arg)
 	dup2(out, 2);
 	dup2(l->ready, READY_FD);
 	close_range(READY_FD + 1, ~0u, 0);
-	/* A service runs from /, wherever it was started from: what it writes
-	 * where it stands (Redis's SAVE), and what CRIU leaves in a dumped
-	 * task's directory, must not land in a directory of whoever ran the
-	 * command. A program named by a relative path is found first. */
+	/* A service runs in a directory of its own on this host's /run
+	 * (host_files.h: what CRIU's parasite does there in every dump), not
+	 * in whoever ran the command's: what it writes where it stands
+	 * (Redis's SAVE) lands there. A program named by a relative path is
+	 * found first. */
 	static char program[PATH_MAX];
 	if (strchr(l->cmd[0], '/') && l->cmd[0][0] != '/' && realpath(l->cmd[0], program))
 		l->cmd[0] = program;
-	if (chdir("/") < 0) {
-		dprintf(l->ready, "error: cannot change directory to /: %s\n", strerror(errno));
+	char wd[PATH_MAX];
+	int wd_fd = host_wd_open(l->name, wd, sizeof(wd));
+	if (wd_fd < 0 || fchdir(wd_fd) < 0) {
+		dprintf(l->ready, "error: %s\n", wd_fd < 0 ? cxlcr_last_error() : strerror(errno));
 		_exit(127);
 	}
+	close(wd_fd);
 	char fd_s[16], size_s[32];
 	snprintf(fd_s, sizeof(fd_s), "%d", READY_FD);
 	snprintf(size_s, sizeof(size_s), "%llu", (unsigned long long)l->arena);

@@ -136,8 +136,9 @@ static void netlock_env_clear(void)
  * CRIU's parasite needs a /proc of the dumped task's pid namespace; a pod
  * service's /proc is the machine's, so the parasite mounts one in the
  * task's working directory, as "proc.crtools", and removes it again.
- * Services share working directories (all run from / unless they change
- * it, cxlcrd.c), so two dumps at once in one directory collide ("Can't
+ * Services may share a working directory (each runs in its own,
+ * host_files.h, unless it changes it: a Redis --dir), and two dumps at
+ * once in one directory collide ("Can't
  * create a directory (-17)": t_stress saw a snapshot fail so), and a dump
  * killed in between leaves the directory, or a proc mounted on it, for
  * every later dump to trip on. So dumps of services in one directory take
@@ -322,7 +323,7 @@ static bool ahead_fits(const struct criu_ahead *a, const char *dir, const char *
  * checkpoint, else one started now. */
 static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
 			  int pool_fd, int netns_fd, bool tcp_close, bool leave_stopped, struct criu_ahead *ahead,
-			  pid_t *pid)
+			  const char *wd_name, pid_t *pid)
 {
 	struct criu_restore_opts o;
 	int rc;
@@ -334,9 +335,10 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 		return rc != 0 ? criu_failed(dir, "restore.log", "restore") : 0;
 	}
 	criu_ahead_abort(ahead);
-	/* The service's log is this host's own (host_files.h). */
+	/* The service's log and working directory are this host's own
+	 * (host_files.h). */
 	struct host_files own;
-	if (host_files_open(dir, 5, &own) < 0)
+	if (host_files_open_as(dir, 5, wd_name, &own) < 0)
 		return -1;
 	restore_opts(&o, dir, source_pool, pool_fd, &own, tcp_close, leave_stopped);
 	struct criu_swrk w;
@@ -350,7 +352,7 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
 		 int netns_fd, struct criu_ahead *ahead, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, false, ahead, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, false, ahead, NULL, pid);
 }
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
@@ -362,9 +364,10 @@ int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
 	return rc;
 }
 
-int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
-		       int pool_fd, int netns_fd, bool leave_stopped, pid_t *pid)
+int criu_restore_child(const char *dir, const char *name, const char *bridge, const char *link,
+		       const char *source_pool, int pool_fd, int netns_fd, bool leave_stopped, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, leave_stopped, NULL, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, leave_stopped, NULL, name,
+			      pid);
 }
 

@@ -85,11 +85,12 @@ void criu_ahead_abort(struct criu_ahead *a);
  * the arena under snapshot_name. */
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name);
 /* Restores a fork child from a rebased image set (rebase/): as
- * criu_restore(), into the child's own network namespace, with the
- * parent's established connections closed; with leave_stopped its tasks
- * stay stopped (a copy-mode child, which its pager lets run). */
-int criu_restore_child(const char *dir, const char *bridge, const char *link, const char *source_pool,
-		       int pool_fd, int netns_fd, bool leave_stopped, pid_t *pid);
+ * criu_restore(), into the child's own network namespace and working
+ * directory (host_files.h: of its own name), with the parent's established
+ * connections closed; with leave_stopped its tasks stay stopped (a
+ * copy-mode child, which its pager lets run). */
+int criu_restore_child(const char *dir, const char *name, const char *bridge, const char *link,
+		       const char *source_pool, int pool_fd, int netns_fd, bool leave_stopped, pid_t *pid);
 
 #include "../rebase/criu_stats.h" /* criu_read_dump_stats() */
 

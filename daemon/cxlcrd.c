@@ -480,9 +480,9 @@ int main(int argc, char **argv)
 	cli_host = cfg.host;
 	cxlcr_host_name_set(cli_host);
 	dlog_init(cli_host);
-	/* Services and CRIU inherit the daemon's working directory: CRIU's
-	 * leftovers of a killed dump (proc.crtools) or a service's own files
-	 * (Redis's dump.rdb) must not land in a directory someone shares. */
+	/* CRIU and the daemon's other children inherit its working
+	 * directory: nothing of theirs must land in a directory someone
+	 * shares. (A service runs in its own: host_files.h.) */
 	const char *pool_env = getenv("CXLCR_POOL");
 	if (pool_env && pool_env[0] != '/') {
 		char *abs = realpath(pool_env, NULL);

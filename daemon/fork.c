@@ -240,8 +240,8 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 			if (rc == 0 && (netns = container_netns_open(jobs[i].link)) < 0)
 				rc = cxlcr_error("cannot open the network namespace of %s", jobs[i].name);
 			if (rc == 0)
-				rc = criu_restore_child(jobs[i].dir, pod->bridge, jobs[i].link, renamed, pool->fd,
-							netns, copy, &pid);
+				rc = criu_restore_child(jobs[i].dir, jobs[i].name, pod->bridge, jobs[i].link, renamed,
+							pool->fd, netns, copy, &pid);
 			/* A restored child keeps its namespace's name until it is
 			 * made (fork_here()): whoever drops it half made finds it
 			 * by that name. */
@@ -249,6 +249,7 @@ static void restore_all(struct child_job *jobs, unsigned n, const struct pod *po
 				rc = note_restored(&jobs[i], pid, t0);
 			if (rc < 0) {
 				container_netns_release(jobs[i].link, true);
+				host_wd_remove(jobs[i].name);
 				char path[PATH_MAX + 8];
 				snprintf(path, sizeof(path), "%s/error", jobs[i].dir);
 				FILE *f = fopen(path, "we");

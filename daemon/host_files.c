@@ -17,8 +17,60 @@
 struct walk {
 	struct host_files *hf;
 	int first_fd;
+	const char *wd_name; /* the working directory's name here, or NULL: the checkpoint's */
 	int failed;
 };
+
+/* The NAME of HOST_WD_DIR/NAME, a service's working directory, if path
+ * (without its leading slash) is one; NULL for anything else, a file in
+ * one too (CRIU opens that by its path: a host's own service has it). */
+static const char *wd_name_of(const char *path)
+{
+	size_t n = strlen(HOST_WD_DIR) - 1;
+	if (strncmp(path, HOST_WD_DIR + 1, n) || path[n] != '/')
+		return NULL;
+	const char *name = path + n + 1;
+	return name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") ? name : NULL;
+}
+
+/* The checkpoint's paths under HOST_LOG_DIR, and its working directories
+ * under HOST_WD_DIR, to fn. */
+static int walk_own(const char *dir, void (*fn)(const char *path, void *arg), void *arg)
+{
+	if (rebase_files_under(dir, HOST_LOG_DIR "/", fn, arg) < 0)
+		return -1;
+	return rebase_files_under(dir, HOST_WD_DIR "/", fn, arg);
+}
+
+int host_wd_open(const char *name, char *path, size_t len)
+{
+	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return cxlcr_error("'%s' cannot name a working directory", name);
+	snprintf(path, len, "%s/%s", HOST_WD_DIR, name);
+	char crtools[PATH_MAX + 16];
+	snprintf(crtools, sizeof(crtools), "%s/proc.crtools", path);
+	if ((mkdir("/run/cxlcr", 0755) < 0 && errno != EEXIST) || (mkdir(HOST_WD_DIR, 0755) < 0 && errno != EEXIST) ||
+	    (mkdir(path, 0700) < 0 && errno != EEXIST))
+		return cxlcr_error("cannot make this host's %s: %s", path, strerror(errno));
+	/* An empty directory that a dump killed between its parasite's mkdir
+	 * and rmdir left: every later dump's mkdir would fail on it. */
+	rmdir(crtools);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cxlcr_error("cannot open this host's %s: %s", path, strerror(errno));
+	return fd;
+}
+
+void host_wd_remove(const char *name)
+{
+	char path[PATH_MAX], crtools[PATH_MAX + 16];
+	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return;
+	snprintf(path, sizeof(path), "%s/%s", HOST_WD_DIR, name);
+	snprintf(crtools, sizeof(crtools), "%s/proc.crtools", path);
+	rmdir(crtools);
+	rmdir(path); /* what the service wrote there stays, with it */
+}
 
 /* Opens "/path" here (its directories made as `cxlcr run` makes them). */
 static int open_here(const char *path)
@@ -45,13 +97,19 @@ static void add(const char *path, void *arg)
 		if (!strcmp(known, path))
 			return; /* one file, several descriptions */
 	}
+	const char *wd = wd_name_of(path);
+	if (!wd && strncmp(path, HOST_LOG_DIR + 1, strlen(HOST_LOG_DIR) - 1))
+		return; /* a file in a working directory */
 	if (hf->n == HOST_FILES_MAX) {
-		w->failed = cxlcr_error("the checkpoint names more than %d files under %s", HOST_FILES_MAX, HOST_LOG_DIR);
+		w->failed = cxlcr_error("the checkpoint names more than %d files under %s and %s", HOST_FILES_MAX,
+					HOST_LOG_DIR, HOST_WD_DIR);
 		return;
 	}
-	int fd = open_here(path);
+	char here[PATH_MAX];
+	int fd = wd ? host_wd_open(w->wd_name ? w->wd_name : wd, here, sizeof(here)) : open_here(path);
 	if (fd < 0) {
-		w->failed = cxlcr_error("cannot open this host's /%s for the restore: %s", path, strerror(errno));
+		w->failed = wd ? -1
+			       : cxlcr_error("cannot open this host's /%s for the restore: %s", path, strerror(errno));
 		return;
 	}
 	hf->fd[hf->n] = fd;
@@ -59,26 +117,33 @@ static void add(const char *path, void *arg)
 	hf->n++;
 }
 
-int host_files_open(const char *dir, int first_fd, struct host_files *hf)
+int host_files_open_as(const char *dir, int first_fd, const char *wd_name, struct host_files *hf)
 {
 	hf->n = 0;
-	struct walk w = { hf, first_fd, 0 };
-	if (rebase_files_under(dir, HOST_LOG_DIR "/", add, &w) < 0 || w.failed < 0) {
+	struct walk w = { hf, first_fd, wd_name, 0 };
+	if (walk_own(dir, add, &w) < 0 || w.failed < 0) {
 		host_files_close(hf);
 		return -1;
 	}
 	return 0;
 }
 
+int host_files_open(const char *dir, int first_fd, struct host_files *hf)
+{
+	return host_files_open_as(dir, first_fd, NULL, hf);
+}
+
 int host_files_open_paths(char *const *paths, int n, int first_fd, struct host_files *hf)
 {
 	hf->n = 0;
-	struct walk w = { hf, first_fd, 0 };
+	struct walk w = { hf, first_fd, NULL, 0 };
 	for (int i = 0; i < n && !w.failed; i++) {
 		const char *rel = paths[i] + (paths[i][0] == '/');
-		if (strncmp(rel, HOST_LOG_DIR + 1, strlen(HOST_LOG_DIR) - 1) || rel[strlen(HOST_LOG_DIR) - 1] != '/' ||
-		    strstr(rel, "/../"))
-			w.failed = cxlcr_error("%s is not a file under %s", paths[i], HOST_LOG_DIR);
+		if ((strncmp(rel, HOST_LOG_DIR + 1, strlen(HOST_LOG_DIR) - 1) || rel[strlen(HOST_LOG_DIR) - 1] != '/' ||
+		     strstr(rel, "/../")) &&
+		    !wd_name_of(rel))
+			w.failed = cxlcr_error("%s is not a file under %s nor a directory of %s", paths[i], HOST_LOG_DIR,
+					       HOST_WD_DIR);
 		else
 			add(rel, &w);
 	}
@@ -98,6 +163,8 @@ struct same {
 static void match(const char *path, void *arg)
 {
 	struct same *m = arg;
+	if (!wd_name_of(path) && strncmp(path, HOST_LOG_DIR + 1, strlen(HOST_LOG_DIR) - 1))
+		return; /* a file in a working directory: not one of a host's own */
 	for (int i = 0; i < m->hf->n; i++)
 		if (!strcmp(strchr(m->hf->arg[i], ':') + 1, path)) {
 			m->seen[i] = true;
@@ -109,7 +176,7 @@ static void match(const char *path, void *arg)
 bool host_files_same(const struct host_files *hf, const char *dir)
 {
 	struct same m = { .hf = hf };
-	if (rebase_files_under(dir, HOST_LOG_DIR "/", match, &m) < 0 || m.other)
+	if (walk_own(dir, match, &m) < 0 || m.other)
 		return false;
 	for (int i = 0; i < hf->n; i++)
 		if (!m.seen[i])
@@ -142,6 +209,14 @@ int host_files_of(pid_t pid, char (*paths)[PATH_MAX], int max)
 			snprintf(paths[n++], PATH_MAX, "%s", target);
 	}
 	closedir(d);
+	char cwd[64], target[PATH_MAX];
+	snprintf(cwd, sizeof(cwd), "/proc/%d/cwd", (int)pid);
+	ssize_t len = readlink(cwd, target, sizeof(target) - 1);
+	if (len > 0 && n < max) {
+		target[len] = 0;
+		if (wd_name_of(target + 1))
+			snprintf(paths[n++], PATH_MAX, "%s", target);
+	}
 	return n;
 }
 

@@ -1,5 +1,6 @@
 /*
- * A host's own files that a checkpoint names: a service's log.
+ * A host's own files that a checkpoint names: a service's log, and the
+ * directory it runs in.
  *
  * A service started without --log writes to HOST_LOG_DIR/podN/NAME.log
  * (`cxlcr run`), which is the host's own: a real machine's disk, an
@@ -19,6 +20,24 @@
 #define HOST_LOG_DIR   "/var/log/cxlcr"
 #define HOST_FILES_MAX 4
 
+/*
+ * A service runs in a directory of its own, HOST_WD_DIR/NAME, on the
+ * host's /run (a tmpfs; the host's own tmpfs on an emulated host), and
+ * each host that restores it makes its own (a fork child's: one of the
+ * child's name) and hands it to CRIU as the checkpoint's.
+ *
+ * Why: CRIU's parasite, in every dump, makes a directory "proc.crtools" in
+ * the dumped task's working directory, mounts a procfs there, opens it and
+ * takes it down again: once for the task, once per thread for its cgroups
+ * (criu/pie/parasite.c, get_proc_fd(): a service in a PID namespace of its
+ * own never takes its fast path). In / on this machine's ext4 that cost
+ * 0.4-1.9 ms each, ~6 ms of a 15 ms freeze for Redis's six threads; on a
+ * tmpfs 0.07-0.15 ms. And one directory per service keeps two services'
+ * dumps at the same time from making the same proc.crtools, which fails
+ * one of them.
+ */
+#define HOST_WD_DIR "/run/cxlcr/wd"
+
 struct host_files {
 	int n;
 	int fd[HOST_FILES_MAX];
@@ -36,9 +55,21 @@ void host_files_close(struct host_files *hf);
  * names exactly hf's. */
 int host_files_open_paths(char *const *paths, int n, int first_fd, struct host_files *hf);
 bool host_files_same(const struct host_files *hf, const char *dir);
-/* The paths under HOST_LOG_DIR that process pid (of this host) has open:
- * what its checkpoint will name (at most max). */
+/* The paths under HOST_LOG_DIR that process pid (of this host) has open,
+ * and its working directory if it is under HOST_WD_DIR: what its
+ * checkpoint will name (at most max). */
 int host_files_of(pid_t pid, char (*paths)[PATH_MAX], int max);
+/* As host_files_open(), but the working directory the checkpoint names is
+ * this host's HOST_WD_DIR/wd_name (a fork child's own name). */
+int host_files_open_as(const char *dir, int first_fd, const char *wd_name, struct host_files *hf);
+
+/* Makes this host's HOST_WD_DIR/name (0700; a proc.crtools that a dump
+ * killed halfway left in it goes) and opens it (O_DIRECTORY, O_NOFOLLOW,
+ * O_CLOEXEC); path gets its name. -1 and one line if it cannot. */
+int host_wd_open(const char *name, char *path, size_t len);
+/* Removes this host's HOST_WD_DIR/name if nothing but CRIU's leftovers is
+ * in it: the service has stopped, or left this host. */
+void host_wd_remove(const char *name);
 
 /* Appends "DATE TIME (UTC) line" to this host's log HOST_LOG_DIR/name,
  * made 0640 if new, as every log of a host's (the prefetch and pager

@@ -24,6 +24,7 @@
 #include "../control/lease.h"
 #include "../control/outcome.h"
 #include "../tracking/track.h"
+#include "host_files.h"
 #include "cli.h"
 #include "container.h"
 #include "image_store.h"
@@ -534,5 +535,10 @@ int service_free(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 		memcpy(link, r->veth, sizeof(r->veth));
 		container_netns_release(link, true);
 	}
+	/* Its working directory here goes too, if it has nothing in it. */
+	char name[CXLCR_NAME_MAX + 1];
+	snprintf(name, sizeof(name), "%.*s", (int)CXLCR_NAME_MAX, r->name);
+	if (r->kind == CXLCR_KIND_ARENA || r->kind == CXLCR_KIND_CHILD)
+		host_wd_remove(name);
 	return cxlcr_service_free(pool, r);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CRIU's parasite mounts a proc in the dumped service's working directory
 # ("proc.crtools": a pod service's /proc is not its pid namespace's), and
-# services share working directories (every one runs from / unless it
+# services may share a working directory (each runs in its own unless it
 # changes directory; here both Redis servers run in one --dir). So:
 #   a. a leftover of a dump killed in between (the directory, as it would
 #      be left) does not make the next snapshot or migrate fail ("Can't
