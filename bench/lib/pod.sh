@@ -101,8 +101,7 @@ server_cmd() { # SERVER BYTES PORT [BIND]
 	case $1 in
 	redis)
 		[ -z "${4:-}" ] || bind=(--bind "$4")
-		CMD=(redis-server --port "$3" "${bind[@]}" --protected-mode no --save '' --appendonly no
-			--dir "$WORK")
+		CMD=(redis-server --port "$3" "${bind[@]}" --protected-mode no --save '' --appendonly no)
 		;;
 	memcached)
 		[ -z "${4:-}" ] || bind=(-l "$4")
