@@ -10,7 +10,9 @@
  *     ahead of a restore) that no verb is working on;
  *   - image sets nobody can restore: of a service that is gone, taken over
  *     since (an older epoch), never completed, or of a fork snapshot that is
- *     gone; unless a verb is working on the service.
+ *     gone; unless a verb is working on the service;
+ *   - empty working directories (HOST_WD_DIR/NAME) of no service of this
+ *     host: a fork worker killed after making its child's leaves one.
  *
  * What gc cannot tie to this pool (work directories of an older format,
  * namespaces of other pools) is counted, and removed with --foreign: for a
@@ -33,6 +35,7 @@
 #include "../control/lease.h"
 #include "cli.h"
 #include "container.h"
+#include "host_files.h"
 #include "image_store.h"
 #include "json.h"
 
@@ -129,6 +132,46 @@ static void work_dirs(struct gc *g)
 		closedir(d);
 	}
 	closedir(top);
+}
+
+/* Does directory path hold nothing but what CRIU's parasite may leave
+ * (proc.crtools)? */
+static bool wd_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "proc.crtools");
+	closedir(d);
+	return empty;
+}
+
+static void working_dirs(struct gc *g)
+{
+	DIR *d = opendir(HOST_WD_DIR);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || e->d_type != DT_DIR)
+			continue;
+		struct cxlcr_region r;
+		if ((cxlcr_region_find(g->pool, CXLCR_KIND_ARENA, e->d_name, &r) ||
+		     cxlcr_region_find(g->pool, CXLCR_KIND_CHILD, e->d_name, &r)) &&
+		    (!strncmp(r.owner_host, this_host(), CXLCR_HOST_MAX) || verb_lease_held(g->pool, &r)))
+			continue; /* its service's here, or a verb brings it here */
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s", HOST_WD_DIR, e->d_name);
+		if (!wd_empty(path))
+			continue; /* what a service wrote is not gc's to take */
+		report(g, "working-directory", path, "empty, of no service of this host");
+		if (!g->dry_run)
+			host_wd_remove(e->d_name);
+	}
+	closedir(d);
 }
 
 /* The live arena of this pool whose link names start like link (the same
@@ -275,8 +318,9 @@ int cmd_gc(int argc, char **argv)
 			printf("usage: cxlcr gc [--dry-run] [--foreign] [--json]\n\n"
 			       "Removes what crashed verbs left: work directories whose maker is gone,\n"
 			       "network namespaces of this pool's services that no verb works on, image\n"
-			       "sets nobody can restore, and snapshot drafts no verb finishes (with the\n"
-			       "borrows they held). --foreign also removes what cannot be tied\n"
+			       "sets nobody can restore, snapshot drafts no verb finishes (with the\n"
+			       "borrows they held), and empty working directories of no service of this\n"
+			       "host. --foreign also removes what cannot be tied\n"
 			       "to this pool (for a machine that runs this pool's pod only).\n");
 			return EXIT_OK;
 		default: return EXIT_USAGE;
@@ -298,6 +342,7 @@ int cmd_gc(int argc, char **argv)
 	namespaces(&g);
 	image_sets(&g);
 	snapshot_drafts(&g);
+	working_dirs(&g);
 	cxlcr_pool_close(&pool);
 	if (g.json) {
 		json_array_end(&g.j);

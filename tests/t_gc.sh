@@ -4,7 +4,9 @@
 # named network namespace of a service that no verb works on, an image
 # set of an epoch the service has moved on from, and the draft of a
 # snapshot whose worker was killed (with the borrow it held on the earlier
-# snapshot it shared pages with); it leaves the running
+# snapshot it shared pages with), an empty working directory of no service
+# of the host (a fork worker killed after making its child's leaves one);
+# it leaves a non-empty one, the running
 # service, a namespace of no service of this pool, and, with --dry-run,
 # everything. gc runs on h0, as on each machine of a pod: work directories
 # and named namespaces are a host's own (emulation/hostfs.h).
@@ -72,20 +74,27 @@ for _ in $(seq 200); do
 done
 [ "$(snapshots)" -eq 2 ] || die "no snapshot draft was left to collect ($(snapshots) snapshot regions)"
 
-say "gc --dry-run names all four and removes nothing"
+say "a working directory of no service, empty, and one with a file in it"
+on_h0 mkdir -p /run/cxlcr/wd/ghost /run/cxlcr/wd/kept
+on_h0 touch /run/cxlcr/wd/kept/dump.rdb
+
+say "gc --dry-run names all five and removes nothing"
 on_h0 "$CXLCR" gc --dry-run --json >"$POOL_DIR/dry.json" || die "gc --dry-run failed"
 python3 - "$POOL_DIR/dry.json" "$workdir" "$stale_ns" <<'PYEOF' || die "gc --dry-run: $(cat "$POOL_DIR/dry.json")"
 import json, sys
 j = json.load(open(sys.argv[1]))
 names = {(x["kind"], x["name"]) for x in j["would_remove"]}
-want = {("work-directory", sys.argv[2]), ("network-namespace", sys.argv[3])}
+want = {("work-directory", sys.argv[2]), ("network-namespace", sys.argv[3]),
+        ("working-directory", "/run/cxlcr/wd/ghost")}
+assert not any(n == "/run/cxlcr/wd/kept" for _, n in names), names
 assert want <= names, names
 assert any(k == "image-set" for k, _ in names), names
 assert any(k == "snapshot-draft" for k, _ in names), names
 assert not any("cx00000000" in n for _, n in names), names
 assert j["foreign_left"] >= 1
 PYEOF
-on_h0 test -d "$workdir" && on_h0 test -e "/run/netns/$stale_ns" || die "gc --dry-run removed something"
+on_h0 test -d "$workdir" && on_h0 test -e "/run/netns/$stale_ns" && on_h0 test -d /run/cxlcr/wd/ghost ||
+	die "gc --dry-run removed something"
 [ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 1 ] || die "gc --dry-run freed the image set"
 ok "dry run: $(python3 -c 'import json,sys; print(", ".join("%s %s" % (x["kind"], x["why"]) for x in json.load(open(sys.argv[1]))["would_remove"]))' "$POOL_DIR/dry.json")"
 
@@ -94,6 +103,8 @@ on_h0 "$CXLCR" gc >"$POOL_DIR/gc.out" || die "gc failed"
 ! on_h0 test -e "$workdir" || die "the work directory is still there"
 ! on_h0 test -e "/run/netns/$stale_ns" || die "the stale namespace is still there"
 on_h0 test -e "/run/netns/$foreign_ns" || die "gc removed a namespace of no service of this pool without --foreign"
+! on_h0 test -e /run/cxlcr/wd/ghost || die "the empty working directory is still there"
+on_h0 test -f /run/cxlcr/wd/kept/dump.rdb || die "gc removed a working directory with a file in it"
 [ "$(python3 "$POOLIMG" count "$CXLCR_POOL" "$NAME")" = 0 ] || die "the stale image set is still there"
 [ "$(snapshots)" -eq 1 ] || die "the snapshot draft is still there ($(snapshots) snapshot regions)"
 # The published snapshot keeps its dump, whatever the service's epoch
