@@ -61,12 +61,37 @@ int host_wd_open(const char *name, char *path, size_t len)
 	return fd;
 }
 
+/* Is dir (dev, ino) some live process's working directory? Two services
+ * of one name in two pools of one machine share one (each pool its own
+ * plain services): the one that stops must not take the other's away. */
+static bool wd_in_use(dev_t dev, ino_t ino)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return true;
+	struct dirent *e;
+	bool used = false;
+	while (!used && (e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char cwd[300];
+		struct stat st;
+		snprintf(cwd, sizeof(cwd), "/proc/%s/cwd", e->d_name);
+		used = stat(cwd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+	}
+	closedir(d);
+	return used;
+}
+
 void host_wd_remove(const char *name)
 {
 	char path[PATH_MAX], crtools[PATH_MAX + 16];
 	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
 		return;
 	snprintf(path, sizeof(path), "%s/%s", HOST_WD_DIR, name);
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || wd_in_use(st.st_dev, st.st_ino))
+		return;
 	snprintf(crtools, sizeof(crtools), "%s/proc.crtools", path);
 	rmdir(crtools);
 	rmdir(path); /* what the service wrote there stays, with it */

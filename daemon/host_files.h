@@ -68,7 +68,8 @@ int host_files_open_as(const char *dir, int first_fd, const char *wd_name, struc
  * O_CLOEXEC); path gets its name. -1 and one line if it cannot. */
 int host_wd_open(const char *name, char *path, size_t len);
 /* Removes this host's HOST_WD_DIR/name if nothing but CRIU's leftovers is
- * in it: the service has stopped, or left this host. */
+ * in it and no process works in it: the service has stopped, or left this
+ * host. */
 void host_wd_remove(const char *name);
 
 /* Appends "DATE TIME (UTC) line" to this host's log HOST_LOG_DIR/name,

@@ -101,12 +101,20 @@ cmp -s "$WORK/parent/pages-1.img" "$WORK/child/pages-1.img" || die "pages-1.img 
 
 say "criu restore the child on $bridge"
 child_link=cxrb$$
+# The parent ran in its own directory on h0's /run (daemon/host_files.h);
+# the child gets one of its own here, in its place, as a restoring host
+# hands CRIU its own.
+mkdir -p "$WORK/child-wd"
+exec 7<"$WORK/child-wd"
 timeout 60 criu restore -D "$WORK/child" -o restore.log -v2 -d --tcp-close \
 	--veth-pair "eth0=$child_link@$bridge" --network-lock skip --pidfile "$WORK/child/pid" \
+	--inherit-fd "fd[7]:run/cxlcr/wd/parent" \
 	--lib "$ROOT/build/criu" || { tail -n 20 "$WORK/child/restore.log" >&2; die "criu restore failed"; }
+exec 7<&-
 child=$(cat "$WORK/child/pid")
 on_exit 'kill -KILL '"$child"' 2>/dev/null'
 [ "$child" != "$pid" ] || die "the child has the parent's pid"
+[ "$(readlink "/proc/$child/cwd")" = "$WORK/child-wd" ] || die "the child runs in $(readlink "/proc/$child/cwd")"
 # The parent was dumped stopped (SIGSTOP froze it for the snapshot), and
 # CRIU restores a task in the state it was dumped in.
 for _ in $(seq 2000); do stopped "$child" && break; done
