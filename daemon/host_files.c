@@ -21,6 +21,12 @@ struct walk {
 	int failed;
 };
 
+/* Can name be one directory's name in HOST_WD_DIR? */
+static bool wd_name_ok(const char *name)
+{
+	return name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..");
+}
+
 /* The NAME of HOST_WD_DIR/NAME, a service's working directory, if path
  * (without its leading slash) is one; NULL for anything else, a file in
  * one too (CRIU opens that by its path: a host's own service has it). */
@@ -29,8 +35,7 @@ static const char *wd_name_of(const char *path)
 	size_t n = strlen(HOST_WD_DIR) - 1;
 	if (strncmp(path, HOST_WD_DIR + 1, n) || path[n] != '/')
 		return NULL;
-	const char *name = path + n + 1;
-	return name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") ? name : NULL;
+	return wd_name_ok(path + n + 1) ? path + n + 1 : NULL;
 }
 
 /* The checkpoint's paths under HOST_LOG_DIR, and its working directories
@@ -44,7 +49,7 @@ static int walk_own(const char *dir, void (*fn)(const char *path, void *arg), vo
 
 int host_wd_open(const char *name, char *path, size_t len)
 {
-	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+	if (!wd_name_ok(name))
 		return cxlcr_error("'%s' cannot name a working directory", name);
 	snprintf(path, len, "%s/%s", HOST_WD_DIR, name);
 	char crtools[PATH_MAX + 16];
@@ -86,7 +91,7 @@ static bool wd_in_use(dev_t dev, ino_t ino)
 void host_wd_remove(const char *name)
 {
 	char path[PATH_MAX], crtools[PATH_MAX + 16];
-	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+	if (!wd_name_ok(name))
 		return;
 	snprintf(path, sizeof(path), "%s/%s", HOST_WD_DIR, name);
 	struct stat st;
