@@ -18,7 +18,7 @@
 #include <sys/types.h>
 
 #define HOST_LOG_DIR   "/var/log/cxlcr"
-#define HOST_FILES_MAX 4
+#define HOST_FILES_MAX 5 /* four logs and the working directory (criu_swrk.c: at most 7 fds) */
 
 /*
  * A service runs in a directory of its own, HOST_WD_DIR/NAME, on the
