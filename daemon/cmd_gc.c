@@ -134,21 +134,6 @@ static void work_dirs(struct gc *g)
 	closedir(top);
 }
 
-/* Does directory path hold nothing but what CRIU's parasite may leave
- * (proc.crtools)? */
-static bool wd_empty(const char *path)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	struct dirent *e;
-	bool empty = true;
-	while (empty && (e = readdir(d)))
-		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "proc.crtools");
-	closedir(d);
-	return empty;
-}
-
 static void working_dirs(struct gc *g)
 {
 	DIR *d = opendir(HOST_WD_DIR);
@@ -163,10 +148,10 @@ static void working_dirs(struct gc *g)
 		     cxlcr_region_find(g->pool, CXLCR_KIND_CHILD, e->d_name, &r)) &&
 		    (!strncmp(r.owner_host, this_host(), CXLCR_HOST_MAX) || verb_lease_held(g->pool, &r)))
 			continue; /* its service's here, or a verb brings it here */
+		if (!host_wd_idle(e->d_name))
+			continue; /* what a service wrote, or works in, is not gc's to take */
 		char path[PATH_MAX];
 		snprintf(path, sizeof(path), "%s/%s", HOST_WD_DIR, e->d_name);
-		if (!wd_empty(path))
-			continue; /* what a service wrote is not gc's to take */
 		report(g, "working-directory", path, "empty, of no service of this host");
 		if (!g->dry_run)
 			host_wd_remove(e->d_name);

@@ -66,9 +66,7 @@ int host_wd_open(const char *name, char *path, size_t len)
 	return fd;
 }
 
-/* Is dir (dev, ino) some live process's working directory? Two services
- * of one name in two pools of one machine share one (each pool its own
- * plain services): the one that stops must not take the other's away. */
+/* Is dir (dev, ino) some live process's working directory? */
 static bool wd_in_use(dev_t dev, ino_t ino)
 {
 	DIR *d = opendir("/proc");
@@ -88,18 +86,40 @@ static bool wd_in_use(dev_t dev, ino_t ino)
 	return used;
 }
 
-void host_wd_remove(const char *name)
+/* Does directory path hold nothing but what CRIU's parasite may leave
+ * there (proc.crtools)? What a service wrote stays, with the directory. */
+static bool wd_empty(const char *path)
 {
-	char path[PATH_MAX], crtools[PATH_MAX + 16];
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "proc.crtools");
+	closedir(d);
+	return empty;
+}
+
+bool host_wd_idle(const char *name)
+{
+	char path[PATH_MAX];
 	if (!wd_name_ok(name))
-		return;
+		return false;
 	snprintf(path, sizeof(path), "%s/%s", HOST_WD_DIR, name);
 	struct stat st;
-	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || wd_in_use(st.st_dev, st.st_ino))
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && wd_empty(path) && !wd_in_use(st.st_dev, st.st_ino);
+}
+
+void host_wd_remove(const char *name)
+{
+	if (!host_wd_idle(name))
 		return;
+	char path[PATH_MAX], crtools[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/%s", HOST_WD_DIR, name);
 	snprintf(crtools, sizeof(crtools), "%s/proc.crtools", path);
 	rmdir(crtools);
-	rmdir(path); /* what the service wrote there stays, with it */
+	rmdir(path);
 }
 
 /* Opens "/path" here (its directories made as `cxlcr run` makes them). */

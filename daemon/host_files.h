@@ -67,9 +67,12 @@ int host_files_open_as(const char *dir, int first_fd, const char *wd_name, struc
  * killed halfway left in it goes) and opens it (O_DIRECTORY, O_NOFOLLOW,
  * O_CLOEXEC); path gets its name. -1 and one line if it cannot. */
 int host_wd_open(const char *name, char *path, size_t len);
-/* Removes this host's HOST_WD_DIR/name if nothing but CRIU's leftovers is
- * in it and no process works in it: the service has stopped, or left this
- * host. */
+/* Is this host's HOST_WD_DIR/name a directory with nothing but CRIU's
+ * leftovers in it, that no process works in? Two services of one name in
+ * two pools of one machine share one: one's going must not take it from
+ * the other. */
+bool host_wd_idle(const char *name);
+/* Removes it if so: the service has stopped, or left this host. */
 void host_wd_remove(const char *name);
 
 /* Appends "DATE TIME (UTC) line" to this host's log HOST_LOG_DIR/name,
