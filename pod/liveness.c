@@ -118,10 +118,15 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 }
 
 /* Whether the host of entry index is dead or left, as this daemon sees it
- * (the winner of our own fence, which we wait for). */
+ * (the winner of a fence, which we wait for). Judged as of our last look,
+ * not as of now: a tick can stall after its look (a fence waits for a
+ * pool lock that a dead host held, for the lock's lease), and the winner,
+ * which waited for that same lock, did not beat meanwhile either. Judged
+ * on the clock of now, its silence would be our own wait, and we would
+ * take a recovery over from a host that is busy doing it. */
 static bool host_gone(uint32_t index)
 {
-	enum cxlcr_host_verdict v = cxlcr_hosts_judge(&watch, index, cxlcr_mono_ns(), NULL);
+	enum cxlcr_host_verdict v = cxlcr_hosts_judge(&watch, index, last_look_ns, NULL);
 	return v == CXLCR_VERDICT_DEAD || v == CXLCR_VERDICT_LEFT;
 }
 
