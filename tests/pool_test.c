@@ -458,6 +458,53 @@ static int by_offset(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* A lock word that names its holder's host (CXLCR_LOCK_HOST): while that
+ * host beats (a child here), the holder keeps the lock for the lock's
+ * whole lease, as one that names no host; once the host is silent for a
+ * host lease, a waiter takes it over and says from which host (the fence
+ * of a dead host waits for it: common/pool_format.h). */
+static void test_silent_host_holder(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_host_reg live, dead;
+	struct cxlcr_region r;
+	SAY("a holder whose host stopped beating loses the lock after a host lease; one whose host beats does not");
+	setenv("CXLCR_LEASE_MS", "300", 1);
+	fresh_pool(POOL_SIZE, &pool);
+	CHECK(cxlcr_host_join(&pool, "live", "", 0, 75000000, &live) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "dead", "", 0, 75000000, &dead) == 0, "%s", cxlcr_last_error());
+	pid_t beater = fork();
+	CHECK(beater >= 0, "fork: %s", strerror(errno));
+	if (beater == 0) {
+		for (;;) {
+			cxlcr_host_beat(&pool, &live);
+			struct timespec ts = { 0, 20000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	uint64_t word = (0x1234ull | ((uint64_t)(live.index + 1) << (CXLCR_LOCK_HOST_SHIFT - CXLCR_LOCK_RENEWAL_BITS)))
+			<< CXLCR_LOCK_RENEWAL_BITS;
+	__atomic_store_n(&pool.sb->lock.owner, word, __ATOMIC_RELEASE);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after-live", 2 * MiB, &r) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(pool.lock_taken_from_host, 0);
+	kill(beater, SIGKILL);
+	waitpid(beater, NULL, 0);
+	word = ((0x5678ull) | ((uint64_t)(dead.index + 1) << (CXLCR_LOCK_HOST_SHIFT - CXLCR_LOCK_RENEWAL_BITS)))
+	       << CXLCR_LOCK_RENEWAL_BITS;
+	__atomic_store_n(&pool.sb->lock.owner, word, __ATOMIC_RELEASE);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after-dead", 2 * MiB, &r) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(pool.lock_taken_from_host, dead.index + 1);
+	/* Our own host's worker is never judged by our host's silence (our
+	 * daemon may be the waiter, beating only through the wait hook). */
+	CHECK(cxlcr_pool_host_guard(&pool, dead.index, 0) == 0, "%s", cxlcr_last_error());
+	__atomic_store_n(&pool.sb->lock.owner, word + 1, __ATOMIC_RELEASE);
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after-own", 2 * MiB, &r) == 0, "%s", cxlcr_last_error());
+	CHECK_EQ(pool.lock_taken_from_host, 0);
+	CHECK_EQ(pool.sb->lock.owner, 0);
+	unsetenv("CXLCR_LEASE_MS");
+	cxlcr_pool_close(&pool);
+}
+
 static void test_concurrent(void)
 {
 	struct cxlcr_pool pool;
@@ -1087,6 +1134,7 @@ int main(int argc, char **argv)
 	test_fence_guard();
 	test_fence_reopen();
 	test_dead_holder();
+	test_silent_host_holder();
 	test_stalled_holder();
 	test_concurrent();
 
