@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "../common/catalog.h"
 #include "../common/error.h"
@@ -176,6 +177,22 @@ static void guard_workers(struct cxlcr_pool *pool)
 	setenv(CXLCR_HOST_GUARD_ENV, v, 1);
 }
 
+static pid_t daemon_pid;
+static uint64_t last_beat_ns;
+
+/* While this daemon waits for the pool lock (a fence waits up to a host
+ * lease for a dead host's worker's lock, common/pool.c): that wait is
+ * not this host's death, so it goes on beating, once a period. The
+ * daemon only: its workers, which inherit the hook, are not its beat. */
+static void beat_while_waiting(struct cxlcr_pool *pool)
+{
+	uint64_t now = cxlcr_mono_ns();
+	if (getpid() != daemon_pid || !me.incarnation || now - last_beat_ns < cxlcr_heartbeat_period_ns())
+		return;
+	last_beat_ns = now;
+	cxlcr_host_beat(pool, &me);
+}
+
 bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 {
 	struct cxlcr_pool pool;
@@ -183,6 +200,8 @@ bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 	if (!watching) {
 		cxlcr_hosts_watch_init(&watch, cxlcr_lease_ns());
 		watching = true;
+		daemon_pid = getpid();
+		cxlcr_pool_on_lock_wait(beat_while_waiting);
 	}
 	if (cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
 		return false;
@@ -205,6 +224,8 @@ bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 		log(LOG_NOTICE, "fenced after handing its services over: registering as a new incarnation");
 		me.incarnation = 0;
 	}
+	if (me.incarnation)
+		last_beat_ns = cxlcr_mono_ns();
 	if (me.incarnation && cxlcr_host_beat(&pool, &me) < 0 && news(cxlcr_last_error()))
 		log(LOG_WARNING, "heartbeat: %s; registering again", cxlcr_last_error());
 	if (!me.incarnation) {

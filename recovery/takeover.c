@@ -152,9 +152,12 @@ int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarna
 	int won = cxlcr_host_fence(pool, index, incarnation, my_index, &fence);
 	if (won < 0 || (won == 0 && (index >= CXLCR_HOSTS_MAX || !retry_due(pool, index, host, my_index, &fence, log))))
 		return won;
+	/* A worker of the dead host held the pool lock: the fence took it
+	 * over once that host's heartbeat had stood still (pool.c). */
+	const char *lock = pool->lock_taken_from_host == index + 1 ? "; the pool lock taken from a worker of it" : "";
 	if (won)
-		log(LOG_WARNING, "host %s (incarnation %llu) is dead (%s): fenced by this host (fence %llu); recovering "
-				 "its services", host, (unsigned long long)incarnation, reason, (unsigned long long)fence);
+		log(LOG_WARNING, "host %s (incarnation %llu) is dead (%s): fenced by this host (fence %llu%s); recovering "
+				 "its services", host, (unsigned long long)incarnation, reason, (unsigned long long)fence, lock);
 	start_recovery(host, fence, log);
 	return won;
 }

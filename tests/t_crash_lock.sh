@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # A host that dies holding the pool's lock (issue 16, point 2): Redis with
-# recovery points on h0, and a process of h0 that holds the pool lock, as
-# one of its workers does for a moment while it changes the region table
-# (tests/lock_tool). h0 is crashed. h1 and h2 judge it dead and race to
-# fence it, and each waits for the dead holder's lock (its lease) in its
-# tick: neither beats meanwhile. Exactly one fences h0 and recovers Redis;
-# the other judges the winner on what it saw before its own wait, so it
-# neither takes the recovery over from the busy winner nor judges it dead.
+# recovery points on h0, and a process of h0 that holds the pool lock as
+# one of h0's workers does for a moment while it changes the region table
+# (tests/lock_tool: the lock word names its host). h0 is crashed. h1 and
+# h2 judge it dead and race to fence it; each fence waits for the lock,
+# beating meanwhile, and takes the lock over once h0's heartbeat and the
+# lock word have stood still for a host lease (not for the lock's own
+# lease of 5 s). Exactly one fences h0 (its log says it took the lock from
+# a worker of h0) and recovers Redis with its values; the other neither
+# judges the winner gone (it judges on what it saw before its own wait)
+# nor dead.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -24,14 +27,14 @@ python3 "$KV" fill --host "$addr" --port $PORT --count 500 --size 100 --seed 11 
 two_new_points rd || die "no recovery points"
 
 say "h0 takes the pool lock and crashes holding it"
-on h0 "$LOCK_TOOL" >"$POOL_DIR/lock.out" 2>&1 &
+on h0 "$LOCK_TOOL" h0 >"$POOL_DIR/lock.out" 2>&1 &
 job=$!
 on_exit "kill -KILL $job 2>/dev/null"
 for _ in $(seq 1 200); do [ -s "$POOL_DIR/lock.out" ] && break; python3 -c 'import time; time.sleep(0.05)'; done
 read -r word _ <"$POOL_DIR/lock.out" && [ "$word" = locked ] || die "lock_tool did not lock: $(cat "$POOL_DIR/lock.out")"
 "$CXLCR" pod crash h0 >/dev/null || die "pod crash h0 failed"
 wait $job 2>/dev/null || true
-# The lock's lease (5 s), then the restore: bounded wait for the outcome.
+# A host lease, then the restore: bounded wait for the outcome.
 end=$((SECONDS + 60))
 while [ $SECONDS -lt $end ]; do
 	[ "$(status_field rd state)" = running ] && [ "$(status_field rd host)" != h0 ] && break
@@ -46,6 +49,8 @@ other=h1
 "$CXLCR" pod logs "$other" >"$POOL_DIR/other.log"
 grep -q "host h0 .* is dead .*fenced by this host" "$POOL_DIR/winner.log" ||
 	die "$host recovered rd but its log does not say it fenced h0"
+grep -q "host h0 .* is dead .*the pool lock taken from a worker of it" "$POOL_DIR/winner.log" ||
+	die "$host's fence did not take the lock from h0's worker for h0's silence: $(grep 'is dead' "$POOL_DIR/winner.log")"
 for h in "$host" "$other"; do
 	log=$POOL_DIR/winner.log
 	[ "$h" = "$other" ] && log=$POOL_DIR/other.log
@@ -56,4 +61,5 @@ done
 python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "the recovered redis does not answer at $addr"
 python3 "$KV" verify --host "$addr" --port $PORT --count 500 --size 100 --seed 11 --quiet ||
 	die "the recovered redis lacks values written before its point"
-ok "rd recovered on $host alone after h0 died holding the pool lock; $other neither fenced h0 nor judged $host gone"
+grep -h "is dead\|recovered on" "$POOL_DIR/winner.log"
+ok "rd recovered on $host alone after h0 died holding the pool lock (taken from it for its silence); $other neither fenced h0 nor judged $host gone"
