@@ -690,6 +690,7 @@ static void fence_out_staging(struct cxlcr_pool *pool)
 }
 
 static void (*lock_wait_fn)(struct cxlcr_pool *pool);
+static __thread bool waiting; /* within lock_wait_fn or a look at a holder's host */
 
 void cxlcr_pool_on_lock_wait(void (*fn)(struct cxlcr_pool *pool))
 {
@@ -731,8 +732,12 @@ static bool holder_host_silent(struct cxlcr_pool *pool, struct holder_host *h, u
 		return h->silent;
 	h->next_ns = now + HOLDER_LOOK_NS;
 	struct cxlcr_region r;
-	if (!h->map && cxlcr_region_find(pool, CXLCR_KIND_HOSTS, CXLCR_HOSTS_REGION, &r) && r.size >= CXLCR_HOSTS_SIZE)
-		h->map = cxlcr_pool_map(pool, r.offset, CXLCR_HOSTS_SIZE, 0, 0);
+	if (!h->map) {
+		waiting = true;
+		if (cxlcr_region_find(pool, CXLCR_KIND_HOSTS, CXLCR_HOSTS_REGION, &r) && r.size >= CXLCR_HOSTS_SIZE)
+			h->map = cxlcr_pool_map(pool, r.offset, CXLCR_HOSTS_SIZE, 0, 0);
+		waiting = false;
+	}
 	if (!h->map)
 		return false;
 	const struct cxlcr_host_entry *e =
@@ -763,6 +768,10 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 	uint64_t mine = token << CXLCR_LOCK_RENEWAL_BITS;
 	struct holder_host holder = { 0 };
 	uint64_t next_wait_fn = 0;
+	/* The look at the holder's host and the wait hook read the region
+	 * table, which may itself wait for this lock (stable_copy() of an
+	 * entry a stalled holder left odd): a wait within them does neither. */
+	bool nested = waiting;
 
 	/* A holder is alive while its lock word changes (it renews the word as
 	 * it works). One that leaves it unchanged for a whole lease died or
@@ -783,7 +792,7 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 			last = seen;
 			since = now;
 			holder.entry = 0;
-		} else if ((now - since >= lease || holder_host_silent(pool, &holder, seen, now)) &&
+		} else if ((now - since >= lease || (!nested && holder_host_silent(pool, &holder, seen, now))) &&
 			   swap_lock(pool, seen, mine)) {
 			took_over = true;
 			break;
@@ -794,9 +803,11 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 			return cxlcr_error("pool %s: allocation lock still held by another process",
 					   pool->path);
 		}
-		if (lock_wait_fn && now >= next_wait_fn) {
+		if (lock_wait_fn && !nested && now >= next_wait_fn) {
 			next_wait_fn = now + HOLDER_LOOK_NS;
+			waiting = true;
 			lock_wait_fn(pool);
+			waiting = false;
 		}
 		if (spins < 64) {
 			sched_yield();
