@@ -19,10 +19,14 @@
 # Medians over ROUNDS (default 5). PANIC=1: `pod crash h0 --panic` (h0
 # leaves the panic tombstone its kernel module would write: the others
 # judge it dead at their next look, without waiting for the lease).
+# LOCK_HELD=1: h0 dies while a worker of it holds the pool lock
+# (build/tests/lock_tool, started on h0 just before the crash), which
+# h1's fence waits for (docs/recovery.md, "A host that dies holding the
+# pool lock").
 #
-#   bench/recovery.sh         (ROUNDS=5 LEASE_MS=300 INTERVAL_MS=1000 RATE=1000 PANIC=0)
+#   bench/recovery.sh         (ROUNDS=5 LEASE_MS=300 INTERVAL_MS=1000 RATE=1000 PANIC=0 LOCK_HELD=0)
 # Output: lines on stdout and bench/out/recovery.txt, recovery.jsonl
-# (recovery-panic.* with PANIC=1).
+# (recovery-panic.* with PANIC=1, recovery-lock.* with LOCK_HELD=1).
 # Needs root, CRIU, redis-server; run it on a quiet machine.
 set -euo pipefail
 
@@ -34,8 +38,12 @@ LEASE_MS=${LEASE_MS:-300}
 INTERVAL_MS=${INTERVAL_MS:-1000}
 RATE=${RATE:-1000}
 PANIC=${PANIC:-0}
+LOCK_HELD=${LOCK_HELD:-0}
 TAG=recovery
 [ "$PANIC" = 1 ] && TAG=recovery-panic
+[ "$LOCK_HELD" = 1 ] && TAG=recovery-lock
+LOCK_TOOL=$ROOT/build/tests/lock_tool
+[ "$LOCK_HELD" = 1 ] && [ ! -x "$LOCK_TOOL" ] && die "build first (make): no $LOCK_TOOL"
 PORT=6379
 
 say() { printf 'recovery: %s\n' "$*"; }
@@ -78,6 +86,12 @@ for round in $(seq "$ROUNDS"); do
 	# Two intervals and a bit under load: the points are in their rhythm,
 	# and the crash falls anywhere in an interval.
 	python3 -c "import random, time; time.sleep(2.2 * $INTERVAL_MS / 1000 + random.random() * $INTERVAL_MS / 1000)"
+	if [ "$LOCK_HELD" = 1 ]; then
+		rm -f "$WORK/lock.out"
+		"$CXLCR" pod exec h0 -- "$LOCK_TOOL" h0 >"$WORK/lock.out" 2>&1 &
+		for _ in $(seq 1 400); do [ -s "$WORK/lock.out" ] && break; python3 -c 'import time; time.sleep(0.005)'; done
+		grep -q '^locked' "$WORK/lock.out" || die "round $round: lock_tool did not lock: $(cat "$WORK/lock.out")"
+	fi
 	python3 - "$CXLCR" "$addr" $PORT "$WORK/answer.json" "$LC_PID" "$PANIC" <<'PY'
 import json, os, signal, socket, subprocess, sys, time
 cxlcr, addr, port, out, load = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
@@ -124,12 +138,14 @@ PY
 	"$CXLCR" stop rd >/dev/null 2>&1 || true
 done
 
-python3 - "$OUT/$TAG.jsonl" "$LEASE_MS" "$INTERVAL_MS" "$RATE" "$PANIC" <<'PY' | tee "$OUT/$TAG.txt"
+python3 - "$OUT/$TAG.jsonl" "$LEASE_MS" "$INTERVAL_MS" "$RATE" "$PANIC" "$LOCK_HELD" <<'PY' | tee "$OUT/$TAG.txt"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 med = lambda k: statistics.median(r[k] for r in rows)
-print("hard crash%s, lease %s ms, recovery points every %s ms, %s writes/s, %d rounds (medians):"
-      % (" with a panic tombstone" if sys.argv[5] == "1" else "", sys.argv[2], sys.argv[3], sys.argv[4], len(rows)))
+print("hard crash%s%s, lease %s ms, recovery points every %s ms, %s writes/s, %d rounds (medians):"
+      % (" with a panic tombstone" if sys.argv[5] == "1" else "",
+         " while a worker of the host holds the pool lock" if sys.argv[6] == "1" else "",
+         sys.argv[2], sys.argv[3], sys.argv[4], len(rows)))
 print("  crash to first answer on the new host: %.0f ms (each: %s)"
       % (med("crash_to_answer_ms"), ", ".join("%.0f" % r["crash_to_answer_ms"] for r in rows)))
 print("  from the crash command's return:       %.0f ms (the command itself: %.0f ms)"
