@@ -421,8 +421,12 @@ int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnati
 		return -1;
 	/* Under the pool lock: every change the fenced host's workers make
 	 * under it (cxlcr_pool_host_guard) was made either before the fence,
-	 * and the winner sees it, or not at all. */
-	if (cxlcr_pool_lock(pool) < 0) {
+	 * and the winner sees it, or not at all. A worker of the dead host
+	 * that holds it loses it to us at once: we judged its host dead. */
+	pool->judged_dead_entry = index + 1;
+	int locked = cxlcr_pool_lock(pool);
+	pool->judged_dead_entry = 0;
+	if (locked < 0) {
 		cxlcr_hosts_close(&m);
 		return -1;
 	}
@@ -522,7 +526,12 @@ int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t
 	if (fence_open(pool, index, winner, &m) < 0)
 		return -1;
 	struct cxlcr_host_entry *e = &m.entries[index];
-	if (cxlcr_pool_lock(pool) < 0) {
+	/* The winner was judged gone: a worker of its that holds the lock
+	 * (its recovery's) loses it to us at once. */
+	pool->judged_dead_entry = (uint32_t)(from & 0xff);
+	int locked = cxlcr_pool_lock(pool);
+	pool->judged_dead_entry = 0;
+	if (locked < 0) {
 		cxlcr_hosts_close(&m);
 		return -1;
 	}

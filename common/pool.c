@@ -715,13 +715,21 @@ struct holder_host {
  * Such a holder died with its host, or stalled with it, and its host is
  * being fenced: the fence waits for this lock. Never for our own host's
  * workers (our daemon may be the one that waits), nor for a process that
- * names no host. Looked at about once a millisecond.
+ * names no host. Looked at about once a millisecond; at once for a host
+ * the caller has judged dead (pool->judged_dead_entry).
  */
 static bool holder_host_silent(struct cxlcr_pool *pool, struct holder_host *h, uint64_t word, uint64_t now)
 {
 	uint32_t entry = CXLCR_LOCK_HOST(word);
 	if (!entry || entry > CXLCR_HOSTS_MAX || entry == pool->host_entry)
 		return false;
+	if (entry == pool->judged_dead_entry) {
+		/* The caller judged that host dead already, on its own watch
+		 * of its heartbeat (a fence of it): no second lease. */
+		h->entry = entry;
+		h->silent = true;
+		return true;
+	}
 	if (h->entry != entry) {
 		h->entry = entry;
 		h->since_ns = 0;

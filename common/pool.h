@@ -61,6 +61,10 @@ struct cxlcr_pool {
 	/* The entry + 1 of the host whose silent worker this process last
 	 * took the lock from (its heartbeat stood still), 0 if none. */
 	uint32_t lock_taken_from_host;
+	/* The entry + 1 of a host the caller has judged dead on its own
+	 * watch (a fence of it sets it while it takes the lock): a worker of
+	 * that host loses the lock to us at once. 0: none. */
+	uint32_t judged_dead_entry;
 };
 
 /* Every change this process makes to the region table from now on is

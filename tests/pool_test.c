@@ -460,9 +460,10 @@ static int by_offset(const void *a, const void *b)
 
 /* A lock word that names its holder's host (CXLCR_LOCK_HOST): while that
  * host beats (a child here), the holder keeps the lock for the lock's
- * whole lease, as one that names no host; once the host is silent for a
- * host lease, a waiter takes it over and says from which host (the fence
- * of a dead host waits for it: common/pool_format.h). */
+ * whole lease, as one that names no host, unless the waiter has judged
+ * that host dead (a fence of it); once the host is silent for a host
+ * lease, a waiter takes it over and says from which host (the fence of a
+ * dead host waits for it: common/pool_format.h). */
 static void test_silent_host_holder(void)
 {
 	struct cxlcr_pool pool;
@@ -487,6 +488,14 @@ static void test_silent_host_holder(void)
 	__atomic_store_n(&pool.sb->lock.owner, word, __ATOMIC_RELEASE);
 	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after-live", 2 * MiB, &r) == 0, "%s", cxlcr_last_error());
 	CHECK_EQ(pool.lock_taken_from_host, 0);
+	/* A host the caller judged dead (a fence of it) loses its worker's
+	 * lock at once, beating or not: the judgement is the caller's. */
+	__atomic_store_n(&pool.sb->lock.owner, word + 1, __ATOMIC_RELEASE);
+	pool.judged_dead_entry = live.index + 1;
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "after-judged", 2 * MiB, &r) == 0, "%s",
+	      cxlcr_last_error());
+	pool.judged_dead_entry = 0;
+	CHECK_EQ(pool.lock_taken_from_host, live.index + 1);
 	kill(beater, SIGKILL);
 	waitpid(beater, NULL, 0);
 	word = ((0x5678ull) | ((uint64_t)(dead.index + 1) << (CXLCR_LOCK_HOST_SHIFT - CXLCR_LOCK_RENEWAL_BITS)))
