@@ -595,6 +595,24 @@ int cxlcr_host_lookup_id(struct cxlcr_pool *pool, const char *host, struct cxlcr
 	return found;
 }
 
+int cxlcr_pool_lock_holder(struct cxlcr_pool *pool, char *host, size_t len, uint64_t *takeovers)
+{
+	cxlcr_refresh(&pool->sb->lock, sizeof(pool->sb->lock));
+	uint64_t word = __atomic_load_n(&pool->sb->lock.owner, __ATOMIC_SEQ_CST);
+	*takeovers = __atomic_load_n(&pool->sb->lock.takeovers, __ATOMIC_SEQ_CST);
+	host[0] = 0;
+	uint32_t entry = CXLCR_LOCK_HOST(word);
+	struct cxlcr_hosts_map m;
+	if (word && entry && entry <= CXLCR_HOSTS_MAX && cxlcr_hosts_open(pool, false, &m) == 0) {
+		const struct cxlcr_host_entry *e = &m.entries[entry - 1];
+		cxlcr_refresh(e, sizeof(*e));
+		if (cxlcr_host_entry_intact(e, NULL, 0))
+			cxlcr_copy_field(host, len, e->id.name);
+		cxlcr_hosts_close(&m);
+	}
+	return word != 0;
+}
+
 int cxlcr_pod_key_get(struct cxlcr_pool *pool, bool create, uint8_t key[CXLCR_POD_KEY_BYTES])
 {
 	struct cxlcr_hosts_map m;

@@ -133,6 +133,11 @@ void cxlcr_host_fence_unguard(struct cxlcr_pool *pool, struct cxlcr_hosts_map *m
 int cxlcr_host_lookup(struct cxlcr_pool *pool, const char *host, uint64_t *incarnation);
 /* The same, with the entry's whole identity (its control address). */
 int cxlcr_host_lookup_id(struct cxlcr_pool *pool, const char *host, struct cxlcr_host_identity *id);
+/* The pool lock as a look without it sees it: 0 free, 1 held. host gets
+ * the name of the host its word names (CXLCR_LOCK_HOST), "" if it names
+ * none or that entry is not intact; *takeovers how often a holder's lock
+ * was taken from it. */
+int cxlcr_pool_lock_holder(struct cxlcr_pool *pool, char *host, size_t len, uint64_t *takeovers);
 
 /* What one reader has seen of every entry, in its own memory. */
 struct cxlcr_hosts_watch {

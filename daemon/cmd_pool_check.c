@@ -30,6 +30,7 @@
 #include "../common/arena.h"
 #include "../common/catalog.h"
 #include "../common/error.h"
+#include "../common/hosts.h"
 #include "../common/util.h"
 #include "../control/lease.h"
 #include "cli.h"
@@ -307,6 +308,11 @@ int pool_check(int argc, char **argv)
 		check_table(&pool, table, &c);
 		check_catalog(&pool, table, entries, busy, &c);
 	}
+	/* Who holds the pool lock, if anyone: an operator's first question
+	 * when verbs wait. Held is not a problem (work under way). */
+	char holder[CXLCR_HOST_MAX + 1];
+	uint64_t takeovers;
+	bool held = cxlcr_pool_lock_holder(&pool, holder, sizeof(holder), &takeovers) == 1;
 	cxlcr_pool_close(&pool);
 	unsigned shown = c.count < PROBLEMS_MAX ? c.count : PROBLEMS_MAX;
 	if (json) {
@@ -325,6 +331,9 @@ int pool_check(int argc, char **argv)
 		json_u64(&j, "borrows", c.borrows);
 		json_u64(&j, "holds", c.holds);
 		json_u64(&j, "published", c.published);
+		json_bool(&j, "lock_held", held);
+		json_str(&j, "lock_holder_host", holder);
+		json_u64(&j, "lock_takeovers", takeovers);
 		json_u64(&j, "problem_count", c.count);
 		json_array_begin(&j, "problems");
 		for (unsigned i = 0; i < shown; i++)
@@ -336,6 +345,10 @@ int pool_check(int argc, char **argv)
 			printf("problem: %s\n", c.problems[i]);
 		if (c.count > shown)
 			printf("problem: ... and %u more\n", c.count - shown);
+		if (held)
+			printf("pool lock: held by %s%s (taken from a holder %llu time%s so far)\n",
+			       holder[0] ? "a process of host " : "a process of no host", holder,
+			       (unsigned long long)takeovers, takeovers == 1 ? "" : "s");
 		printf("%s: %u live region(s) (%llu bytes), %u snapshot(s), %u catalog entr%s, %u borrow(s)\n",
 		       c.count ? "pool check failed" : "pool check passed", c.regions,
 		       (unsigned long long)c.region_bytes, c.snapshots, c.catalog_entries,

@@ -32,6 +32,14 @@ job=$!
 on_exit "kill -KILL $job 2>/dev/null"
 for _ in $(seq 1 200); do [ -s "$POOL_DIR/lock.out" ] && break; python3 -c 'import time; time.sleep(0.05)'; done
 read -r word _ <"$POOL_DIR/lock.out" && [ "$word" = locked ] || die "lock_tool did not lock: $(cat "$POOL_DIR/lock.out")"
+"$CXLCR" pool check --json >"$POOL_DIR/held.json" || die "pool check: $(cat "$POOL_DIR/held.json")"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["lock_held"] and d["lock_holder_host"] == "h0", d' "$POOL_DIR/held.json" ||
+	die "pool check does not say that a process of h0 holds the lock: $(cat "$POOL_DIR/held.json")"
+"$CXLCR" pool check | grep -q "^pool lock: held by a process of host h0" ||
+	die "pool check's text does not name the lock's holder"
 "$CXLCR" pod crash h0 >/dev/null || die "pod crash h0 failed"
 wait $job 2>/dev/null || true
 # A host lease, then the restore: bounded wait for the outcome.
@@ -59,6 +67,12 @@ for h in "$host" "$other"; do
 done
 ! grep -q "fenced by this host" "$POOL_DIR/other.log" || die "both $host and $other fenced h0"
 python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "the recovered redis does not answer at $addr"
+"$CXLCR" pool check --json >"$POOL_DIR/after.json" || die "pool check after the recovery: $(cat "$POOL_DIR/after.json")"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["lock_takeovers"] >= 1 and d["lock_holder_host"] != "h0", d' "$POOL_DIR/after.json" ||
+	die "pool check does not count the take-over of h0's lock: $(cat "$POOL_DIR/after.json")"
 python3 "$KV" verify --host "$addr" --port $PORT --count 500 --size 100 --seed 11 --quiet ||
 	die "the recovered redis lacks values written before its point"
 grep -h "is dead\|recovered on" "$POOL_DIR/winner.log"
