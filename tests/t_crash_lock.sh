@@ -3,13 +3,14 @@
 # recovery points on h0, and a process of h0 that holds the pool lock as
 # one of h0's workers does for a moment while it changes the region table
 # (tests/lock_tool: the lock word names its host). h0 is crashed. h1 and
-# h2 judge it dead and race to fence it; each fence waits for the lock,
-# beating meanwhile, and takes the lock over once h0's heartbeat and the
-# lock word have stood still for a host lease (not for the lock's own
-# lease of 5 s). Exactly one fences h0 (its log says it took the lock from
-# a worker of h0) and recovers Redis with its values; the other neither
-# judges the winner gone (it judges on what it saw before its own wait)
-# nor dead.
+# h2 judge it dead and race to fence it; a fence takes the lock over at
+# once from a worker of the host it judged dead (not after the lock's own
+# lease of 5 s), and the other waits for that holder, beating meanwhile.
+# Exactly one fences h0 (its log says it took the lock from a worker of
+# h0) and recovers Redis with its values; the other neither judges the
+# winner gone (it judges on what it saw before its own wait) nor dead.
+# `pool check` names h0 as the lock's holder before the crash, and counts
+# the take-over after it.
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -76,4 +77,4 @@ assert d["lock_takeovers"] >= 1 and d["lock_holder_host"] != "h0", d' "$POOL_DIR
 python3 "$KV" verify --host "$addr" --port $PORT --count 500 --size 100 --seed 11 --quiet ||
 	die "the recovered redis lacks values written before its point"
 grep -h "is dead\|recovered on" "$POOL_DIR/winner.log"
-ok "rd recovered on $host alone after h0 died holding the pool lock (taken from it for its silence); $other neither fenced h0 nor judged $host gone"
+ok "rd recovered on $host alone after h0 died holding the pool lock (its fence took the lock from h0's worker); $other neither fenced h0 nor judged $host gone"
