@@ -16,6 +16,18 @@
 #include "persist.h"
 #include "util.h"
 
+uint64_t cxlcr_lease_ns(void)
+{
+	const char *v = getenv("CXLCR_LEASE_MS");
+	char *end;
+	if (v && *v) {
+		unsigned long long ms = strtoull(v, &end, 10);
+		if (!*end && ms > 0)
+			return ms * 1000000ull;
+	}
+	return CXLCR_CATALOG_LEASE_NS;
+}
+
 uint64_t cxlcr_heartbeat_period_ns(void)
 {
 	uint64_t p = cxlcr_lease_ns() / 4;

@@ -21,9 +21,9 @@
 #include <stdint.h>
 #include "pool.h"
 
-/* The lease (cxlcr_lease_ns, util.h): a host silent for a whole lease is
- * dead. */
-#include "util.h"
+/* The lease: $CXLCR_LEASE_MS if set (tests shorten it), else
+ * CXLCR_CATALOG_LEASE_NS. A host silent for a whole lease is dead. */
+uint64_t cxlcr_lease_ns(void);
 /* How often a daemon beats: a quarter of the lease, at most
  * CXLCR_HEARTBEAT_PERIOD_MAX_NS (so that a reader can tell a host alive
  * from one sample window of two periods). */

@@ -25,7 +25,6 @@
 #include "checksum.h"
 #include "devdax.h"
 #include "error.h"
-#include "hosts.h"
 #include "persist.h"
 #include "pool.h"
 #include "util.h"
@@ -690,78 +689,23 @@ static void fence_out_staging(struct cxlcr_pool *pool)
 }
 
 static void (*lock_wait_fn)(struct cxlcr_pool *pool);
-static __thread bool waiting; /* within lock_wait_fn or a look at a holder's host */
+static __thread bool waiting; /* within lock_wait_fn */
 
 void cxlcr_pool_on_lock_wait(void (*fn)(struct cxlcr_pool *pool))
 {
 	lock_wait_fn = fn;
 }
 
-/* A waiter's watch of the host the lock word names (CXLCR_LOCK_HOST):
- * that host's heartbeat, on the waiter's own clock. */
-struct holder_host {
-	uint32_t entry;          /* + 1; 0: none watched yet */
-	void *map;               /* the host table, mapped at the first look */
-	uint64_t counter, since_ns, next_ns;
-	bool silent;
-};
+#define WAIT_FN_EVERY_NS 1000000ull
 
-#define HOLDER_LOOK_NS 1000000ull
-
-/*
- * Whether the holder's host has not beaten for the time after which the
- * others judge it dead (a host lease, or four of its own periods), while
- * the word stayed `word` (the watch starts again when the word changes).
- * Such a holder died with its host, or stalled with it, and its host is
- * being fenced: the fence waits for this lock. Never for our own host's
- * workers (our daemon may be the one that waits), nor for a process that
- * names no host. Looked at about once a millisecond; at once for a host
- * the caller has judged dead (pool->judged_dead_entry).
- */
-static bool holder_host_silent(struct cxlcr_pool *pool, struct holder_host *h, uint64_t word, uint64_t now)
+/* Does the lock word name a host the caller has judged dead (a fence of
+ * it, on the caller's own watch of its heartbeat)? Its worker, dead or
+ * stalled with it, loses the lock at once rather than after the lock's
+ * lease: the fence that waits for it holds up that host's recovery. */
+static bool holder_judged_dead(const struct cxlcr_pool *pool, uint64_t word)
 {
 	uint32_t entry = CXLCR_LOCK_HOST(word);
-	if (!entry || entry > CXLCR_HOSTS_MAX || entry == pool->host_entry)
-		return false;
-	if (entry == pool->judged_dead_entry) {
-		/* The caller judged that host dead already, on its own watch
-		 * of its heartbeat (a fence of it): no second lease. */
-		h->entry = entry;
-		h->silent = true;
-		return true;
-	}
-	if (h->entry != entry) {
-		h->entry = entry;
-		h->since_ns = 0;
-		h->silent = false;
-		h->next_ns = 0;
-	}
-	if (now < h->next_ns)
-		return h->silent;
-	h->next_ns = now + HOLDER_LOOK_NS;
-	struct cxlcr_region r;
-	if (!h->map) {
-		waiting = true;
-		if (cxlcr_region_find(pool, CXLCR_KIND_HOSTS, CXLCR_HOSTS_REGION, &r) && r.size >= CXLCR_HOSTS_SIZE)
-			h->map = cxlcr_pool_map(pool, r.offset, CXLCR_HOSTS_SIZE, 0, 0);
-		waiting = false;
-	}
-	if (!h->map)
-		return false;
-	const struct cxlcr_host_entry *e =
-		(const struct cxlcr_host_entry *)(const void *)((const uint8_t *)h->map + CXLCR_HOSTS_HEADER_SIZE) +
-		(entry - 1);
-	cxlcr_refresh(e, sizeof(*e));
-	uint64_t counter = __atomic_load_n(&e->counter, __ATOMIC_SEQ_CST);
-	if (!h->since_ns || counter != h->counter) {
-		h->counter = counter;
-		h->since_ns = now;
-	}
-	uint64_t dead = cxlcr_lease_ns(), theirs = 4 * e->id.period_ns;
-	if (theirs > dead && theirs < CXLCR_POOL_LOCK_LEASE_NS)
-		dead = theirs;
-	h->silent = now - h->since_ns >= dead;
-	return h->silent;
+	return entry && entry == pool->judged_dead_entry;
 }
 
 int cxlcr_pool_lock(struct cxlcr_pool *pool)
@@ -774,11 +718,10 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 	}
 	token |= (uint64_t)pool->host_entry << (CXLCR_LOCK_HOST_SHIFT - CXLCR_LOCK_RENEWAL_BITS);
 	uint64_t mine = token << CXLCR_LOCK_RENEWAL_BITS;
-	struct holder_host holder = { 0 };
 	uint64_t next_wait_fn = 0;
-	/* The look at the holder's host and the wait hook read the region
-	 * table, which may itself wait for this lock (stable_copy() of an
-	 * entry a stalled holder left odd): a wait within them does neither. */
+	/* The wait hook reads the region table, which may itself wait for
+	 * this lock (stable_copy() of an entry a stalled holder left odd): a
+	 * wait within it calls no hook. */
 	bool nested = waiting;
 
 	/* A holder is alive while its lock word changes (it renews the word as
@@ -799,20 +742,15 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 		if (seen != last) {
 			last = seen;
 			since = now;
-			holder.entry = 0;
-		} else if ((now - since >= lease || (!nested && holder_host_silent(pool, &holder, seen, now))) &&
-			   swap_lock(pool, seen, mine)) {
+		} else if ((now - since >= lease || holder_judged_dead(pool, seen)) && swap_lock(pool, seen, mine)) {
 			took_over = true;
 			break;
 		}
-		if (now - start > 4 * lease) {
-			if (holder.map)
-				munmap(holder.map, CXLCR_HOSTS_SIZE);
+		if (now - start > 4 * lease)
 			return cxlcr_error("pool %s: allocation lock still held by another process",
 					   pool->path);
-		}
 		if (lock_wait_fn && !nested && now >= next_wait_fn) {
-			next_wait_fn = now + HOLDER_LOOK_NS;
+			next_wait_fn = now + WAIT_FN_EVERY_NS;
 			waiting = true;
 			lock_wait_fn(pool);
 			waiting = false;
@@ -824,10 +762,8 @@ int cxlcr_pool_lock(struct cxlcr_pool *pool)
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (holder.map)
-		munmap(holder.map, CXLCR_HOSTS_SIZE);
 	pool->lock_word = mine;
-	pool->lock_taken_from_host = took_over && holder.silent ? holder.entry : 0;
+	pool->lock_taken_from_host = took_over && holder_judged_dead(pool, last) ? CXLCR_LOCK_HOST(last) : 0;
 	/* What the previous holder wrote may still be stale in our cache. */
 	cxlcr_refresh(pool->sb, sizeof(*pool->sb));
 	cxlcr_refresh(pool->table, CXLCR_REGION_MAX * sizeof(struct cxlcr_region));

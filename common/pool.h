@@ -58,8 +58,8 @@ struct cxlcr_pool {
 	 * guard, cxlcr_pool_host_guard), 0 if none: it goes into the lock
 	 * word (CXLCR_LOCK_HOST). */
 	uint32_t host_entry;
-	/* The entry + 1 of the host whose silent worker this process last
-	 * took the lock from (its heartbeat stood still), 0 if none. */
+	/* The entry + 1 of the host judged dead whose worker this process
+	 * last took the lock from, 0 if none. */
 	uint32_t lock_taken_from_host;
 	/* The entry + 1 of a host the caller has judged dead on its own
 	 * watch (a fence of it sets it while it takes the lock): a worker of
@@ -92,8 +92,9 @@ void cxlcr_pool_guard(struct cxlcr_pool *pool, const uint64_t *word, uint64_t wa
 int cxlcr_pool_host_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t want);
 void cxlcr_pool_host_unguard(struct cxlcr_pool *pool);
 /* Called while cxlcr_pool_lock() waits for a holder, about every
- * millisecond (fn rate-limits itself): a daemon beats its heartbeat there,
- * for a host whose daemon waits for a lock is not a dead one. NULL: none. */
+ * millisecond (fn rate-limits itself): a daemon beats its heartbeat there
+ * (a wait of up to the lock's lease), for a host whose daemon waits for a
+ * lock is not a dead one. NULL: none. */
 void cxlcr_pool_on_lock_wait(void (*fn)(struct cxlcr_pool *pool));
 /* The lock is still ours and every guard holds (-1 with one line if not):
  * for a writer outside the region table (the catalog) right before it

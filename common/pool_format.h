@@ -60,11 +60,10 @@
 #define CXLCR_LOCK_RENEWAL_MASK ((1ull << CXLCR_LOCK_RENEWAL_BITS) - 1)
 #define CXLCR_LOCK_TOKEN(word)  ((uint64_t)(word) >> CXLCR_LOCK_RENEWAL_BITS)
 /* The token's top byte (the word's) names the holder's host: its host
- * table entry + 1, 0 for a process that works for no host. A waiter also
- * takes the lock over once it has seen that host's heartbeat and the word
- * both stand still for the time after which the host is judged dead (a
- * host lease): a worker of a host that died holding the lock holds up
- * that host's recovery for a host lease, not for the lock's own. */
+ * table entry + 1, 0 for a process that works for no host. A fence of a
+ * host judged dead takes the lock over at once from a worker of that
+ * host: a worker that died with its host would hold up the host's
+ * recovery for the lock's whole lease otherwise. */
 #define CXLCR_LOCK_HOST_SHIFT   56
 #define CXLCR_LOCK_HOST(word)   ((uint32_t)((uint64_t)(word) >> CXLCR_LOCK_HOST_SHIFT))
 

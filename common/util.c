@@ -23,18 +23,6 @@ uint64_t cxlcr_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t cxlcr_lease_ns(void)
-{
-	const char *v = getenv("CXLCR_LEASE_MS");
-	char *end;
-	if (v && *v) {
-		unsigned long long ms = strtoull(v, &end, 10);
-		if (!*end && ms > 0)
-			return ms * 1000000ull;
-	}
-	return CXLCR_CATALOG_LEASE_NS;
-}
-
 uint64_t cxlcr_mono_ns(void)
 {
 	struct timespec ts;

@@ -6,10 +6,6 @@
 
 uint64_t cxlcr_now_ns(void);          /* CLOCK_REALTIME */
 uint64_t cxlcr_mono_ns(void);         /* CLOCK_MONOTONIC */
-/* The lease: $CXLCR_LEASE_MS if set (tests shorten it), else
- * CXLCR_CATALOG_LEASE_NS. A host silent for a whole lease is dead; a
- * worker of it that holds the pool lock is taken it from (pool.c). */
-uint64_t cxlcr_lease_ns(void);
 
 /* Futexes in the pool (shared between processes): sleeps while *word is
  * still val, until a wake or deadline_ns (cxlcr_mono_ns), which may be

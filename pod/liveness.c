@@ -120,9 +120,9 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 
 /* Whether the host of entry index is dead or left, as this daemon sees it
  * (the winner of a fence, which we wait for). Judged as of our last look,
- * not as of now: a tick can stall after its look (a fence waits for a
- * pool lock that a dead host held, for the lock's lease), and the winner,
- * which waited for that same lock, did not beat meanwhile either. Judged
+ * not as of now: a tick can stall after its look (a fence waits for the
+ * pool lock), and the winner, which waited for that same lock, may not
+ * have beaten meanwhile either. Judged
  * on the clock of now, its silence would be our own wait, and we would
  * take a recovery over from a host that is busy doing it. */
 static bool host_gone(uint32_t index)
@@ -180,10 +180,10 @@ static void guard_workers(struct cxlcr_pool *pool)
 static pid_t daemon_pid;
 static uint64_t last_beat_ns;
 
-/* While this daemon waits for the pool lock (a fence waits up to a host
- * lease for a dead host's worker's lock, common/pool.c): that wait is
- * not this host's death, so it goes on beating, once a period. The
- * daemon only: its workers, which inherit the hook, are not its beat. */
+/* While this daemon waits for the pool lock (up to the lock's lease, for
+ * a holder that stalled): that wait is not this host's death, so it goes
+ * on beating, once a period. The daemon only: its workers, which inherit
+ * the hook, are not its beat. */
 static void beat_while_waiting(struct cxlcr_pool *pool)
 {
 	uint64_t now = cxlcr_mono_ns();

@@ -153,7 +153,7 @@ int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarna
 	if (won < 0 || (won == 0 && (index >= CXLCR_HOSTS_MAX || !retry_due(pool, index, host, my_index, &fence, log))))
 		return won;
 	/* A worker of the dead host held the pool lock: the fence took it
-	 * over once that host's heartbeat had stood still (pool.c). */
+	 * over at once, having judged that host dead (pool.c). */
 	const char *lock = pool->lock_taken_from_host == index + 1 ? "; the pool lock taken from a worker of it" : "";
 	if (won)
 		log(LOG_WARNING, "host %s (incarnation %llu) is dead (%s): fenced by this host (fence %llu%s); recovering "
