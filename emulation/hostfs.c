@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,6 +100,64 @@ static int own_netns_dir(const struct pod *pod, int podnet)
 	return mount(fd, path, NULL, MS_BIND, NULL);
 }
 
+#ifndef NS_GET_MNTNS_ID
+#define NS_GET_MNTNS_ID _IOR(0xb7, 0x5, uint64_t) /* linux/nsfs.h, 6.8 */
+#endif
+
+/* The id of this process's mount namespace; 0 where the kernel does not
+ * say (before 6.8). */
+static uint64_t mntns_id(void)
+{
+	uint64_t id = 0;
+	int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && ioctl(fd, NS_GET_MNTNS_ID, &id) < 0)
+		id = 0;
+	if (fd >= 0)
+		close(fd);
+	return id;
+}
+
+/*
+ * unshare(CLONE_NEWNS), in a namespace the parent can pin. The kernel
+ * refuses to bind a mount namespace's file from a namespace whose id is
+ * not lower than the bound one's (mnt_ns_loop(): EINVAL), and namespace
+ * ids are handed out in per-CPU batches, so a namespace made now on one
+ * CPU can have a lower id than one made earlier on another. `pod up` run
+ * in the machine's first mount namespace never meets that; run in one of
+ * its own (a container, a chroot, a systemd unit with PrivateTmp) it
+ * failed about half the time. On any one CPU ids only grow, so a
+ * namespace made on the CPU the parent's was made on is newer than it:
+ * try each CPU of the machine in turn (not only those this process may
+ * run on now: `taskset` narrows that, a cpuset does not let it), then
+ * run where we could before.
+ */
+static int unshare_pinnable(void)
+{
+	uint64_t parent = mntns_id();
+	if (unshare(CLONE_NEWNS) < 0)
+		return -1;
+	if (!parent || mntns_id() > parent)
+		return 0;
+	cpu_set_t allowed, one;
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+		return 0; /* the pin says what went wrong */
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+	int rc = 0;
+	for (int cpu = 0; cpu < cpus && cpu < CPU_SETSIZE; cpu++) {
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) < 0)
+			continue;
+		/* A copy of the one made above (nothing is mounted in it yet). */
+		if ((rc = unshare(CLONE_NEWNS)) < 0 || mntns_id() > parent)
+			break;
+	}
+	int e = errno;
+	sched_setaffinity(0, sizeof(allowed), &allowed);
+	errno = e;
+	return rc;
+}
+
 int hostfs_enter_or_make(const struct pod *pod, const char *host)
 {
 	char pin[128];
@@ -109,7 +169,7 @@ int hostfs_enter_or_make(const struct pod *pod, const char *host)
 		return cxlcr_error("host %s: %s: %s", host, pod->netns_path, strerror(errno));
 	/* Mounts made on this machine after the host started are not the
 	 * host's, and the host's are not this machine's: private, not slave. */
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+	if (unshare_pinnable() < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
 		close(podnet);
 		return cxlcr_error("host %s: cannot make its mount namespace: %s", host, strerror(errno));
 	}
