@@ -475,26 +475,13 @@ int cxlcr_host_fenced(struct cxlcr_pool *pool, uint32_t index, uint64_t *fence, 
 	return fenced;
 }
 
-/* One of the fence's words of entry index becomes `fence`. */
-static void fence_store(struct cxlcr_pool *pool, uint32_t index, size_t field, uint64_t fence)
-{
-	struct cxlcr_hosts_map m;
-	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, &m) != 0)
-		return;
-	uint64_t *w = (uint64_t *)(void *)((uint8_t *)&m.entries[index] + field);
-	__atomic_store_n(w, fence, __ATOMIC_SEQ_CST);
-	cxlcr_publish(w, sizeof(*w));
-	cxlcr_hosts_close(&m);
-}
-
-void cxlcr_host_fence_done(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
-{
-	fence_store(pool, index, offsetof(struct cxlcr_host_entry, fence_done), fence);
-}
+/* fence_move()'s done_was when fence_done may be anything. */
+#define DONE_ANY UINT64_MAX
 
 /* A compare-and-set of the fence's words of entry index under the pool
- * lock: when fence is `fence`, fence_done is `done_was` and fence_ack is
- * not `fence`, the word at `field` becomes `to`. 1 if it did, 0 if not. */
+ * lock: when fence is `fence`, fence_done is `done_was` (or DONE_ANY) and
+ * fence_ack is not `fence`, the word at `field` becomes `to`. 1 if it did,
+ * 0 if not. */
 static int fence_move(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, uint64_t done_was, size_t field,
 		      uint64_t to)
 {
@@ -510,7 +497,7 @@ static int fence_move(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, u
 	int rc = 0;
 	if (__atomic_load_n(&e->fence, __ATOMIC_SEQ_CST) == fence &&
 	    __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) != fence &&
-	    __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) == done_was) {
+	    (done_was == DONE_ANY || __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) == done_was)) {
 		uint64_t *w = (uint64_t *)(void *)((uint8_t *)e + field);
 		__atomic_store_n(w, to, __ATOMIC_SEQ_CST);
 		cxlcr_publish(w, sizeof(*w));
@@ -519,6 +506,16 @@ static int fence_move(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, u
 	cxlcr_pool_unlock(pool);
 	cxlcr_hosts_close(&m);
 	return rc;
+}
+
+/* Under the pool lock, and only while the fence word is still `fence`: a
+ * winner that checked the word was its own, then stalled while another
+ * host took the recovery over and finished it, must not mark its old word
+ * done over the new one (the fence would read not done for good, and the
+ * fenced host would wait for ever). */
+int cxlcr_host_fence_done(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
+{
+	return fence_move(pool, index, fence, DONE_ANY, offsetof(struct cxlcr_host_entry, fence_done), fence);
 }
 
 int cxlcr_host_fence_ack(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)

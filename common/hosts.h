@@ -93,7 +93,8 @@ void cxlcr_host_leave(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg);
  * running any more, -1 with one line. host_fenced: whether entry index is
  * fenced (not acknowledged yet), its fence word, and whether the winner's
  * recovery is done. host_fence_done: the winner's recovery of fence word
- * `fence` is over. host_fence_ack: the host acknowledges fence word
+ * `fence` is over, if the word is still `fence` (1; 0 if it moved on, -1
+ * with one line). host_fence_ack: the host acknowledges fence word
  * `fence` (after killing its old services), only while that recovery is
  * done: 1 if it did, 0 if not (reopened meanwhile), -1 with one line.
  * host_fence_reopen: a recovery of fence word `fence` that was done goes
@@ -106,7 +107,7 @@ void cxlcr_host_leave(struct cxlcr_pool *pool, struct cxlcr_host_reg *reg);
 int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation, uint32_t winner,
 		     uint64_t *fence);
 int cxlcr_host_fenced(struct cxlcr_pool *pool, uint32_t index, uint64_t *fence, bool *done);
-void cxlcr_host_fence_done(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
+int cxlcr_host_fence_done(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
 int cxlcr_host_fence_ack(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
 int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
 /* The winner of fence word `from` on entry index died before its recovery

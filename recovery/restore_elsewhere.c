@@ -135,11 +135,8 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 		recovery_mark_failed(&pool, &arena, why, false);
 	}
 	/* Done again (unless another host took the recovery over: then it
-	 * is that host's to finish). */
-	uint64_t now = 0;
-	cxlcr_host_fenced(&pool, index, &now, NULL);
-	if (now == fence)
-		cxlcr_host_fence_done(&pool, index, fence);
+	 * is that host's to finish; the word is compared under the lock). */
+	cxlcr_host_fence_done(&pool, index, fence);
 	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (got < 0)

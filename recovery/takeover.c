@@ -318,9 +318,10 @@ int host_recover(int argc, char **argv)
 	/* Over: the dead host, if it comes back, may free what it left and
 	 * acknowledge (what could not be recovered is its own again). Unless
 	 * another host took the recovery over: it is its to finish. */
-	if (ours && still_ours(&pool, dead_index, fence))
-		cxlcr_host_fence_done(&pool, dead_index, fence);
-	else
+	int done = ours ? cxlcr_host_fence_done(&pool, dead_index, fence) : 0;
+	if (done < 0)
+		printf("the recovery of %s could not be marked done: %s\n", dead, cxlcr_last_error());
+	else if (!done)
 		printf("the recovery of %s was taken over by another host (fence %llu moved on): this one stopped\n",
 		       dead, (unsigned long long)fence);
 	fflush(stdout);

@@ -1090,6 +1090,32 @@ static void test_fence_reopen(void)
 	cxlcr_pool_close(&pool);
 }
 
+/* A winner whose recovery was taken over, and finished by the new winner,
+ * marks its old fence word done late (it checked the word was its own,
+ * then stalled): the recovery stays done under the new word. */
+static void test_fence_done_late(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_host_reg dead, a, b;
+	uint64_t f1, f2, word;
+	bool done;
+	SAY("a recovery taken over and done: the old winner's late done changes nothing");
+	fresh_pool(POOL_SIZE, &pool);
+	CHECK(cxlcr_host_join(&pool, "dead", "", 0, 75000000, &dead) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "a", "", 0, 75000000, &a) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "b", "", 0, 75000000, &b) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence(&pool, dead.index, dead.incarnation, a.index, &f1) == 1, "the fence was not won");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f1, b.index, &f2) == 1, "the take-over was not won");
+	CHECK(f2 != f1, "the take-over kept the fence word");
+	CHECK(cxlcr_host_fence_done(&pool, dead.index, f2) == 1, "the new winner's recovery was not marked done");
+	CHECK(cxlcr_host_fence_done(&pool, dead.index, f1) == 0, "the old winner marked its old word done");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f2 && done,
+	      "after the old winner's late done the recovery reads %s under word %llu (new %llu)",
+	      done ? "done" : "not done", (unsigned long long)word, (unsigned long long)f2);
+	CHECK(cxlcr_host_fence_ack(&pool, dead.index, f2) == 1, "the host could not acknowledge the done recovery");
+	cxlcr_pool_close(&pool);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--format"))
@@ -1117,6 +1143,7 @@ int main(int argc, char **argv)
 	test_shrink();
 	test_fence_guard();
 	test_fence_reopen();
+	test_fence_done_late();
 	test_dead_holder();
 	test_judged_dead_holder();
 	test_stalled_holder();
