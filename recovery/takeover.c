@@ -45,8 +45,10 @@
 #include "../common/error.h"
 #include "../common/hosts.h"
 #include "../common/persist.h"
+#include "../common/pool.h"
 #include "../common/util.h"
 #include "../daemon/cli.h"
+#include "../tracking/track.h"
 #include "recovery.h"
 
 static pid_t (*runner)(int argc, char **argv);
@@ -331,35 +333,57 @@ int host_recover(int argc, char **argv)
 
 /* ---- the fenced ---- */
 
-/* Kills pid if it still maps the pool (a pid reused by anything else is
- * left alone), and waits (bounded) until it is gone. */
-static void kill_mapper(int32_t pid, const struct stat *pool_st)
+/* Kills the process of pidfd fd, and waits (bounded) until it is gone. */
+static void kill_and_wait(int fd)
 {
-	if (pid <= 1)
-		return;
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (fd < 0)
-		return;
-	if (cxlcr_pid_maps_file(pid, pool_st->st_dev, pool_st->st_ino, 0, 0) &&
-	    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
+	if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		poll(&p, 1, 5000);
 	}
-	close(fd);
 }
 
-/* The tracker of an arena (it maps the arena's header). */
-static int32_t tracker_of(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+/*
+ * Kills the owner of region r, an old service of this host, if it is still
+ * that process: a pid the region table recorded before this host was
+ * declared dead may have been handed to anything since (a reboot, or the
+ * emulated host's new pid namespace after `pod crash` and `pod up`), even
+ * to this daemon or its workers, which map the pool too. So the process
+ * must have started when the owner did (owner_start), and map the region
+ * itself; where the start is not known, the region alone decides.
+ * Checked while a pidfd holds the process. Returns whether it killed.
+ */
+static bool kill_owner(const struct cxlcr_region *r, const char *host, const struct stat *pool_st)
+{
+	if (r->owner_pid <= 1)
+		return false;
+	int fd = (int)syscall(SYS_pidfd_open, r->owner_pid, 0);
+	if (fd < 0)
+		return false;
+	bool is = !cxlcr_region_owner_gone(r, host) &&
+		  cxlcr_pid_maps_file(r->owner_pid, pool_st->st_dev, pool_st->st_ino, r->offset, r->offset + r->size);
+	if (is)
+		kill_and_wait(fd);
+	close(fd);
+	return is;
+}
+
+/* Kills the tracker of arena r (tracking/tracker.h: a process of that name
+ * that maps the arena; a reused pid is not). */
+static void kill_tracker(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 {
 	if (r->size < sizeof(struct cxlcr_arena_header))
-		return 0;
+		return;
 	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, r->offset, sizeof(*h), 0, 0);
 	if (!h)
-		return 0;
+		return;
 	cxlcr_refresh(h, sizeof(*h));
 	int32_t pid = h->magic == CXLCR_ARENA_MAGIC ? h->tracker_pid : 0;
 	munmap(h, sizeof(*h));
-	return pid;
+	int fd = cxlcr_tracker_pidfd(pool, r, pid);
+	if (fd >= 0) {
+		kill_and_wait(fd);
+		close(fd);
+	}
 }
 
 int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, void (*stop_work)(void),
@@ -390,10 +414,9 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 			continue;
 		if (r.kind == CXLCR_KIND_ARENA || r.kind == CXLCR_KIND_CHILD || r.kind == CXLCR_KIND_QUARANTINE) {
 			if (r.kind != CXLCR_KIND_CHILD)
-				kill_mapper(tracker_of(pool, &r), &st);
-			if (r.owner_pid > 1 && cxlcr_pid_maps_file(r.owner_pid, st.st_dev, st.st_ino, 0, 0))
+				kill_tracker(pool, &r);
+			if (kill_owner(&r, host, &st))
 				killed++;
-			kill_mapper(r.owner_pid, &st);
 		}
 	}
 	/* While the winner recovers, what it has not taken yet is not ours
