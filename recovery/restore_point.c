@@ -148,12 +148,11 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 		cxlcr_error("recovery point %s is not of arena %s", s.region.name, arena->name);
 		goto out;
 	}
-	h = cxlcr_pool_map(pool, arena->offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
-	if (!h || recovery_heap_from_point(pool, arena, h, &s, false, &now, &heap) < 0)
-		goto out;
 	/* The header as it was at the point, but what belongs to the
 	 * present: no tracker, no scan history to build on (the next
-	 * snapshot is a full one), and the mark the plugin looks for. */
+	 * snapshot is a full one), and the mark the plugin looks for.
+	 * Checked before anything of the arena is written: a point whose
+	 * copy is not this arena's is refused with the heap untouched. */
 	const struct cxlcr_arena_header *copy = (const void *)(s.base + sh->arena_header_offset);
 	static struct cxlcr_arena_header at_point;
 	cxlcr_refresh(copy, sizeof(at_point));
@@ -163,6 +162,9 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 			    arena->name);
 		goto out;
 	}
+	h = cxlcr_pool_map(pool, arena->offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
+	if (!h || recovery_heap_from_point(pool, arena, h, &s, false, &now, &heap) < 0)
+		goto out;
 	free_later_extents(pool, arena, &at_point);
 	recovery_header_from_point(&at_point, &s, snapshot_generation,
 				   __atomic_load_n(&h->scan_count, __ATOMIC_ACQUIRE) + 1);
