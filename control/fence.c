@@ -1,6 +1,8 @@
 /* Resume or fence a frozen source, and the start of a verb under a lease. */
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,9 +60,22 @@ static void finish_taken_over(struct cxlcr_pool *pool, const struct cxlcr_region
 		cxlcr_region_set_veth(pool, now->generation, link);
 }
 
+/* Whether the process of pidfd fd has not ended (while it has not, its
+ * pid is its own). */
+static bool pidfd_running(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return fd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+/* The caller has just checked that pid is the frozen source; a pidfd holds
+ * it from here on, through judgements that may take seconds (owner_state()
+ * waits), so that neither the SIGCONT nor the SIGKILL at their end can
+ * reach a process that got the pid after the source ended meanwhile. */
 int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
 			    const char *veth, char *where, size_t len)
 {
+	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	for (int tries = 0; tries < 8; tries++) {
 		struct cxlcr_region now, after;
 		if (cxlcr_region_get(pool, generation, &now) < 0)
@@ -80,18 +95,26 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 		const struct pod *pod = pod_current(false);
 		if (pod)
 			container_link_attach(pod, veth);
-		container_signal_all(pid, SIGCONT);
+		if (pidfd_running(pfd))
+			container_signal_all(pid, SIGCONT);
 		/* A migrate ends its source's tracker before the freeze
 		 * (cmd_migrate.c): tracked again, from a full round. Only a
 		 * help: without it, snapshots compare. */
 		cxlcr_tracker_ensure(pool, &after);
 		snprintf(where, len, "%s", host);
+		if (pfd >= 0)
+			close(pfd);
 		return 1;
 	}
 	struct cxlcr_region now;
 	bool moved = cxlcr_region_get(pool, generation, &now) == 0;
-	kill(pid, SIGKILL);
-	pid_wait_exit(pid, KILL_WAIT_MS);
+	if (pfd >= 0) {
+		if (syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
+			struct pollfd p = { .fd = pfd, .events = POLLIN };
+			poll(&p, 1, KILL_WAIT_MS);
+		}
+		close(pfd);
+	}
 	if (moved && now.owner_epoch && (strncmp(now.owner_host, host, CXLCR_HOST_MAX) || now.owner_pid != pid))
 		finish_taken_over(pool, &now);
 	if (moved)
