@@ -44,6 +44,19 @@
 #define READY_TIMEOUT_MS 60000
 #define MSGS_PER_READ 64
 #define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
+#define LATER_MAX 256         /* faults put off until an event is read (one per thread at most) */
+
+/*
+ * What copy_in() and install_zero() return when the kernel refused the
+ * copy with EAGAIN, nothing copied: the memory map of that process is
+ * changing, and until the pager reads the event that says how (a fork's
+ * UFFD_EVENT_FORK, which the forking thread waits on), every copy into it
+ * is refused so. Only the main thread reads events: it puts the copy off
+ * and reads first (retrying in place would wait for itself, for ever: a
+ * child that forked during its background fetch hung with its pager
+ * spinning), and a lane waits for it.
+ */
+#define INSTALL_LATER 2
 #define FORKED_CHECK_MS 1000  /* how often those of children that ended are closed */
 #define END_LINE_MAX 1024     /* the pager's last line on its child (the keeper logs it) */
 
@@ -78,6 +91,10 @@ struct pager {
 	 * the child had not got yet, they fault on as well. */
 	int forked[FORKED_MAX];
 	int forked_count;
+	/* Faults whose copy was put off (INSTALL_LATER): served again once
+	 * the events before them are read. */
+	struct { int uffd; uint64_t addr, read_ns; } later[LATER_MAX];
+	int later_count;
 	const struct cxlcr_snapshot *s;
 	uint64_t header_lo, header_copy_hi;  /* the arena header, and its pages the snapshot copied */
 	uint64_t heap_lo, heap_hi;
@@ -263,7 +280,8 @@ static int page_source(struct pager *p, uint64_t addr, const uint8_t **from, uin
 /* Copies len bytes of the pager's own memory (a cold page read by RMA)
  * into the process of uffd at addr. A page it has already (a racing
  * fault served it) is skipped, the rest still goes in: 0. 1: the process
- * is gone (ending). */
+ * is gone (ending). INSTALL_LATER: what is left did not go in, an event
+ * must be read first. */
 static int copy_in(int uffd, uint64_t addr, const uint8_t *from, uint64_t len)
 {
 	while (len) {
@@ -285,7 +303,7 @@ static int copy_in(int uffd, uint64_t addr, const uint8_t *from, uint64_t len)
 			continue;
 		}
 		if (errno == EAGAIN)
-			continue;
+			return INSTALL_LATER;
 		if (errno == ESRCH)
 			return 1;
 		return cxlcr_error("UFFDIO_COPY of %" PRIu64 " bytes at %#" PRIx64 ": %s", len, addr,
@@ -312,7 +330,9 @@ static int install_zero(int uffd, uint64_t addr)
 			return 0;
 		if (errno == ESRCH)
 			return 1;
-		if (errno != EAGAIN)
+		if (errno == EAGAIN)
+			return INSTALL_LATER;
+		if (errno != EINTR)
 			return cxlcr_error("UFFDIO_ZEROPAGE at %#" PRIx64 ": %s", addr, strerror(errno));
 	}
 }
@@ -379,9 +399,10 @@ static int install_cold(struct pager *p, uint64_t first, uint64_t n)
 	for (uint64_t done = 0; done < n;) {
 		uint64_t k = n - done < TIER_READ_RUN ? n - done : TIER_READ_RUN, at = first + done;
 		const void *data;
+		int rc;
 		if (p->tier && tier_read_run(p->tier, at, k, &data) == 0) {
-			if (copy_in(p->uffd, p->heap_lo + at * PAGE, data, k * PAGE) < 0)
-				return -1;
+			if ((rc = copy_in(p->uffd, p->heap_lo + at * PAGE, data, k * PAGE)) < 0 || rc == INSTALL_LATER)
+				return rc;
 			done += k;
 			continue;
 		}
@@ -391,8 +412,10 @@ static int install_cold(struct pager *p, uint64_t first, uint64_t n)
 			int kind = page_source(p, addr, &from, &more);
 			if (kind < 0)
 				return -1;
-			if (kind != PAGE_ZERO && (kind == PAGE_COLD ? copy_in : install)(p->uffd, addr, from, PAGE) < 0)
-				return -1;
+			if (kind != PAGE_ZERO &&
+			    ((rc = (kind == PAGE_COLD ? copy_in : install)(p->uffd, addr, from, PAGE)) < 0 ||
+			     rc == INSTALL_LATER))
+				return rc;
 		}
 		done += k;
 	}
@@ -432,6 +455,7 @@ static struct cold_fetch {
 	int stop;               /* atomic: the child ended */
 	uint64_t pages;         /* atomic: pages it installed */
 	uint64_t ahead_pages;   /* atomic: of those, pages the fork's restore fetched ahead */
+	int ahead_stalled;      /* atomic: the fetch ahead stood still on a chunk: lanes read by RMA */
 	unsigned left;          /* atomic: lanes still fetching */
 	uint64_t done_ns;       /* atomic: when the last lane ended; 0 while one runs */
 	/* Where its time went (final once done_ns is set), summed over the
@@ -478,7 +502,13 @@ static int cold_chunk(struct cold_lane *l, struct tier_reader **r, const struct 
 			return -1;
 	}
 	uint64_t t0 = cxlcr_mono_ns();
-	if (copy_in(cold.p->uffd, cold.p->heap_lo + c->first_page * PAGE, data, (uint64_t)c->pages * PAGE) != 0)
+	int rc;
+	/* Put off by an event (INSTALL_LATER): the main thread reads it, the
+	 * lane tries again (what went in is skipped). */
+	while ((rc = copy_in(cold.p->uffd, cold.p->heap_lo + c->first_page * PAGE, data,
+			     (uint64_t)c->pages * PAGE)) == INSTALL_LATER && !cold_stopped())
+		nanosleep(&(struct timespec){ .tv_nsec = 50000 }, NULL);
+	if (rc != 0)
 		return -1;
 	l->install_ns += cxlcr_mono_ns() - t0;
 	__atomic_add_fetch(&cold.pages, c->pages, __ATOMIC_RELEASE);
@@ -521,9 +551,18 @@ static void *cold_main(void *arg)
 			break;
 		const uint8_t *data = NULL;
 		uint64_t t0 = cxlcr_mono_ns();
-		int got;
-		while ((got = ahead_chunk(cold.p->ahead, i, 20, &data)) == 0 && !cold_stopped())
-			;
+		int got = -1;
+		/* A fetcher that lives but stands still (stopped, or its host
+		 * frozen) is given up on after as long as its own tries of
+		 * one read could take: from then on every lane reads its
+		 * chunks itself, or they would wait as long as the child
+		 * lives, and the fetch ahead's memory with them. */
+		while (!__atomic_load_n(&cold.ahead_stalled, __ATOMIC_ACQUIRE) &&
+		       (got = ahead_chunk(cold.p->ahead, i, 20, &data)) == 0 && !cold_stopped())
+			if (cxlcr_mono_ns() - t0 >= (uint64_t)COLD_TRIES * (uint64_t)tier_timeout_ms() * 1000000ull)
+				__atomic_store_n(&cold.ahead_stalled, 1, __ATOMIC_RELEASE);
+		if (got == 0 && !cold_stopped())
+			got = -1;
 		l->rma_ns += cxlcr_mono_ns() - t0;
 		if (got == 0)
 			break;
@@ -572,12 +611,35 @@ static void cold_begin(struct pager *p)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* Tests (t_fork_copy_fork): while the file this names exists, each step
+ * of the background fetch installs every stored page of the snapshot
+ * again (each is there already: skipped) and the fetch goes no further,
+ * so that a fork of the child lands in an install, almost always. */
+#define BG_HOLD_TEST_ENV "CXLCR_TEST_BG_HOLD"
+static const char *bg_hold;
+
+static int background_hold(struct pager *p)
+{
+	for (uint64_t i = 0; i < p->s->run_count; i++) {
+		const struct cxlcr_snapshot_run *r = &p->s->runs[i];
+		const uint8_t *from = cxlcr_snapshot_copy(p->s, CXLCR_LEAF_OFFSET(r->leaf));
+		if (CXLCR_LEAF_TIER(r->leaf) != CXLCR_TIER_CXL || !from)
+			continue;
+		int rc = copy_in(p->uffd, p->heap_lo + r->first_page * PAGE, from, r->pages * PAGE);
+		if (rc != 0)
+			return rc < 0 ? -1 : 0;
+	}
+	return 0;
+}
+
 /* One chunk of the background fetch (at most BACKGROUND_CHUNK of one run
  * of stored pages, or BACKGROUND_COLD cold ones): pages the child has by
  * now are skipped by install(). Cold pages come in heap order, like the
  * rest. Sets p->background false when every run is done. */
 static int background_step(struct pager *p)
 {
+	if (bg_hold && access(bg_hold, F_OK) == 0)
+		return background_hold(p);
 	while (p->bg_run < p->s->run_count) {
 		const struct cxlcr_snapshot_run *r = &p->s->runs[p->bg_run];
 		uint32_t tier = CXLCR_LEAF_TIER(r->leaf);
@@ -593,8 +655,11 @@ static int background_step(struct pager *p)
 		}
 		if (tier == CXLCR_TIER_COLD) {
 			uint64_t n = r->pages - p->bg_page < BACKGROUND_COLD ? r->pages - p->bg_page : BACKGROUND_COLD;
-			if (install_cold(p, r->first_page + p->bg_page, n) < 0)
+			int rc = install_cold(p, r->first_page + p->bg_page, n);
+			if (rc < 0)
 				return -1;
+			if (rc == INSTALL_LATER)
+				return 0; /* the same chunk again, once the event is read */
 			p->bg_page += n;
 			p->bg_pages += n;
 			return 0;
@@ -608,6 +673,8 @@ static int background_step(struct pager *p)
 		int rc = install(p->uffd, p->heap_lo + (r->first_page + p->bg_page) * PAGE, from, n * PAGE);
 		if (rc < 0)
 			return -1;
+		if (rc == INSTALL_LATER)
+			return 0; /* the same chunk again (what went in is skipped) */
 		p->bg_page += n;
 		p->bg_pages += n;
 		return 0;
@@ -677,7 +744,10 @@ static int install_all(struct pager *p, const struct pager_child *c, uint64_t *p
 		if (CXLCR_LEAF_TIER(r->leaf) == CXLCR_TIER_COLD) {
 			if (p->bg_cold_only)
 				continue;
-			if (install_cold(p, r->first_page, r->pages) < 0)
+			int rc = install_cold(p, r->first_page, r->pages);
+			if (rc == INSTALL_LATER)
+				return cxlcr_error("pid %d changed its memory map before it ran", (int)p->pid);
+			if (rc < 0)
 				return -1;
 			*pages += r->pages;
 			continue;
@@ -779,12 +849,14 @@ static int install_around(struct pager *p, int uffd, uint64_t addr)
 		rc = copy_in(uffd, p->heap_lo + p->around_first * PAGE, p->around_data, at * PAGE);
 	if (rc == 0 && at + 1 < n)
 		rc = copy_in(uffd, addr + PAGE, p->around_data + (at + 1) * PAGE, (n - at - 1) * PAGE);
-	return rc;
+	/* Neighbours put off by an event are left to their own faults. */
+	return rc == INSTALL_LATER ? 0 : rc;
 }
 
 /* One fault of the process of uffd: the page at addr from its source,
  * timed from read_ns (when its message was read) to its wake. 0, 1
- * (that process is gone), or -1. */
+ * (that process is gone), INSTALL_LATER (not served: an event first), or
+ * -1. */
 static int serve(struct pager *p, int uffd, uint64_t addr, uint64_t read_ns)
 {
 	addr &= ~(uint64_t)(PAGE - 1);
@@ -796,13 +868,15 @@ static int serve(struct pager *p, int uffd, uint64_t addr, uint64_t read_ns)
 	p->around_on = false;
 	if (kind < 0)
 		return -1;
-	if (kind == PAGE_ZERO) {
-		p->faults_zero++;
-		rc = install_zero(uffd, addr);
-	} else {
-		p->faults_copied++;
-		rc = (kind == PAGE_COLD ? copy_in : install)(uffd, addr, from, PAGE);
+	rc = kind == PAGE_ZERO ? install_zero(uffd, addr) : (kind == PAGE_COLD ? copy_in : install)(uffd, addr, from, PAGE);
+	if (rc == INSTALL_LATER) {
+		p->around_n = 0;
+		return rc;
 	}
+	if (kind == PAGE_ZERO)
+		p->faults_zero++;
+	else
+		p->faults_copied++;
 	if (rc == 0)
 		fault_timed(&p->fault_time[kind == PAGE_ZERO ? FAULT_ZERO : kind == PAGE_COLD ? FAULT_COLD : FAULT_CXL],
 			    cxlcr_mono_ns() - read_ns);
@@ -835,10 +909,36 @@ static int serve_waiting(struct pager *p, int uffd)
 			if (m->event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			int rc = serve(p, uffd, m->arg.pagefault.address, read_ns);
+			if (rc == INSTALL_LATER) {
+				/* Its thread sleeps until the page is in:
+				 * the event is read (below, or by the next
+				 * read), then serve_later() tries again. */
+				if (p->later_count == LATER_MAX)
+					return cxlcr_error("pid %d and its children have more than %d faults put off at once",
+							   (int)p->pid, LATER_MAX);
+				p->later[p->later_count].uffd = uffd;
+				p->later[p->later_count].addr = m->arg.pagefault.address;
+				p->later[p->later_count++].read_ns = read_ns;
+				continue;
+			}
 			if (rc != 0)
 				return rc;
 		}
 	}
+}
+
+/* The faults put off (serve_waiting()), once more: those served, or whose
+ * process has gone, leave the list. 0 or -1 (fatal). */
+static int serve_later(struct pager *p)
+{
+	for (int i = 0; i < p->later_count; i++) {
+		int rc = serve(p, p->later[i].uffd, p->later[i].addr, p->later[i].read_ns);
+		if (rc < 0)
+			return -1;
+		if (rc != INSTALL_LATER)
+			p->later[i--] = p->later[--p->later_count];
+	}
+	return 0;
 }
 
 /* Closes the userfaultfds of the child's children that have ended: an
@@ -850,6 +950,9 @@ static void close_ended(struct pager *p)
 		struct uffdio_zeropage z = { .range = { .start = p->header_lo - PAGE, .len = PAGE } };
 		if (ioctl(p->forked[i], UFFDIO_ZEROPAGE, &z) == 0 || errno != ESRCH)
 			continue;
+		for (int k = 0; k < p->later_count; k++) /* its faults went with it */
+			if (p->later[k].uffd == p->forked[i])
+				p->later[k--] = p->later[--p->later_count];
 		close(p->forked[i]);
 		p->forked[i--] = p->forked[--p->forked_count];
 	}
@@ -991,6 +1094,7 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		p.pid = own.pid;
 		t0 = cxlcr_mono_ns();
 	}
+	bg_hold = getenv(BG_HOLD_TEST_ENV);
 	if ((p.uffd = inject_take_uffd(c->pid)) < 0)
 		goto fail;
 	if (ioctl(p.uffd, UFFDIO_API, &api) < 0) {
@@ -1027,8 +1131,9 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		int nfds = 2 + p.forked_count;
 		for (int i = 0; i < p.forked_count; i++)
 			fds[2 + i] = (struct pollfd){ .fd = p.forked[i], .events = POLLIN };
-		/* Faults first; the background fetch goes on when none waits. */
-		int timeout = p.background ? 0 : p.forked_count ? FORKED_CHECK_MS : -1;
+		/* Faults first; the background fetch goes on when none waits.
+		 * Faults put off wait for an event that comes at once. */
+		int timeout = p.background || p.later_count ? 0 : p.forked_count ? FORKED_CHECK_MS : -1;
 		if (poll(fds, (nfds_t)nfds, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1040,6 +1145,8 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		for (int i = 2; i < nfds; i++)
 			if ((fds[i].revents & POLLIN) && serve_waiting(&p, fds[i].fd) < 0)
 				goto fail;
+		if (p.later_count && serve_later(&p) < 0)
+			goto fail;
 		if (p.forked_count && cxlcr_mono_ns() - checked >= FORKED_CHECK_MS * 1000000ull) {
 			close_ended(&p);
 			checked = cxlcr_mono_ns();

@@ -29,7 +29,7 @@ verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $
 # have_heap PID: child PID (h1's) comes to own 90% of the parent's arena
 # within 10 s; its RssAnon in kB is in $anon either way.
 have_heap() {
-	for _ in $(seq 100); do
+	for _ in $(seq "${2:-100}"); do
 		anon=$(on h1 awk '/^RssAnon:/ { print $2 }' "/proc/$1/status")
 		[ $((anon * 1024)) -ge $((used * 9 / 10)) ] && return 0
 		sleep 0.1 # polling a condition, bounded: not a synchronisation
@@ -126,6 +126,12 @@ for _ in $(seq 100); do
 done
 [ "$state" = T ] || die "no fetch ahead of the two children's cold pages stopped on h1 (pid '$fetcher', state '$state')"
 verify "$addr5" || die "$kid5 does not hold its parent's values while its fetch ahead is stopped"
+# A fetcher that stands still is given up on (pager.c: after 3 reads'
+# timeouts, 3 s here): kid6, untouched so far, gets its whole heap from its
+# own pager's lanes.
+have_heap "$pid6" 200 ||
+	die "$kid6 owns $anon kB after 20 s with its fetch ahead stopped: its pager's lanes waited for the fetcher"
+ok "$kid6 got its whole heap while its fetch ahead stood still (its pager's lanes read the chunks themselves)"
 on h1 kill -9 "$fetcher"
 verify "$addr6" || die "$kid6 does not hold its parent's values once its fetch ahead was killed"
 for kid in "$kid5 $pid5" "$kid6 $pid6"; do

@@ -38,7 +38,7 @@ static bool source_for(const struct cxlcr_tier_server *s, char *ip, size_t len)
 	return ok;
 }
 
-static int timeout_ms(void)
+int tier_timeout_ms(void)
 {
 	const char *e = getenv("CXLCR_TIER_TIMEOUT_MS");
 	int v = e ? atoi(e) : 0;
@@ -91,7 +91,7 @@ int conn_open(struct cxlcr_pool *pool, uint32_t index, size_t buf_size, bool bul
 		return -1;
 	}
 	c->index = index;
-	c->timeout_ms = timeout_ms();
+	c->timeout_ms = tier_timeout_ms();
 	return 0;
 }
 

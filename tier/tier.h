@@ -20,6 +20,8 @@
 /* How long one RMA may take before the server is taken for gone, unless
  * $CXLCR_TIER_TIMEOUT_MS says otherwise. */
 #define TIER_TIMEOUT_MS 2000
+/* TIER_TIMEOUT_MS, or $CXLCR_TIER_TIMEOUT_MS if set. */
+int tier_timeout_ms(void);
 
 /* A memory server as the table has it, and what of it is handed out. */
 struct tier_server_info {
