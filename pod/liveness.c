@@ -87,6 +87,7 @@ static bool host_gone(uint32_t index);
  * services (recovery/takeover.c; only one daemon wins). */
 static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int priority, const char *fmt, ...))
 {
+	recovery_watch_workers(pool, me.index, log);
 	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
 		if (i == me.index || cxlcr_hosts_judge(&watch, i, now, NULL) != CXLCR_VERDICT_DEAD)
 			continue;
@@ -97,7 +98,9 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 		recovery_host_dead(pool, i, watch.entry[i].incarnation, watch.entry[i].name, me.index, why, log);
 	}
 	/* A recovery whose winner died before it was done (its fence not
-	 * done) is taken over by one of the others (recovery/takeover.c). */
+	 * done) is taken over by one of the others (recovery/takeover.c);
+	 * so is one the fenced host took over itself (winner == i) and then
+	 * died again in. */
 	struct cxlcr_hosts_map m;
 	if (cxlcr_hosts_open(pool, false, &m) != 0)
 		return;
@@ -108,7 +111,7 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 		uint64_t fence = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
 		uint32_t winner = (uint32_t)(fence & 0xff) - 1;
 		if (i != me.index && fence != __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) &&
-		    fence != __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) && winner != me.index && winner != i &&
+		    fence != __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) && winner != me.index &&
 		    winner < CXLCR_HOSTS_MAX && host_gone(winner))
 			orphaned[i] = fence;
 	}

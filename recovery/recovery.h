@@ -183,6 +183,12 @@ int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarna
  * in the background. 1 if we took it over, 0 if not, -1 on error. */
 int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t my_index,
 			 void (*log)(int priority, const char *fmt, ...));
+/* Every tick of the daemon (entry my_index): a recovery worker it started
+ * that ended while its recovery is still its own and not done (killed,
+ * crashed, past its deadline) is started again, at most a few times; then
+ * what it left is marked failed and the recovery done. */
+void recovery_watch_workers(struct cxlcr_pool *pool, uint32_t my_index,
+			    void (*log)(int priority, const char *fmt, ...));
 /* A daemon that finds its own host fenced (entry index): kills every
  * process of its old services (and, by stop_work if given, its own verbs
  * under way); once the winner's recovery is done, frees its quarantined

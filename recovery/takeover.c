@@ -69,6 +69,19 @@ static struct retry {
 	bool given_up;           /* what the last try left is marked failed */
 } retries[CXLCR_HOSTS_MAX];
 
+/* The recovery worker this daemon started for each dead host's entry,
+ * held by a pidfd: a worker that ends (killed, crashed, or past its
+ * deadline) before its recovery is done is started again, or the fence
+ * would stay not done for good (nobody takes over from a winner that
+ * lives), its services down, and the fenced host waiting. */
+static struct worker {
+	bool held;
+	int pidfd;
+	uint64_t fence;
+	uint32_t restarts;         /* for this fence */
+	char host[CXLCR_HOST_MAX + 1];
+} workers[CXLCR_HOSTS_MAX];
+
 /* The services of dead host still to recover, by the generation of their
  * arena (at most CXLCR_REGION_MAX): its live arenas, and those whose
  * recovery a winner that died had begun (quarantined already, still of
@@ -145,7 +158,8 @@ static bool retry_due(struct cxlcr_pool *pool, uint32_t index, const char *host,
 	return true;
 }
 
-static void start_recovery(const char *host, uint64_t fence, void (*log)(int priority, const char *fmt, ...));
+static void start_recovery(uint32_t index, const char *host, uint64_t fence,
+			   void (*log)(int priority, const char *fmt, ...));
 
 int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnation, const char *host,
 		       uint32_t my_index, const char *reason, void (*log)(int priority, const char *fmt, ...))
@@ -160,7 +174,7 @@ int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarna
 	if (won)
 		log(LOG_WARNING, "host %s (incarnation %llu) is dead (%s): fenced by this host (fence %llu%s); recovering "
 				 "its services", host, (unsigned long long)incarnation, reason, (unsigned long long)fence, lock);
-	start_recovery(host, fence, log);
+	start_recovery(index, host, fence, log);
 	return won;
 }
 
@@ -174,26 +188,95 @@ int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *ho
 	log(LOG_WARNING, "host %s: the recovery of its services by host entry %u (fence %llu) was not finished and that "
 			 "host is gone: this host takes it over (fence %llu)", host, (unsigned)(fence & 0xff) - 1,
 	    (unsigned long long)fence, (unsigned long long)next);
-	start_recovery(host, next, log);
+	start_recovery(index, host, next, log);
 	return 1;
 }
 
-/* Runs `cxlcr host recover HOST --on <us> --fence F` in the background. */
-static void start_recovery(const char *host, uint64_t fence, void (*log)(int priority, const char *fmt, ...))
+/* Runs `cxlcr host recover HOST --on <us> --fence F` in the background,
+ * and keeps its worker (workers[index]). */
+static void start_recovery(uint32_t index, const char *host, uint64_t fence,
+			   void (*log)(int priority, const char *fmt, ...))
 {
 	char f[24];
 	snprintf(f, sizeof(f), "%llu", (unsigned long long)fence);
 	char *args[] = { "cxlcr", "host", "recover", (char *)host, "--on", (char *)this_host(), "--fence", f, NULL };
+	int pidfd = -1;
 	if (runner) {
-		if (runner(7, args + 1) < 0)
+		/* The daemon reaps its workers in its own loop, after this
+		 * tick: the pid is still this one's. */
+		pid_t pid = runner(7, args + 1);
+		if (pid < 0)
 			log(LOG_ERR, "%s", cxlcr_last_error());
-		return;
-	}
-	int pidfd = recovery_spawn("recovery of a dead host", args);
-	if (pidfd < 0)
+		else
+			pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	} else if ((pidfd = recovery_spawn("recovery of a dead host", args)) < 0) {
 		log(LOG_ERR, "%s", cxlcr_last_error());
-	else
-		close(pidfd); /* the daemon reaps its children */
+	}
+	if (index >= CXLCR_HOSTS_MAX || pidfd < 0)
+		return;
+	struct worker *w = &workers[index];
+	if (w->held)
+		close(w->pidfd);
+	if (w->fence != fence)
+		w->restarts = 0;
+	*w = (struct worker){ .held = true, .pidfd = pidfd, .fence = fence, .restarts = w->restarts };
+	snprintf(w->host, sizeof(w->host), "%s", host);
+}
+
+void recovery_watch_workers(struct cxlcr_pool *pool, uint32_t my_index,
+			    void (*log)(int priority, const char *fmt, ...))
+{
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		struct worker *w = &workers[i];
+		struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
+		if (!w->held || poll(&p, 1, 0) != 1)
+			continue;
+		close(w->pidfd);
+		w->held = false;
+		uint64_t fence;
+		bool done;
+		/* Done, taken over by another host, or acknowledged: over. */
+		if (!cxlcr_host_fenced(pool, i, &fence, &done) || done || fence != w->fence ||
+		    (fence & 0xff) != my_index + 1)
+			continue;
+		if (w->restarts >= RETRIES_MAX) {
+			give_up(pool, w->host, log);
+			cxlcr_host_fence_done(pool, i, fence);
+			log(LOG_ERR, "host %s: the recovery of its services (fence %llu) ended before it was done %u times: "
+				     "given up on, and done", w->host, (unsigned long long)fence, RETRIES_MAX + 1);
+			continue;
+		}
+		w->restarts++;
+		log(LOG_WARNING, "host %s: the recovery of its services (fence %llu) ended before it was done: running it "
+				 "again (%u of %u)", w->host, (unsigned long long)fence, w->restarts, RETRIES_MAX);
+		char host[CXLCR_HOST_MAX + 1];
+		snprintf(host, sizeof(host), "%s", w->host);
+		start_recovery(i, host, fence, log);
+	}
+}
+
+/* This daemon's host took its own recovery over (fence word fence, not
+ * done): a daemon restarted since has no worker for it (this process
+ * started none), and a fenced daemon runs no other tick that would see
+ * its worker end: either way it runs again, counted as
+ * recovery_watch_workers() counts. */
+static void recovery_keep_own(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence,
+			      void (*log)(int priority, const char *fmt, ...))
+{
+	if (index >= CXLCR_HOSTS_MAX)
+		return;
+	recovery_watch_workers(pool, index, log);
+	struct worker *w = &workers[index];
+	if (w->held)
+		return;
+	uint64_t now;
+	bool done;
+	if (!cxlcr_host_fenced(pool, index, &now, &done) || done || now != fence)
+		return;
+	if (w->fence == fence && w->restarts >= RETRIES_MAX)
+		return; /* given up on and marked done by recovery_watch_workers() */
+	log(LOG_WARNING, "this host's own recovery (fence %llu) has no worker running: running it", (unsigned long long)fence);
+	start_recovery(index, host, fence, log);
 }
 
 /* ---- the winner ---- */
@@ -426,6 +509,8 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 	if (!done) {
 		if (!ourselves && gone && gone(winner))
 			recovery_winner_gone(pool, index, host, fence, index, log);
+		else if (ourselves)
+			recovery_keep_own(pool, index, host, fence, log);
 		else if (said != fence)
 			log(LOG_NOTICE, "waiting for host entry %u to finish recovering this host's services", winner);
 		said = fence;

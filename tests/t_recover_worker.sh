@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The worker that recovers a dead host's services dies while its host
+# lives (killed, crashed, or past its deadline): its daemon runs it again.
+#
+# Nobody takes a recovery over from a winner that lives, and only the end
+# of the worker's run marks the recovery done: before, such a death left
+# the services down and the fence not done for good. Here h0 runs Redis
+# with recovery points and crashes; h1 fences it, and its recovery worker
+# stops at a step (the test hook of recovery/test_step.c) and is killed
+# there, once at "fenced" (before anything) and once at "quarantined"
+# (h0's arena quarantined, nothing made yet). (Killed later, once it has
+# made fresh regions, the run again recovers nothing more: docs/recovery.md,
+# "Not yet".) h1's log
+# must say the recovery ended early and runs again, Redis must answer at
+# its address on h1 with every value written before its point, one copy of
+# it, and h0's fence must be done (`cxlcr hosts --json`: recovered).
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+export CXLCR_LEASE_MS=300
+need redis-server
+
+PORT=6379
+STEPS=${STEPS:-fenced quarantined}
+logs() { "$CXLCR" pod logs "$1"; }
+# Whether the recovery of h0's last fence is done (`cxlcr hosts --json`).
+h0_recovered() { "$CXLCR" hosts --json | python3 -c 'import json, sys
+for h in json.load(sys.stdin)["hosts"]:
+    if h.get("host") == "h0":
+        print(bool(h["fence"] and h["fence"]["recovered"]))'; }
+copies() {
+	local p n=0
+	for p in $(pgrep -x redis-server || true); do
+		grep -qF "$CXLCR_POOL" "/proc/$p/maps" 2>/dev/null && n=$((n + 1))
+	done
+	echo $n
+}
+
+one_step() {
+	local step=$1 dir pid
+	if [ -n "${POOL_DIR:-}" ]; then
+		"$CXLCR" pod down >/dev/null 2>&1 || true
+		rm -rf "$POOL_DIR"
+	fi
+	SERVICES=()
+	new_pool 4G
+	dir=$POOL_DIR/steps
+	mkdir "$dir"
+	CXLCR_TEST_RECOVERY_STEPS=$dir pod_up 2
+	SERVICES+=(rw)
+	"$CXLCR" run --host h0 --name rw --arena 64M --recovery-interval 200 --log "$POOL_DIR/rw.log" -- \
+		redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" >/dev/null ||
+		die "$step: cxlcr run rw failed"
+	addr=$(status_field rw address)
+	python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "$step: redis does not answer"
+	python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 13 --quiet
+	p=$(next_recovery_point rw "$(recovery_point rw)") && p=$(next_recovery_point rw "$p") ||
+		die "$step: no recovery point after the writes"
+
+	echo "$step" >"$dir/stop-at"
+	"$CXLCR" pod crash h0 >/dev/null || die "$step: pod crash h0 failed"
+	local end=$((SECONDS + 30))
+	while [ $SECONDS -lt $end ] && [ ! -s "$dir/stopped" ]; do python3 -c 'import time; time.sleep(0.05)'; done
+	[ -s "$dir/stopped" ] || die "$step: h1's recovery did not stop at $step: $(logs h1 | tail -n 3)"
+	read -r pid _ <"$dir/stopped"
+	on h1 kill -KILL "$pid" || die "$step: cannot kill h1's recovery worker (pid $pid on h1)"
+
+	end=$((SECONDS + 60))
+	while [ $SECONDS -lt $end ]; do # the daemon's next tick, then the restore: bounded wait for the outcome
+		[ "$(status_field rw state)" = running ] && [ "$(status_field rw host)" = h1 ] && break
+		python3 -c 'import time; time.sleep(0.1)'
+	done
+	[ "$(status_field rw state)" = running ] && [ "$(status_field rw host)" = h1 ] ||
+		die "$step: rw was not recovered on h1 after its worker was killed: $(status_field rw state) on $(status_field rw host); h1: $(logs h1 | tail -n 5)"
+	logs h1 | grep -q "host h0: the recovery of its services (fence [0-9]*) ended before it was done: running it again" ||
+		die "$step: h1's log does not say it ran the recovery again: $(logs h1 | tail -n 5)"
+	[ "$(status_field rw address)" = "$addr" ] || die "$step: rw came back at $(status_field rw address), not $addr"
+	python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "$step: rw does not answer at $addr"
+	python3 "$KV" verify --host "$addr" --port $PORT --count 2000 --size 300 --seed 13 --quiet ||
+		die "$step: rw lacks values written before its point"
+	[ "$(copies)" = 1 ] || die "$step: $(copies) redis-server processes map the pool, not 1"
+	end=$((SECONDS + 30))
+	while [ $SECONDS -lt $end ] && [ "$(h0_recovered)" != True ]; do
+		python3 -c 'import time; time.sleep(0.1)' # polling a condition, bounded
+	done
+	[ "$(h0_recovered)" = True ] || die "$step: h0's recovery is not done: $("$CXLCR" hosts --json)"
+	ok "$step: h1's recovery worker killed there; h1 ran it again: rw answers at $addr with its values, one copy, fence done"
+}
+
+for step in $STEPS; do
+	say "h1's recovery worker is killed at step: $step"
+	one_step "$step"
+done
