@@ -157,22 +157,7 @@ ok "the pager of lazy $kid timed its faults: ${line#*fault service }"
 out=$("$CXLCR" fork redis --to h1 --mode copy --fetch lazy --json) || die "a second lazy copy-mode fork failed"
 read -r kid addr pid < <(echo "$out" | kids_of)
 SERVICES+=("$kid")
-rm -f "$POOL_DIR/dump.rdb"
-redis_at "$addr" bgsave >/dev/null || die "BGSAVE in lazy $kid failed"
-for _ in $(seq 300); do
-	redis_at "$addr" info persistence | grep -q '^rdb_bgsave_in_progress:0' && break
-	sleep 0.1 # polling a condition, bounded: not a synchronisation
-done
-redis_at "$addr" info persistence | grep -q '^rdb_last_bgsave_status:ok' ||
-	die "BGSAVE of lazy $kid failed: $(redis_at "$addr" info persistence | grep -E 'bgsave|fork' | tr -d '\r' | tr '\n' ' ')"
-port=$(free_port)
-redis-server --port "$port" --bind 127.0.0.1 --dir "$POOL_DIR" --dbfilename dump.rdb --save '' --appendonly no \
-	>"$POOL_DIR/reload.log" 2>&1 &
-reload=$!
-on_exit "kill $reload 2>/dev/null"
-python3 "$KV" wait --host 127.0.0.1 --port "$port" >/dev/null || die "redis does not load the dump of lazy $kid"
-python3 "$KV" verify --host 127.0.0.1 --port "$port" --count $COUNT --size $SIZE --types $TYPES --seed 5 --quiet ||
-	die "the dump made by lazy $kid's own fork lacks values (its grandchild read pages its pager had not served)"
+bgsave_dumps "$addr" "lazy $kid" --count $COUNT --size $SIZE --types $TYPES --seed 5
 ok "lazy $kid's BGSAVE (a fork of its own before it read its values) dumped every value"
 
 # --- nothing left behind: once the children are stopped (the one whose

@@ -24,7 +24,6 @@ SIZE=1000
 TYPES=strings,hashes,lists,sets,zsets
 PORT=6379
 
-redis_at() { timeout 20 redis-cli -h "$1" -p $PORT "${@:2}"; }
 verify() { python3 "$KV" verify --host "$1" --port "$2" --count $COUNT --size $SIZE --types $TYPES \
 	--seed 5 --quiet; }
 
@@ -43,22 +42,7 @@ read -r kid addr pid < <(echo "$out" | kids_of)
 SERVICES+=("$kid")
 
 say "BGSAVE in $kid while its background fetch runs"
-rm -f "$POOL_DIR/dump.rdb"
-redis_at "$addr" bgsave >/dev/null ||
-	die "BGSAVE in $kid did not return within 20 s (its fork waits for a pager that does not read its event)"
-for _ in $(seq 300); do
-	redis_at "$addr" info persistence | grep -q '^rdb_bgsave_in_progress:0' && break
-	sleep 0.1 # polling a condition, bounded: not a synchronisation
-done
-redis_at "$addr" info persistence | grep -q '^rdb_last_bgsave_status:ok' ||
-	die "BGSAVE of $kid failed: $(redis_at "$addr" info persistence | grep -E 'bgsave|fork' | tr -d '\r' | tr '\n' ' ')"
-port=$(free_port)
-redis-server --port "$port" --bind 127.0.0.1 --dir "$POOL_DIR" --dbfilename dump.rdb --save '' --appendonly no \
-	>"$POOL_DIR/reload.log" 2>&1 &
-reload=$!
-on_exit "kill $reload 2>/dev/null"
-python3 "$KV" wait --host 127.0.0.1 --port "$port" >/dev/null || die "redis does not load the dump of $kid"
-verify 127.0.0.1 "$port" || die "the dump made by $kid's fork lacks values"
+bgsave_dumps "$addr" "$kid" --count $COUNT --size $SIZE --types $TYPES --seed 5
 ok "$kid forked (BGSAVE) during its background fetch; the dump holds every value"
 
 verify "$addr" $PORT || die "$kid does not hold its parent's values after its fork"

@@ -24,41 +24,11 @@ PORT=6379
 STEPS=${STEPS:-fenced quarantined copied made restored}
 logs() { "$CXLCR" pod logs "$1"; }
 quarantined() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["quarantined"])' "$1"; }
-# The redis-server processes that map this test's pool.
-copies() {
-	local p n=0
-	for p in $(pgrep -x redis-server || true); do
-		grep -qF "$CXLCR_POOL" "/proc/$p/maps" 2>/dev/null && n=$((n + 1))
-	done
-	echo $n
-}
-
 one_step() {
 	local step=$1 winner other h dir
-	if [ -n "${POOL_DIR:-}" ]; then
-		"$CXLCR" pod down >/dev/null 2>&1 || true
-		rm -rf "$POOL_DIR"
-	fi
-	SERVICES=()
-	new_pool 4G
-	dir=$POOL_DIR/steps
-	mkdir "$dir"
-	CXLCR_TEST_RECOVERY_STEPS=$dir pod_up 3
-	SERVICES+=(rd)
-	"$CXLCR" run --host h0 --name rd --arena 64M --recovery-interval 200 --log "$POOL_DIR/rd.log" -- \
-		redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" >/dev/null ||
-		die "$step: cxlcr run rd failed"
-	addr=$(status_field rd address)
-	python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "$step: redis does not answer"
-	python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 11 --quiet
-	p=$(next_recovery_point rd "$(recovery_point rd)") && p=$(next_recovery_point rd "$p") ||
-		die "$step: no recovery point after the writes"
-
-	echo "$step" >"$dir/stop-at"
-	"$CXLCR" pod crash h0 >/dev/null || die "$step: pod crash h0 failed"
-	local end=$((SECONDS + 30))
-	while [ $SECONDS -lt $end ] && [ ! -s "$dir/stopped" ]; do python3 -c 'import time; time.sleep(0.05)'; done
-	[ -s "$dir/stopped" ] || die "$step: no recovery stopped at $step: h1: $(logs h1 | tail -n 3); h2: $(logs h2 | tail -n 3)"
+	step_pod rd 3 11
+	dir=$STEP_DIR
+	step_crash "$step"
 	winner=
 	for h in h1 h2; do
 		logs "$h" | grep -q "host h0 .* is dead .*fenced by this host" && winner=$h
@@ -68,7 +38,7 @@ one_step() {
 	[ "$winner" = h1 ] && other=h2
 	"$CXLCR" pod crash "$winner" >/dev/null || die "$step: pod crash $winner failed"
 
-	end=$((SECONDS + 60))
+	local end=$((SECONDS + 60))
 	while [ $SECONDS -lt $end ]; do # two leases, then the restore: bounded wait for the outcome
 		[ "$(status_field rd state)" = running ] && [ "$(status_field rd host)" = "$other" ] && break
 		python3 -c 'import time; time.sleep(0.1)'
@@ -81,7 +51,7 @@ one_step() {
 	python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "$step: rd does not answer at $addr"
 	python3 "$KV" verify --host "$addr" --port $PORT --count 2000 --size 300 --seed 11 --quiet ||
 		die "$step: rd lacks values written before its point"
-	[ "$(copies)" = 1 ] || die "$step: $(copies) redis-server processes map the pool, not 1"
+	[ "$(redis_copies)" = 1 ] || die "$step: $(redis_copies) redis-server processes map the pool, not 1"
 	"$CXLCR" pool check --json >"$POOL_DIR/check.json" || die "$step: pool check: $(cat "$POOL_DIR/check.json")"
 	local q
 	q=$(quarantined "$POOL_DIR/check.json")

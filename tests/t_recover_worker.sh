@@ -28,44 +28,15 @@ h0_recovered() { "$CXLCR" hosts --json | python3 -c 'import json, sys
 for h in json.load(sys.stdin)["hosts"]:
     if h.get("host") == "h0":
         print(bool(h["fence"] and h["fence"]["recovered"]))'; }
-copies() {
-	local p n=0
-	for p in $(pgrep -x redis-server || true); do
-		grep -qF "$CXLCR_POOL" "/proc/$p/maps" 2>/dev/null && n=$((n + 1))
-	done
-	echo $n
-}
-
 one_step() {
 	local step=$1 dir pid
-	if [ -n "${POOL_DIR:-}" ]; then
-		"$CXLCR" pod down >/dev/null 2>&1 || true
-		rm -rf "$POOL_DIR"
-	fi
-	SERVICES=()
-	new_pool 4G
-	dir=$POOL_DIR/steps
-	mkdir "$dir"
-	CXLCR_TEST_RECOVERY_STEPS=$dir pod_up 2
-	SERVICES+=(rw)
-	"$CXLCR" run --host h0 --name rw --arena 64M --recovery-interval 200 --log "$POOL_DIR/rw.log" -- \
-		redis-server --port $PORT --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" >/dev/null ||
-		die "$step: cxlcr run rw failed"
-	addr=$(status_field rw address)
-	python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "$step: redis does not answer"
-	python3 "$KV" fill --host "$addr" --port $PORT --count 2000 --size 300 --seed 13 --quiet
-	p=$(next_recovery_point rw "$(recovery_point rw)") && p=$(next_recovery_point rw "$p") ||
-		die "$step: no recovery point after the writes"
-
-	echo "$step" >"$dir/stop-at"
-	"$CXLCR" pod crash h0 >/dev/null || die "$step: pod crash h0 failed"
-	local end=$((SECONDS + 30))
-	while [ $SECONDS -lt $end ] && [ ! -s "$dir/stopped" ]; do python3 -c 'import time; time.sleep(0.05)'; done
-	[ -s "$dir/stopped" ] || die "$step: h1's recovery did not stop at $step: $(logs h1 | tail -n 3)"
+	step_pod rw 2 13
+	dir=$STEP_DIR
+	step_crash "$step"
 	read -r pid _ <"$dir/stopped"
 	on h1 kill -KILL "$pid" || die "$step: cannot kill h1's recovery worker (pid $pid on h1)"
 
-	end=$((SECONDS + 60))
+	local end=$((SECONDS + 60))
 	while [ $SECONDS -lt $end ]; do # the daemon's next tick, then the restore: bounded wait for the outcome
 		[ "$(status_field rw state)" = running ] && [ "$(status_field rw host)" = h1 ] && break
 		python3 -c 'import time; time.sleep(0.1)'
@@ -78,7 +49,7 @@ one_step() {
 	python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "$step: rw does not answer at $addr"
 	python3 "$KV" verify --host "$addr" --port $PORT --count 2000 --size 300 --seed 13 --quiet ||
 		die "$step: rw lacks values written before its point"
-	[ "$(copies)" = 1 ] || die "$step: $(copies) redis-server processes map the pool, not 1"
+	[ "$(redis_copies)" = 1 ] || die "$step: $(redis_copies) redis-server processes map the pool, not 1"
 	end=$((SECONDS + 30))
 	while [ $SECONDS -lt $end ] && [ "$(h0_recovered)" != True ]; do
 		python3 -c 'import time; time.sleep(0.1)' # polling a condition, bounded

@@ -386,6 +386,83 @@ two_new_points() {
 	p=$(next_recovery_point "$1" "$(recovery_point "$1")") && next_recovery_point "$1" "$p" >/dev/null
 }
 
+# step_pod NAME HOSTS SEED: a fresh pool (the previous one taken down and
+# removed) and a pod of HOSTS hosts whose recoveries stop at the step named
+# in $STEP_DIR/stop-at (recovery/test_step.c); Redis NAME on h0 with a
+# recovery point every 200 ms, 2,000 values of 300 B (seed SEED), and two
+# points since. Sets addr.
+step_pod() {
+	if [ -n "${POOL_DIR:-}" ]; then
+		"$CXLCR" pod down >/dev/null 2>&1 || true
+		rm -rf "$POOL_DIR"
+	fi
+	SERVICES=()
+	new_pool 4G
+	STEP_DIR=$POOL_DIR/steps
+	mkdir "$STEP_DIR"
+	CXLCR_TEST_RECOVERY_STEPS=$STEP_DIR pod_up "$2"
+	SERVICES+=("$1")
+	"$CXLCR" run --host h0 --name "$1" --arena 64M --recovery-interval 200 --log "$POOL_DIR/$1.log" -- \
+		redis-server --port "${PORT:-6379}" --protected-mode no --save '' --appendonly no --dir "$POOL_DIR" \
+		>/dev/null || die "cxlcr run $1 failed"
+	addr=$(status_field "$1" address)
+	python3 "$KV" wait --host "$addr" --port "${PORT:-6379}" >/dev/null || die "redis does not answer"
+	python3 "$KV" fill --host "$addr" --port "${PORT:-6379}" --count 2000 --size 300 --seed "$3" --quiet
+	two_new_points "$1" || die "no recovery point of $1 after the writes"
+}
+
+# step_crash STEP: the next recovery stops at STEP (step_pod); h0 crashes;
+# waits (bounded) until a recovery has stopped there, or dies with the
+# other hosts' last log lines.
+step_crash() {
+	echo "$1" >"$STEP_DIR/stop-at"
+	"$CXLCR" pod crash h0 >/dev/null || die "$1: pod crash h0 failed"
+	local end=$((SECONDS + 30)) h said=
+	while [ $SECONDS -lt $end ] && [ ! -s "$STEP_DIR/stopped" ]; do python3 -c 'import time; time.sleep(0.05)'; done
+	[ -s "$STEP_DIR/stopped" ] && return 0
+	for h in $(pod_hosts); do
+		[ "$h" = h0 ] || said+="$h: $("$CXLCR" pod logs "$h" | tail -n 3); "
+	done
+	die "$1: no recovery stopped at $1: $said"
+}
+
+# redis_copies: how many redis-server processes map this test's pool.
+redis_copies() {
+	local p n=0
+	for p in $(pgrep -x redis-server || true); do
+		grep -qF "$CXLCR_POOL" "/proc/$p/maps" 2>/dev/null && n=$((n + 1))
+	done
+	echo $n
+}
+
+# bgsave_dumps ADDR WHAT VERIFY...: BGSAVE in the Redis at ADDR (port
+# $PORT) into $POOL_DIR/dump.rdb; once it is done, a Redis of this machine
+# loads the dump, and VERIFY... (kvclient.py verify's arguments, after
+# --host and --port) must find every value in it. WHAT names the Redis in
+# the failures. A fork of a copy-mode child: its grandchild's pages.
+bgsave_dumps() {
+	local at=$1 what=$2 port reload
+	shift 2
+	rm -f "$POOL_DIR/dump.rdb"
+	timeout 20 redis-cli -h "$at" -p "$PORT" bgsave >/dev/null ||
+		die "BGSAVE in $what did not return within 20 s (its fork waits for a pager that does not read its event?)"
+	for _ in $(seq 300); do
+		timeout 20 redis-cli -h "$at" -p "$PORT" info persistence | grep -q '^rdb_bgsave_in_progress:0' && break
+		sleep 0.1 # polling a condition, bounded: not a synchronisation
+	done
+	timeout 20 redis-cli -h "$at" -p "$PORT" info persistence | grep -q '^rdb_last_bgsave_status:ok' ||
+		die "BGSAVE of $what failed: $(timeout 20 redis-cli -h "$at" -p "$PORT" info persistence |
+			grep -E 'bgsave|fork' | tr -d '\r' | tr '\n' ' ')"
+	port=$(free_port)
+	redis-server --port "$port" --bind 127.0.0.1 --dir "$POOL_DIR" --dbfilename dump.rdb --save '' \
+		--appendonly no >"$POOL_DIR/reload.log" 2>&1 &
+	reload=$!
+	on_exit "kill $reload 2>/dev/null"
+	python3 "$KV" wait --host 127.0.0.1 --port "$port" >/dev/null || die "redis does not load the dump of $what"
+	python3 "$KV" verify --host 127.0.0.1 --port "$port" "$@" --quiet ||
+		die "the dump made by $what's own fork lacks values (its grandchild read pages its pager had not served)"
+}
+
 # pool_mappers: the processes that map this test's pool, of every host
 # and of this machine, as HOST:PID (PID: the host's own; machine:PID
 # outside the hosts), each followed by a space. Left out: trackers
