@@ -6,7 +6,8 @@
 #   CRIU hook). h0 thaws meanwhile: its daemon kills its old Redis at once,
 #   then says it waits for h1 and neither acknowledges its fence, nor
 #   frees its quarantined arena, nor restores Redis itself from its point
-#   (the service is h1's to recover). Once h1's restore goes on, Redis
+#   (the service is h1's to recover), nor kills a process of its own that
+#   got the old redis's pid and maps the pool. Once h1's restore goes on, Redis
 #   answers on h1 with its values, and only then does h0 acknowledge and
 #   free its quarantined arena.
 set -euo pipefail
@@ -45,6 +46,28 @@ if h0_says "acknowledged"; then die "h0 acknowledged its fence while h1 was reco
 if h0_says "restoring it from its recovery point"; then die "h0 restored its old service itself"; fi
 [ "$(quarantined)" -ge 1 ] || die "h0 freed its quarantined arena while h1 was recovering"
 ok "h0 killed its old redis ($old) and waits; its arena stays quarantined"
+
+# While it waits, h0's daemon kills, on every beat, what is left of its old
+# services: only processes that are still them. A process of h0 that got
+# the old redis's pid and maps the pool is not (its start time is not the
+# region's owner_start); it used to be killed.
+say "a process of h0 that got pid $old and maps the pool lives on while h0 waits"
+reuse_pid_on h0 "$old" python3 -c 'import mmap, sys, time
+f = open(sys.argv[1], "rb")
+m = mmap.mmap(f.fileno(), 1 << 20, prot=mmap.PROT_READ)
+time.sleep(3600)' "$CXLCR_POOL"
+h0_beats() { "$CXLCR" hosts --json | python3 -c 'import json, sys
+print([h for h in json.load(sys.stdin)["hosts"] if h.get("host") == "h0"][0]["counter"])'; }
+from=$(h0_beats)
+end=$((SECONDS + 20))
+while [ $SECONDS -lt $end ] && [ "$(h0_beats)" -lt $((from + 10)) ]; do
+	python3 -c 'import time; time.sleep(0.05)' # polling a condition, bounded
+done
+[ "$(h0_beats)" -ge $((from + 10)) ] || die "h0 did not beat 10 times in 20 s while it waited"
+kill -0 "$NEWCOMER" 2>/dev/null ||
+	die "h0's fenced daemon killed pid $old, no longer its old redis but a process that maps the pool"
+h0_says "waiting for host entry 1 to finish" || die "h0 stopped waiting for h1"
+ok "pid $old, now another process that maps the pool, lives on through 10 of h0's beats"
 
 say "h1's restore goes on"
 touch "$HOOK/go"

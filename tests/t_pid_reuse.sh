@@ -46,30 +46,6 @@ reuse_pid() {
 	on_exit "kill $NEWCOMER 2>/dev/null"
 }
 
-# reuse_pid_on HOST PID: the same on emulated host HOST, whose pids are
-# its own (emulation/hostpid.h): once HOST's process PID has ended, a
-# `sleep` there gets PID; NEWCOMER is this machine's pid of it.
-reuse_pid_on() {
-	local host=$1 pid=$2
-	# shellcheck disable=SC2016 # expanded on the host
-	on "$host" bash -c '
-		pid=$1
-		for _ in $(seq 1 200); do [ -e "/proc/$pid" ] || break; sleep 0.05; done
-		[ -e "/proc/$pid" ] && { echo "it was not reaped"; exit 1; }
-		for _ in $(seq 1 50); do
-			echo $((pid - 1)) >/proc/sys/kernel/ns_last_pid
-			sleep 3600 </dev/null >/dev/null 2>&1 &
-			[ $! -eq "$pid" ] && exit 0
-			kill $! 2>/dev/null
-			wait $! 2>/dev/null
-		done
-		echo "not handed out in 50 tries"
-		exit 1' _ "$pid" >"$POOL_DIR/reuse.out" 2>&1 || skip "pid $pid of $host: $(cat "$POOL_DIR/reuse.out")"
-	say "pid $pid of $host handed to another process"
-	NEWCOMER=$(machine_pid "$host" "$pid")
-	on_exit "kill $NEWCOMER 2>/dev/null"
-}
-
 new_pool 1G
 
 say "a: a service's pid"

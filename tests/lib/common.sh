@@ -157,6 +157,34 @@ machine_pid() {
 	python3 "$HOSTPID" machine "$1" "$2" || die "$1 has no process $2"
 }
 
+# reuse_pid_on HOST PID [COMMAND...]: on emulated host HOST, whose pids
+# are its own (emulation/hostpid.h), once HOST's process PID has ended, a
+# new process there gets PID (ns_last_pid): COMMAND (default: sleep 3600).
+# NEWCOMER is this machine's pid of it; it is killed when the test ends.
+reuse_pid_on() {
+	local host=$1 pid=$2
+	shift 2
+	[ $# -gt 0 ] || set -- sleep 3600
+	# shellcheck disable=SC2016 # expanded on the host
+	on "$host" bash -c '
+		pid=$1
+		shift
+		for _ in $(seq 1 200); do [ -e "/proc/$pid" ] || break; sleep 0.05; done
+		[ -e "/proc/$pid" ] && { echo "it was not reaped"; exit 1; }
+		for _ in $(seq 1 50); do
+			echo $((pid - 1)) >/proc/sys/kernel/ns_last_pid
+			"$@" </dev/null >/dev/null 2>&1 &
+			[ $! -eq "$pid" ] && exit 0
+			kill $! 2>/dev/null
+			wait $! 2>/dev/null
+		done
+		echo "not handed out in 50 tries"
+		exit 1' _ "$pid" "$@" >"$POOL_DIR/reuse.out" 2>&1 || skip "pid $pid of $host: $(cat "$POOL_DIR/reuse.out")"
+	say "pid $pid of $host handed to another process"
+	NEWCOMER=$(machine_pid "$host" "$pid")
+	on_exit "kill $NEWCOMER 2>/dev/null"
+}
+
 # service_pid NAME: this machine's pid of service NAME's process (its
 # status pid is its host's).
 service_pid() {
