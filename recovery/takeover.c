@@ -223,49 +223,57 @@ static void start_recovery(uint32_t index, const char *host, uint64_t fence,
 	snprintf(w->host, sizeof(w->host), "%s", host);
 }
 
+/* The worker of the recovery of entry i, if it has ended: run again
+ * while that recovery is still ours (entry my_index) and not done. */
+static void watch_worker(struct cxlcr_pool *pool, uint32_t i, uint32_t my_index,
+			 void (*log)(int priority, const char *fmt, ...))
+{
+	struct worker *w = &workers[i];
+	if (!w->held)
+		return;
+	struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
+	if (poll(&p, 1, 0) != 1)
+		return;
+	close(w->pidfd);
+	w->held = false;
+	uint64_t fence;
+	bool done;
+	/* Done, taken over by another host, or acknowledged: over. */
+	if (!cxlcr_host_fenced(pool, i, &fence, &done) || done || fence != w->fence || (fence & 0xff) != my_index + 1)
+		return;
+	if (w->restarts >= RETRIES_MAX) {
+		give_up(pool, w->host, log);
+		cxlcr_host_fence_done(pool, i, fence);
+		log(LOG_ERR, "host %s: the recovery of its services (fence %llu) ended before it was done %u times: "
+			     "given up on, and done", w->host, (unsigned long long)fence, RETRIES_MAX + 1);
+		return;
+	}
+	w->restarts++;
+	log(LOG_WARNING, "host %s: the recovery of its services (fence %llu) ended before it was done: running it "
+			 "again (%u of %u)", w->host, (unsigned long long)fence, w->restarts, RETRIES_MAX);
+	char host[CXLCR_HOST_MAX + 1];
+	snprintf(host, sizeof(host), "%s", w->host);
+	start_recovery(i, host, fence, log);
+}
+
 void recovery_watch_workers(struct cxlcr_pool *pool, uint32_t my_index,
 			    void (*log)(int priority, const char *fmt, ...))
 {
-	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
-		struct worker *w = &workers[i];
-		struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
-		if (!w->held || poll(&p, 1, 0) != 1)
-			continue;
-		close(w->pidfd);
-		w->held = false;
-		uint64_t fence;
-		bool done;
-		/* Done, taken over by another host, or acknowledged: over. */
-		if (!cxlcr_host_fenced(pool, i, &fence, &done) || done || fence != w->fence ||
-		    (fence & 0xff) != my_index + 1)
-			continue;
-		if (w->restarts >= RETRIES_MAX) {
-			give_up(pool, w->host, log);
-			cxlcr_host_fence_done(pool, i, fence);
-			log(LOG_ERR, "host %s: the recovery of its services (fence %llu) ended before it was done %u times: "
-				     "given up on, and done", w->host, (unsigned long long)fence, RETRIES_MAX + 1);
-			continue;
-		}
-		w->restarts++;
-		log(LOG_WARNING, "host %s: the recovery of its services (fence %llu) ended before it was done: running it "
-				 "again (%u of %u)", w->host, (unsigned long long)fence, w->restarts, RETRIES_MAX);
-		char host[CXLCR_HOST_MAX + 1];
-		snprintf(host, sizeof(host), "%s", w->host);
-		start_recovery(i, host, fence, log);
-	}
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++)
+		watch_worker(pool, i, my_index, log);
 }
 
 /* This daemon's host took its own recovery over (fence word fence, not
  * done): a daemon restarted since has no worker for it (this process
- * started none), and a fenced daemon runs no other tick that would see
- * its worker end: either way it runs again, counted as
- * recovery_watch_workers() counts. */
+ * started none), and a fenced daemon does not run recovery_watch_workers()
+ * (it recovers no other host): either way it runs again, counted as
+ * watch_worker() counts. */
 static void recovery_keep_own(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence,
 			      void (*log)(int priority, const char *fmt, ...))
 {
 	if (index >= CXLCR_HOSTS_MAX)
 		return;
-	recovery_watch_workers(pool, index, log);
+	watch_worker(pool, index, index, log); /* only our own: a fenced host recovers nobody else */
 	struct worker *w = &workers[index];
 	if (w->held)
 		return;
