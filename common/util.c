@@ -2,6 +2,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +204,19 @@ bool cxlcr_pid_has_file_open(int32_t pid, uint64_t dev, uint64_t ino)
 	}
 	closedir(d);
 	return found;
+}
+
+bool cxlcr_pidfd_kill_wait(int fd, int timeout_ms)
+{
+	syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0); /* fails only if it has ended */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, timeout_ms) == 1;
+}
+
+bool cxlcr_pidfd_running(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return fd >= 0 && poll(&p, 1, 0) == 0;
 }
 
 bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi)

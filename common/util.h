@@ -48,6 +48,13 @@ bool cxlcr_process_start(int32_t pid, uint64_t *start);
 bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
 /* Whether pid has the file (dev, ino) open as one of its fds. */
 bool cxlcr_pid_has_file_open(int32_t pid, uint64_t dev, uint64_t ino);
+/* SIGKILL to the process of pidfd fd, then a wait of at most timeout_ms for
+ * its end: whether it has ended. A pidfd, never a pid: a pid may be another
+ * process's by the time it is signalled. */
+bool cxlcr_pidfd_kill_wait(int fd, int timeout_ms);
+/* Whether the process of pidfd fd has not ended yet (while it has not, its
+ * pid is its own). */
+bool cxlcr_pidfd_running(int fd);
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 if unknown. */
 uint64_t cxlcr_pid_namespace(void);
 

@@ -1,5 +1,4 @@
 /* Resume or fence a frozen source, and the start of a verb under a lease. */
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -60,14 +59,6 @@ static void finish_taken_over(struct cxlcr_pool *pool, const struct cxlcr_region
 		cxlcr_region_set_veth(pool, now->generation, link);
 }
 
-/* Whether the process of pidfd fd has not ended (while it has not, its
- * pid is its own). */
-static bool pidfd_running(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	return fd >= 0 && poll(&p, 1, 0) == 0;
-}
-
 /* The caller has just checked that pid is the frozen source; a pidfd holds
  * it from here on, through judgements that may take seconds (owner_state()
  * waits), so that neither the SIGCONT nor the SIGKILL at their end can
@@ -95,7 +86,7 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 		const struct pod *pod = pod_current(false);
 		if (pod)
 			container_link_attach(pod, veth);
-		if (pidfd_running(pfd))
+		if (cxlcr_pidfd_running(pfd))
 			container_signal_all(pid, SIGCONT);
 		/* A migrate ends its source's tracker before the freeze
 		 * (cmd_migrate.c): tracked again, from a full round. Only a
@@ -109,10 +100,7 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 	struct cxlcr_region now;
 	bool moved = cxlcr_region_get(pool, generation, &now) == 0;
 	if (pfd >= 0) {
-		if (syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
-			struct pollfd p = { .fd = pfd, .events = POLLIN };
-			poll(&p, 1, KILL_WAIT_MS);
-		}
+		cxlcr_pidfd_kill_wait(pfd, KILL_WAIT_MS);
 		close(pfd);
 	}
 	if (moved && now.owner_epoch && (strncmp(now.owner_host, host, CXLCR_HOST_MAX) || now.owner_pid != pid))

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/util.h"
 #include "../daemon/pod.h"
 #include "hostpid.h"
 
@@ -165,10 +166,7 @@ void hostpid_end(const struct pod *pod, const char *host)
 	char path[128];
 	int fd = hostpid_open(pod, host);
 	if (fd >= 0) {
-		if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
-			struct pollfd p = { .fd = fd, .events = POLLIN };
-			poll(&p, 1, END_WAIT_MS);
-		}
+		cxlcr_pidfd_kill_wait(fd, END_WAIT_MS);
 		close(fd);
 	}
 	unlink(hostpid_file(pod, host, path, sizeof(path)));

@@ -44,6 +44,8 @@
 #define READY_TIMEOUT_MS 60000
 #define MSGS_PER_READ 64
 #define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
+#define FORKED_CHECK_MS 1000  /* how often those of children that ended are closed */
+#define END_LINE_MAX 1024     /* the pager's last line on its child (the keeper logs it) */
 #define LATER_MAX 256         /* faults put off until an event is read (one per thread at most) */
 
 /*
@@ -57,8 +59,6 @@
  * spinning), and a lane waits for it.
  */
 #define INSTALL_LATER 2
-#define FORKED_CHECK_MS 1000  /* how often those of children that ended are closed */
-#define END_LINE_MAX 1024     /* the pager's last line on its child (the keeper logs it) */
 
 /*
  * The service time of the faults the pager serves, by source: from the
@@ -545,6 +545,7 @@ static void *cold_main(void *arg)
 	struct sched_param idle = { .sched_priority = 0 };
 	pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
 	struct tier_reader *r = NULL;
+	const uint64_t stall_ns = (uint64_t)COLD_TRIES * (uint64_t)tier_timeout_ms() * 1000000ull;
 	for (;;) {
 		uint64_t i = __atomic_fetch_add(&cold.next, 1, __ATOMIC_RELAXED);
 		if (i >= cold.chunks.count || cold_stopped())
@@ -559,7 +560,7 @@ static void *cold_main(void *arg)
 		 * lives, and the fetch ahead's memory with them. */
 		while (!__atomic_load_n(&cold.ahead_stalled, __ATOMIC_ACQUIRE) &&
 		       (got = ahead_chunk(cold.p->ahead, i, 20, &data)) == 0 && !cold_stopped())
-			if (cxlcr_mono_ns() - t0 >= (uint64_t)COLD_TRIES * (uint64_t)tier_timeout_ms() * 1000000ull)
+			if (cxlcr_mono_ns() - t0 >= stall_ns)
 				__atomic_store_n(&cold.ahead_stalled, 1, __ATOMIC_RELEASE);
 		if (got == 0 && !cold_stopped())
 			got = -1;

@@ -229,10 +229,7 @@ static void watch_worker(struct cxlcr_pool *pool, uint32_t i, uint32_t my_index,
 			 void (*log)(int priority, const char *fmt, ...))
 {
 	struct worker *w = &workers[i];
-	if (!w->held)
-		return;
-	struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
-	if (poll(&p, 1, 0) != 1)
+	if (!w->held || cxlcr_pidfd_running(w->pidfd))
 		return;
 	close(w->pidfd);
 	w->held = false;
@@ -276,10 +273,6 @@ static void recovery_keep_own(struct cxlcr_pool *pool, uint32_t index, const cha
 	watch_worker(pool, index, index, log); /* only our own: a fenced host recovers nobody else */
 	struct worker *w = &workers[index];
 	if (w->held)
-		return;
-	uint64_t now;
-	bool done;
-	if (!cxlcr_host_fenced(pool, index, &now, &done) || done || now != fence)
 		return;
 	if (w->fence == fence && w->restarts >= RETRIES_MAX)
 		return; /* given up on and marked done by recovery_watch_workers() */
@@ -424,14 +417,7 @@ int host_recover(int argc, char **argv)
 
 /* ---- the fenced ---- */
 
-/* Kills the process of pidfd fd, and waits (bounded) until it is gone. */
-static void kill_and_wait(int fd)
-{
-	if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		poll(&p, 1, 5000);
-	}
-}
+#define KILL_WAIT_MS 5000
 
 /*
  * Kills the owner of region r, an old service of this host, if it is still
@@ -453,7 +439,7 @@ static bool kill_owner(const struct cxlcr_region *r, const char *host, const str
 	bool is = !cxlcr_region_owner_gone(r, host) &&
 		  cxlcr_pid_maps_file(r->owner_pid, pool_st->st_dev, pool_st->st_ino, r->offset, r->offset + r->size);
 	if (is)
-		kill_and_wait(fd);
+		cxlcr_pidfd_kill_wait(fd, KILL_WAIT_MS);
 	close(fd);
 	return is;
 }
@@ -472,7 +458,7 @@ static void kill_tracker(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 	munmap(h, sizeof(*h));
 	int fd = cxlcr_tracker_pidfd(pool, r, pid);
 	if (fd >= 0) {
-		kill_and_wait(fd);
+		cxlcr_pidfd_kill_wait(fd, KILL_WAIT_MS);
 		close(fd);
 	}
 }

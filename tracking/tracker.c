@@ -207,9 +207,7 @@ int cxlcr_tracker_end(struct cxlcr_pool *pool, const struct cxlcr_region *arena)
 	/* Checked while the pidfd holds the process, so the signal cannot
 	 * reach whoever reuses the pid afterwards. */
 	if (pidfd >= 0 && is_tracker_of(pid, pool, arena)) {
-		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-		if (poll(&p, 1, END_TIMEOUT_MS) != 1)
+		if (!cxlcr_pidfd_kill_wait(pidfd, END_TIMEOUT_MS))
 			rc = cxlcr_error("tracker of %s (pid %d) did not end within %d ms", arena->name, pid,
 					 END_TIMEOUT_MS);
 	}
