@@ -18,18 +18,24 @@
 
 static const char *const STATE_WORD[] = { [OWNER_RUNS] = "runs", [OWNER_GONE] = "gone", [OWNER_MOVED] = "moved" };
 
-/* Is pid held by a tracer (CRIU, which has not let a restored task run)? */
-static bool traced(int32_t pid)
+/* Is pid a restored task that has not been let run: held by a tracer
+ * (CRIU, at work), or stopped (CRIU is done, and its keeper holds it until
+ * the restore says go, or ends it: daemon/criu.c)? */
+static bool held(int32_t pid)
 {
 	char path[64], line[128];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	FILE *f = fopen(path, "re");
 	bool yes = false;
-	while (f && fgets(line, sizeof(line), f))
+	while (f && fgets(line, sizeof(line), f)) {
+		char state;
+		if (sscanf(line, "State: %c", &state) == 1 && state == 'T')
+			yes = true;
 		if (!strncmp(line, "TracerPid:", 10)) {
-			yes = atoi(line + 10) != 0;
+			yes = yes || atoi(line + 10) != 0;
 			break;
 		}
+	}
 	if (f)
 		fclose(f);
 	return yes;
@@ -39,7 +45,7 @@ static bool traced(int32_t pid)
 static enum owner_state judge_here(int32_t pid, bool until_exit, int wait_ms)
 {
 	uint64_t until = cxlcr_mono_ns() + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000ull;
-	while (pid_alive(pid) && (until_exit || traced(pid)) && cxlcr_mono_ns() < until)
+	while (pid_alive(pid) && (until_exit || held(pid)) && cxlcr_mono_ns() < until)
 		usleep(5000);
 	return pid_alive(pid) ? OWNER_RUNS : OWNER_GONE;
 }

@@ -269,7 +269,7 @@ static void restore_opts(struct criu_restore_opts *o, const char *dir, const cha
  * 4: the plugin puts the link on the bridge just before the tasks resume)
  * and this host's own files the checkpoint names (fds 5..). */
 static int start_worker(struct criu_swrk *w, int pool_fd, const struct host_files *own, const char *link,
-			const char *bridge, int netns_fd)
+			const char *bridge, int netns_fd, bool hold)
 {
 	int rtnl = cxlcr_rtnl_open();
 	if (rtnl < 0)
@@ -278,7 +278,7 @@ static int start_worker(struct criu_swrk *w, int pool_fd, const struct host_file
 	int fds[2 + HOST_FILES_MAX] = { pool_fd, rtnl };
 	for (int i = 0; i < own->n; i++)
 		fds[2 + i] = own->fd[i];
-	int rc = criu_swrk_start(w, fds, 2 + own->n, netns_fd);
+	int rc = criu_swrk_start(w, fds, 2 + own->n, netns_fd, hold);
 	netlock_env_clear();
 	close(rtnl);
 	return rc;
@@ -292,7 +292,7 @@ int criu_restore_ahead(struct criu_ahead *a, const char *bridge, const char *lin
 		return -1;
 	if (source_pool)
 		snprintf(a->source_pool, sizeof(a->source_pool), "%s", source_pool);
-	if (start_worker(&a->w, pool_fd, &a->own, link, bridge, netns_fd) < 0) {
+	if (start_worker(&a->w, pool_fd, &a->own, link, bridge, netns_fd, true) < 0) {
 		host_files_close(&a->own);
 		return -1;
 	}
@@ -320,10 +320,11 @@ static bool ahead_fits(const struct criu_ahead *a, const char *dir, const char *
 /* A migrated service takes its established connections along; a fork
  * child restores them closed (they are its parent's). CRIU runs as a
  * service worker (criu_swrk.h): the one started ahead if it fits the
- * checkpoint, else one started now. */
+ * checkpoint, else one started now. Held: its keeper holds the stopped
+ * tasks until the caller lets them run (exec_held_release()). */
 static int restore_images(const char *dir, const char *bridge, const char *link, const char *source_pool,
-			  int pool_fd, int netns_fd, bool tcp_close, bool leave_stopped, struct criu_ahead *ahead,
-			  const char *wd_name, pid_t *pid)
+			  int pool_fd, int netns_fd, bool tcp_close, bool leave_stopped, bool held,
+			  struct criu_ahead *ahead, const char *wd_name, pid_t *pid)
 {
 	struct criu_restore_opts o;
 	int rc;
@@ -342,17 +343,25 @@ static int restore_images(const char *dir, const char *bridge, const char *link,
 		return -1;
 	restore_opts(&o, dir, source_pool, pool_fd, &own, tcp_close, leave_stopped);
 	struct criu_swrk w;
-	rc = start_worker(&w, pool_fd, &own, link, bridge, netns_fd);
+	rc = start_worker(&w, pool_fd, &own, link, bridge, netns_fd, held);
 	if (rc == 0)
 		rc = criu_swrk_restore(&w, &o, criu_timeout_s(), pid);
 	host_files_close(&own);
 	return rc != 0 ? criu_failed(dir, "restore.log", "restore") : 0;
 }
 
+/* Left stopped, and held so: CRIU detaches from the restored tasks before
+ * it answers, and its post-resume step runs after; killed in between, it
+ * left a restore that failed but whose copy ran and wrote the arena,
+ * beside a source (or a checkpoint renewed for the next try) whose own
+ * state knew nothing of those writes (t_fault_migrate saw the resumed
+ * source's Redis crash). Stopped until restore_service() has judged the
+ * restore, and ended by their keeper if it never does (its worker died),
+ * the copy runs only as the one that won. */
 int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
 		 int netns_fd, struct criu_ahead *ahead, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, false, ahead, NULL, pid);
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, false, true, true, ahead, NULL, pid);
 }
 
 int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
@@ -367,7 +376,7 @@ int criu_dump_for_fork(pid_t pid, const char *dir, const char *snapshot_name)
 int criu_restore_child(const char *dir, const char *name, const char *bridge, const char *link,
 		       const char *source_pool, int pool_fd, int netns_fd, bool leave_stopped, pid_t *pid)
 {
-	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, leave_stopped, NULL, name,
+	return restore_images(dir, bridge, link, source_pool, pool_fd, netns_fd, true, leave_stopped, false, NULL, name,
 			      pid);
 }
 

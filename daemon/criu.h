@@ -56,7 +56,11 @@ int criu_dump(pid_t pid, const char *dir, const char *link, bool leave_stopped);
  * netns_fd (container_netns_prepare()), whose link joins bridge just before
  * the tasks resume; *pid receives the restored init's pid. When this host
  * names the pool differently from the source (source_pool), the restored
- * mappings and fds of the pool are rebased onto pool_fd, this host's pool. */
+ * mappings and fds of the pool are rebased onto pool_fd, this host's pool.
+ * The restored tasks are left stopped (SIGSTOP): the caller lets them run
+ * (container_signal_all(SIGCONT)) once it has judged the restore a
+ * success, so that a CRIU that dies after its last step leaves nothing
+ * that ran. */
 struct criu_ahead;
 int criu_restore(const char *dir, const char *bridge, const char *link, const char *source_pool, int pool_fd,
 		 int netns_fd, struct criu_ahead *ahead, pid_t *pid);

@@ -12,7 +12,7 @@
 #include "criu_swrk.h"
 #include "rpc.pb-c.h"
 
-int criu_swrk_start(struct criu_swrk *w, const int *fds, int nfds, int netns_fd)
+int criu_swrk_start(struct criu_swrk *w, const int *fds, int nfds, int netns_fd, bool hold)
 {
 	memset(w, 0, sizeof(*w));
 	w->sk = -1;
@@ -39,7 +39,7 @@ int criu_swrk_start(struct criu_swrk *w, const int *fds, int nfds, int netns_fd)
 	argv[n++] = "swrk";
 	argv[n++] = sk_s;
 	argv[n] = NULL;
-	int rc = exec_tool_start(argv, all, nfds + 1, netns_fd, true, &w->child);
+	int rc = exec_tool_start(argv, all, nfds + 1, netns_fd, hold ? EXEC_HELD : EXEC_KEPT, &w->child);
 	close(sp[1]);
 	if (rc < 0) {
 		close(sp[0]);
@@ -131,6 +131,8 @@ int criu_swrk_restore(struct criu_swrk *w, const struct criu_restore_opts *o, in
 	w->started = false;
 	if (rc == 0)
 		rc = sent < 0 ? cxlcr_error("%s", why) : read_answer(w->sk, pid);
+	if (rc != 0)
+		exec_held_release(false); /* a success without an answer: never let run */
 	close(w->sk);
 	w->sk = -1;
 	return rc;
@@ -144,9 +146,6 @@ void criu_swrk_abort(struct criu_swrk *w)
 	 * keeper, told as for a verb that died, ends what it left. */
 	close(w->sk);
 	w->sk = -1;
-	kill(w->child.pid, SIGUSR2);
-	while (waitpid(w->child.pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	close(w->child.err);
+	exec_tool_abort(&w->child);
 	w->started = false;
 }

@@ -41,8 +41,10 @@ struct criu_swrk {
 /* Starts `criu swrk` through a keeper (exec_argv_kept()'s rules: it dies
  * with this worker, and what it leaves behind with it), in the network
  * namespace netns_fd, with fds[i] as its fd 3 + i (nfds <= 7; the request
- * socket comes after them). 0, or -1 with the reason. */
-int criu_swrk_start(struct criu_swrk *w, const int *fds, int nfds, int netns_fd);
+ * socket comes after them). With hold, what a successful restore made is
+ * held stopped until exec_held_release() (exec.h). 0, or -1 with the
+ * reason. */
+int criu_swrk_start(struct criu_swrk *w, const int *fds, int nfds, int netns_fd, bool hold);
 
 /* Sends the restore and waits for CRIU to end (timeout_s): 0 with the
  * restored init's pid in *pid; otherwise non-zero as exec_tool_finish()

@@ -16,12 +16,14 @@
 
 #include "../common/error.h"
 #include "../common/util.h"
+#include "container.h"
 #include "exec.h"
 #include "rpc.h"
 
 #define EXEC_MAX_ARGS 64
 
-static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, bool keep);
+static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, enum exec_keep keep);
+static int list_children(pid_t *out, int max);
 
 static __thread int handed_over = -1; /* exec_hand_over() */
 
@@ -69,13 +71,17 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
  * too when the tool failed (killed, or exited non-zero). Otherwise the
  * keeper only passes the tool's exit on, and exits with it, handing the
  * tool's result (a restored service) up to the verb.
+ * A held keeper (report >= 0) does not pass a success on by exiting: see
+ * hold_made().
  */
-_Noreturn static void run_kept(char *const argv[], pid_t verb)
+_Noreturn static void hold_made(int report, int go);
+_Noreturn static void run_kept(char *const argv[], pid_t verb, int report, int go)
 {
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGPIPE); /* a report nobody reads fails, it does not kill */
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || prctl(PR_SET_PDEATHSIG, SIGUSR2) < 0 || getppid() != verb)
 		_exit(127);
@@ -109,6 +115,8 @@ _Noreturn static void run_kept(char *const argv[], pid_t verb)
 		exec_kill_orphans();
 	if (orphaned || getppid() != verb)
 		_exit(1);
+	if (report >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		hold_made(report, go);
 	if (WIFSIGNALED(status)) {
 		signal(WTERMSIG(status), SIG_DFL);
 		sigprocmask(SIG_UNBLOCK, &set, NULL);
@@ -117,28 +125,73 @@ _Noreturn static void run_kept(char *const argv[], pid_t verb)
 	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
+/*
+ * A held keeper's tool succeeded: what it made (a criu restore's tasks,
+ * left stopped) is ours, adopted. It runs only once the verb says go,
+ * after it has judged the result: a verb that dies first (our "go" pipe
+ * ends without a word) leaves nothing that ran, so a source or a
+ * checkpoint that goes on in its place meets an arena nobody else wrote
+ * (daemon/criu.c says what happened without this). The go is one byte,
+ * written before the verb can die, so a death just after it is no "no".
+ */
+_Noreturn static void hold_made(int report, int go)
+{
+	char word = 0;
+	if (write(report, &word, 1) != 1) {
+		exec_kill_orphans();
+		_exit(1);
+	}
+	ssize_t n;
+	while ((n = read(go, &word, 1)) < 0 && errno == EINTR)
+		;
+	if (n != 1 || word != 'g') {
+		exec_kill_orphans();
+		_exit(1);
+	}
+	pid_t kids[256];
+	int k = list_children(kids, 256), rc = k > 0 ? 0 : 1;
+	for (int i = 0; i < k; i++)
+		if (container_signal_all(kids[i], SIGCONT) < 0)
+			rc = 1;
+	_exit(rc);
+}
+
 int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd)
 {
-	return exec_tool(argv, timeout_s, fds, nfds, netns_fd, false);
+	return exec_tool(argv, timeout_s, fds, nfds, netns_fd, EXEC_BARE);
 }
 
 int exec_argv_kept(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd)
 {
-	return exec_tool(argv, timeout_s, fds, nfds, netns_fd, true);
+	return exec_tool(argv, timeout_s, fds, nfds, netns_fd, EXEC_KEPT);
 }
 
 /* The tool started: forked, its fds and namespace set, exec'd (through a
  * keeper if keep). exec_tool_finish() waits for it. */
-int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, bool keep, struct exec_child *c)
+int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, enum exec_keep keep,
+		    struct exec_child *c)
 {
-	int err[2];
+	int err[2], report[2] = { -1, -1 }, go[2] = { -1, -1 };
 	if (pipe2(err, O_CLOEXEC) < 0)
 		return cxlcr_error("%s: pipe: %s", argv[0], strerror(errno));
+	if (keep == EXEC_HELD && (pipe2(report, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)) {
+		int e = errno;
+		for (int i = 0; i < 2; i++) {
+			close(err[i]);
+			if (report[i] >= 0)
+				close(report[i]);
+		}
+		return cxlcr_error("%s: pipe: %s", argv[0], strerror(e));
+	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(err[0]);
 		close(err[1]);
+		for (int i = 0; i < 2 && keep == EXEC_HELD; i++) {
+			close(report[i]);
+			close(go[i]);
+		}
 		if (handed_over >= 0)
 			close(handed_over);
 		handed_over = -1;
@@ -161,14 +214,24 @@ int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, 
 		}
 		/* fds[i] becomes 3 + i: first out of the way (an fds[i] may be
 		 * one of 3, 4, ...), then into place; dup2 clears close-on-exec. */
-		int high[8];
-		for (int i = 0; i < nfds && i < 8; i++)
+		/* A held keeper's two ends of its pipes follow them, close-on-exec:
+		 * the keeper's alone. */
+		int high[10], mine = keep == EXEC_HELD ? 2 : 0;
+		if (nfds > 8)
+			nfds = 8;
+		for (int i = 0; i < nfds; i++)
 			high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64);
-		for (int i = 0; i < nfds && i < 8; i++)
+		if (mine) {
+			high[nfds] = fcntl(report[1], F_DUPFD_CLOEXEC, 64);
+			high[nfds + 1] = fcntl(go[0], F_DUPFD_CLOEXEC, 64);
+		}
+		for (int i = 0; i < nfds + mine; i++)
 			dup2(high[i], 3 + i);
-		close_range(3 + (unsigned)(nfds < 8 ? nfds : 8), ~0u, 0);
-		if (keep)
-			run_kept(argv, parent);
+		for (int i = nfds; i < nfds + mine; i++)
+			fcntl(3 + i, F_SETFD, FD_CLOEXEC);
+		close_range(3 + (unsigned)(nfds + mine), ~0u, 0);
+		if (keep != EXEC_BARE)
+			run_kept(argv, parent, mine ? 3 + nfds : -1, mine ? 4 + nfds : -1);
 		execvp(argv[0], argv);
 		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -181,6 +244,12 @@ int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, 
 	c->pid = pid;
 	c->err = err[0];
 	c->keep = keep;
+	c->report = report[0];
+	c->go = go[1];
+	if (keep == EXEC_HELD) {
+		close(report[1]);
+		close(go[0]);
+	}
 	snprintf(c->name, sizeof(c->name), "%s", argv[0]);
 	return 0;
 }
@@ -188,11 +257,16 @@ int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, 
 /* Waits for a started tool: collects its stderr until it exits, at most
  * timeout_s seconds, and stops it if the caller of this worker's request
  * goes. Its exit status, or -1 with the reason. */
+static struct {
+	pid_t keeper;
+	int go;
+} held = { -1, -1 }; /* exec_held_release() */
+
 int exec_tool_finish(struct exec_child *c, int timeout_s)
 {
 	pid_t pid = c->pid;
 	int err = c->err;
-	bool keep = c->keep;
+	bool keep = c->keep != EXEC_BARE;
 	const char *name = c->name;
 
 	/* Collect stderr until the tool exits or its time is up. The tool's
@@ -202,7 +276,7 @@ int exec_tool_finish(struct exec_child *c, int timeout_s)
 	size_t got = 0;
 	buf[0] = 0;
 	uint64_t deadline = cxlcr_mono_ns() + (uint64_t)timeout_s * 1000000000ull;
-	bool timed_out = false, exited = false, abandoned = false;
+	bool timed_out = false, exited = false, abandoned = false, holding = false;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	/* The caller of the request this worker serves: once it has gone,
 	 * the tool is stopped (rpc.h). Only while the pidfd tells the tool's
@@ -214,17 +288,24 @@ int exec_tool_finish(struct exec_child *c, int timeout_s)
 			timed_out = true;
 			break;
 		}
-		struct pollfd p[3] = { { .fd = err, .events = POLLIN }, { .fd = pidfd, .events = POLLIN },
-				       { .fd = caller, .events = POLLRDHUP } };
-		int rc = exited ? 1 : poll(p, pidfd >= 0 ? (caller >= 0 ? 3 : 2) : 1,
-					   (int)((deadline - now) / 1000000) + 1);
+		/* (poll passes over an fd of -1) */
+		struct pollfd p[4] = { { .fd = err, .events = POLLIN }, { .fd = pidfd, .events = POLLIN },
+				       { .fd = pidfd >= 0 ? caller : -1, .events = POLLRDHUP },
+				       { .fd = pidfd >= 0 ? c->report : -1, .events = POLLIN } };
+		int rc = exited ? 1 : poll(p, 4, (int)((deadline - now) / 1000000) + 1);
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc <= 0)
 			continue;
-		if (!exited && caller >= 0 && (p[2].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+		if (!exited && (p[2].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
 			abandoned = true;
 			break;
+		}
+		/* A held keeper's word: its tool succeeded (as an exit 0). */
+		char word;
+		if (!exited && (p[3].revents & POLLIN) && read(c->report, &word, 1) == 1) {
+			holding = exited = true;
+			fcntl(err, F_SETFL, O_NONBLOCK);
 		}
 		if (!exited && pidfd >= 0 && p[1].revents) {
 			/* What it wrote is in the pipe already: read that, no more. */
@@ -248,6 +329,19 @@ int exec_tool_finish(struct exec_child *c, int timeout_s)
 	close(err);
 	if (pidfd >= 0)
 		close(pidfd);
+	if (c->report >= 0)
+		close(c->report);
+	c->report = -1;
+	if (holding) {
+		held.keeper = pid;
+		held.go = c->go;
+		c->go = -1;
+		return 0;
+	}
+	/* Without a go, a held keeper ends what it made (if it got so far). */
+	if (c->go >= 0)
+		close(c->go);
+	c->go = -1;
 	/* A keeper is told, not killed: killed, it could not end what the
 	 * tool had built (its SIGUSR2 is the verb's death). */
 	if (timed_out || abandoned)
@@ -271,7 +365,38 @@ int exec_tool_finish(struct exec_child *c, int timeout_s)
 	return code;
 }
 
-static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, bool keep)
+void exec_tool_abort(struct exec_child *c)
+{
+	if (c->report >= 0)
+		close(c->report);
+	if (c->go >= 0)
+		close(c->go);
+	c->report = c->go = -1;
+	/* Its keeper ends what the tool left, as for a verb that died. */
+	kill(c->pid, c->keep != EXEC_BARE ? SIGUSR2 : SIGKILL);
+	while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	close(c->err);
+}
+
+int exec_held_release(bool go)
+{
+	if (held.keeper <= 0)
+		return 0;
+	bool said = go && write(held.go, "g", 1) == 1;
+	close(held.go);
+	int status = 0;
+	while (waitpid(held.keeper, &status, 0) < 0 && errno == EINTR)
+		;
+	held.keeper = held.go = -1;
+	if (!go)
+		return 0;
+	return said && WIFEXITED(status) && WEXITSTATUS(status) == 0
+		       ? 0
+		       : cxlcr_error("the restored tasks could not be let run (gone)");
+}
+
+static int exec_tool(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd, enum exec_keep keep)
 {
 	struct exec_child c;
 	if (exec_tool_start(argv, fds, nfds, netns_fd, keep, &c) < 0)

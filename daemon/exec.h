@@ -26,19 +26,40 @@ int exec_argv_in(char *const argv[], int timeout_s, const int *fds, int nfds, in
  * too (see run_kept() in exec.c). */
 int exec_argv_kept(char *const argv[], int timeout_s, const int *fds, int nfds, int netns_fd);
 
+/* How a tool runs: by itself, or under a keeper (run_kept() in exec.c),
+ * which may also hold what a successful tool made (EXEC_HELD: a criu
+ * restore whose tasks are left stopped) until exec_held_release(). */
+enum exec_keep {
+	EXEC_BARE,
+	EXEC_KEPT,
+	EXEC_HELD,
+};
+
 /* A tool started and waited for in two steps (a criu swrk, which is sent
  * its request between them): exec_argv_kept()'s start, with fds[i] as the
  * tool's fd 3 + i (nfds <= 8), and its wait, which collects the tool's
  * stderr, bounds it by timeout_s and stops it if the caller of this
- * worker's request goes. finish returns the tool's exit status, or -1. */
+ * worker's request goes. finish returns the tool's exit status, or -1;
+ * under EXEC_HELD a success leaves the keeper holding (this process's one
+ * held keeper). abort stops a started tool that will not be waited for. */
 struct exec_child {
 	pid_t pid;      /* the tool, or its keeper */
 	int err;        /* its stderr */
-	bool keep;
+	enum exec_keep keep;
+	int report, go; /* EXEC_HELD: the keeper's "the tool succeeded", and our "go" */
 	char name[32];
 };
-int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, bool keep, struct exec_child *c);
+int exec_tool_start(char *const argv[], const int *fds, int nfds, int netns_fd, enum exec_keep keep,
+		    struct exec_child *c);
 int exec_tool_finish(struct exec_child *c, int timeout_s);
+void exec_tool_abort(struct exec_child *c);
+
+/* The held keeper (if any) lets the stopped tasks its tool made run (go:
+ * SIGCONT to each, which it waits for), or ends them. Until then, and if
+ * this process dies first, they never run: the keeper ends them when our
+ * end of its "go" pipe closes without a go. 0, or -1 if they could not
+ * be let run (gone). */
+int exec_held_release(bool go);
 
 /* The next tool run from this thread takes fd over (pass it among its fds
  * too): this process closes its own copy as soon as the tool has one, so

@@ -108,6 +108,13 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 		cxlcr_error("host %s is not in a pod", this_host());
 	else if (netns < 0 && container_netns_prepare(link, ntohl(meta.service_ip)) == 0)
 		netns = container_netns_open(link);
+	/* From here the namespace lives as long as what is in it (CRIU, the
+	 * restored tasks) and our fd, not by its name: a restore whose worker
+	 * dies before it lets its tasks run (their keeper ends them) leaves
+	 * no namespace whose link keeps the service's address on the bridge
+	 * beside the source that resumes. */
+	if (netns >= 0)
+		container_netns_release(link, false);
 	exec_adopt_orphans();
 	char point[24] = "";
 	if (from)
@@ -117,6 +124,12 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 	parts->prepare_ns = t2 - t1;
 	int restored = !pod || netns < 0 || verb_lease_check(l, "CRIU's restore") < 0 ? -1
 		       : criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, ahead, pid);
+	/* CRIU left the tasks stopped, held by its keeper (criu_restore()):
+	 * the restore is a success, so they run now, before the checkpoint is
+	 * spent (a worker that dies before this leaves it to be renewed). If
+	 * they were killed meanwhile, nothing ran: a failed restore. */
+	if (restored == 0 && exec_held_release(true) < 0)
+		restored = -1;
 	unsetenv("CXLCR_RECOVERY_POINT");
 	uint64_t t3 = cxlcr_mono_ns();
 	parts->criu_ns = t3 - t2;
@@ -141,8 +154,7 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 	close(netns);
 	read_plugin_parts(dir, parts);
 	/* The plugin put the link on the bridge (criu-plugin/netlock.c); the
-	 * namespace lives on with the service, without the name. */
-	container_netns_release(link, false);
+	 * namespace lives on with the service. */
 	/* The plugin took the arena over (owner, epoch); the checkpoint is
 	 * spent now, as a second restore of it would be refused anyway. */
 	cxlcr_region_set_veth(pool, meta.arena_generation, link);

@@ -334,6 +334,19 @@ sys.exit(0 if select.select([fd], [], [], float(sys.argv[2]))[0] else 1)
 PYEOF
 }
 
+# group_stopped PID: waits (bounded: 10 s) until process PID is in a group
+# stop (state T, a SIGSTOP's); fails the test if it does not get there.
+group_stopped() {
+	local st
+	for _ in $(seq 1 200); do
+		st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || true
+		[ "$st" = T ] && return 0
+		[ -n "$st" ] || break
+		sleep 0.05
+	done
+	die "process $1 is not stopped (state ${st:-gone})"
+}
+
 # criu_hook PREFIX: the CRIU action script of tests/lib/criu-kill-hook.sh in
 # HOOK=$POOL_DIR/hook (new_pool first), a service name NAME=PREFIX-XXXX
 # whose CRIU work directories are recognisable (they go with the pod's

@@ -313,6 +313,10 @@ fault_case() {
 	phase "verb started"
 	criu_reached "$CLI" || { cat "$POOL_DIR/case.err" >&2; die "$WHAT: CRIU never reached $STEP"; }
 	criu=$(hook_pid criu.pid)
+	# After CRIU's last step (its detach), what it restored is stopped
+	# until the verb has judged the restore (daemon/criu.c): a copy killed
+	# with a failed restore never ran beside a source that resumes.
+	[ "$STEP" != post-resume ] || [ "$VERB" = fork ] || group_stopped "$(hook_pid init.pid)"
 	victim=$(victim_pid "$criu")
 	[ -n "$victim" ] || die "$WHAT: no victim found"
 	if [ "$HOW" = kill ]; then
