@@ -420,7 +420,10 @@ static int fence_win(struct cxlcr_host_entry *e, uint64_t was, uint32_t winner, 
 	uint64_t want = (((was >> 8) + 1) << 8) | (winner + 1);
 	if (!__atomic_compare_exchange_n(&e->fence, &was, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return 0;
-	cxlcr_publish(&e->fence, sizeof(e->fence));
+	/* A reopening of the old word (a by-hand restore's) ends with it:
+	 * nobody may mark the new one done in its name. */
+	__atomic_store_n(&e->fence_done, 0, __ATOMIC_SEQ_CST);
+	cxlcr_publish(&e->fence, 24);
 	*fence = want;
 	return 1;
 }
@@ -523,9 +526,54 @@ int cxlcr_host_fence_ack(struct cxlcr_pool *pool, uint32_t index, uint64_t fence
 	return fence_move(pool, index, fence, fence, offsetof(struct cxlcr_host_entry, fence_ack), fence);
 }
 
-int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence)
+int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, uint64_t by)
 {
-	return fence_move(pool, index, fence, fence, offsetof(struct cxlcr_host_entry, fence_done), 0);
+	return fence_move(pool, index, fence, fence, offsetof(struct cxlcr_host_entry, fence_done), by);
+}
+
+uint64_t cxlcr_fence_by_hand(uint32_t host_index, pid_t pid)
+{
+	return CXLCR_FENCE_BY_HAND | (uint64_t)host_index << 32 | (uint32_t)pid;
+}
+
+bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index)
+{
+	struct cxlcr_hosts_map m;
+	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, &m) != 0)
+		return false;
+	struct cxlcr_host_entry *e = &m.entries[index];
+	cxlcr_refresh(&e->fence, 24);
+	bool yes = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) & CXLCR_FENCE_BY_HAND;
+	cxlcr_hosts_close(&m);
+	return yes;
+}
+
+/* Under the pool lock, so that the word cannot be reopened again (or
+ * taken over, which clears it) between the look and the store. */
+int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint64_t by)
+{
+	struct cxlcr_hosts_map m;
+	if (cxlcr_hosts_open(pool, false, &m) != 0)
+		return -1;
+	if (cxlcr_pool_lock(pool) < 0) {
+		cxlcr_hosts_close(&m);
+		return -1;
+	}
+	int closed = 0;
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		struct cxlcr_host_entry *e = &m.entries[i];
+		cxlcr_refresh(&e->fence, 24);
+		uint64_t f = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) != by ||
+		    __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) == f)
+			continue;
+		__atomic_store_n(&e->fence_done, f, __ATOMIC_SEQ_CST);
+		cxlcr_publish(&e->fence_done, sizeof(e->fence_done));
+		closed++;
+	}
+	cxlcr_pool_unlock(pool);
+	cxlcr_hosts_close(&m);
+	return closed;
 }
 
 int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t from, uint32_t winner,

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "pool.h"
 
 /* The lease: $CXLCR_LEASE_MS if set (tests shorten it), else
@@ -109,7 +110,17 @@ int cxlcr_host_fence(struct cxlcr_pool *pool, uint32_t index, uint64_t incarnati
 int cxlcr_host_fenced(struct cxlcr_pool *pool, uint32_t index, uint64_t *fence, bool *done);
 int cxlcr_host_fence_done(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
 int cxlcr_host_fence_ack(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
-int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence);
+int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, uint64_t by);
+/* A reopening by an operator's restore (restore_elsewhere.c) stores, as
+ * `by`, fence_by_hand() of the process that works on it (its host entry,
+ * its pid), not 0: the winner does not take it for an unfinished recovery
+ * of its own (fence_reopened_by_hand()), and if that process dies before
+ * it marks the recovery done again, its host's daemon does
+ * (host_fence_close_by_hand(): every entry whose fence_done is `by`, not
+ * acknowledged, is marked done; how many, or -1 with one line). */
+uint64_t cxlcr_fence_by_hand(uint32_t host_index, pid_t pid);
+bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index);
+int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint64_t by);
 /* The winner of fence word `from` on entry index died before its recovery
  * was done: winner (an entry index) takes the recovery over, with a fence
  * word one generation on (a compare-and-set under the pool lock, so that

@@ -347,6 +347,8 @@ struct cxlcr_tombstone {
 };
 #define CXLCR_TOMBSTONE_CHECKED  32u   /* the bytes the checksum covers */
 
+#define CXLCR_FENCE_BY_HAND (1ull << 63) /* fence_done of a recovery reopened by hand (below) */
+
 struct cxlcr_host_entry {
 	/* changed without the lock, with atomics */
 	uint64_t counter;            /* the heartbeat: bumped every period_ns, never goes back */
@@ -364,7 +366,12 @@ struct cxlcr_host_entry {
 	 * generation on with itself as the winner (compare-and-set under the
 	 * pool lock), and the old winner's recovery, which changes the region
 	 * table only while `fence` is still its own (cxlcr_pool_guard), stops
-	 * at its next step. */
+	 * at its next step. A done recovery may be reopened: fence_done is
+	 * then 0 (the winner's retry), or, while an operator's restore of one
+	 * of the host's services works on another host, a word naming that
+	 * restore (CXLCR_FENCE_BY_HAND | its host entry << 32 | its pid), so
+	 * that its host's daemon can mark the recovery done again if it dies
+	 * half-way. A new fence word clears fence_done. */
 	uint64_t fence;
 	uint64_t fence_ack;
 	uint64_t fence_done;

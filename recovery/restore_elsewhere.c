@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/error.h"
 #include "../common/hosts.h"
@@ -87,6 +88,15 @@ static int restore_guarded(struct cxlcr_pool *pool, const struct cxlcr_region *a
 	return got;
 }
 
+/* The service's arena: live, or quarantined by a restore of it (the
+ * winner's, or one by hand) that died half-way and was not replaced since,
+ * which the restore takes up again (restore_recovered()). */
+static bool service_arena(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *arena)
+{
+	return cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, arena) ||
+	       (cxlcr_region_find(pool, CXLCR_KIND_QUARANTINE, name, arena) && !recovery_replaced(pool, arena));
+}
+
 /* 0 restored (the caller reports), NOT_OURS (no service of another host:
  * cmd_restore's), or the exit status after one line. */
 #define NOT_OURS (-1)
@@ -98,8 +108,7 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 	if (rc)
 		return rc;
 	struct cxlcr_region arena;
-	if (!cxlcr_region_find(&pool, CXLCR_KIND_ARENA, a->name, &arena) ||
-	    !strncmp(arena.owner_host, this_host(), CXLCR_HOST_MAX)) {
+	if (!service_arena(&pool, a->name, &arena) || !strncmp(arena.owner_host, this_host(), CXLCR_HOST_MAX)) {
 		cxlcr_pool_close(&pool);
 		return NOT_OURS;
 	}
@@ -120,8 +129,12 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 	}
 	/* The recovery is reopened only now: a host that came back and
 	 * acknowledged meanwhile has its service back, and one that frees
-	 * its quarantined regions does so before this or after we are done. */
-	if (cxlcr_host_fence_reopen(&pool, index, fence) != 1) {
+	 * its quarantined regions does so before this or after we are done.
+	 * Reopened in this process's name (its host, its pid): if we die
+	 * before we mark it done, our daemon does (cxlcrd.c, worker_died). */
+	uint64_t incarnation;
+	int me = cxlcr_host_lookup(&pool, this_host(), &incarnation);
+	if (me < 0 || cxlcr_host_fence_reopen(&pool, index, fence, cxlcr_fence_by_hand((uint32_t)me, getpid())) != 1) {
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "restore of %s from its recovery point: host %s acknowledged its fence or was "

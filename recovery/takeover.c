@@ -149,7 +149,7 @@ static bool retry_due(struct cxlcr_pool *pool, uint32_t index, const char *host,
 		t->given_up = true;
 		return false;
 	}
-	if (cxlcr_host_fence_reopen(pool, index, *fence) != 1)
+	if (cxlcr_host_fence_reopen(pool, index, *fence, 0) != 1)
 		return false; /* the host acknowledged meanwhile: its services are its own */
 	t->tries++;
 	t->at_ns = cxlcr_mono_ns() + (t->tries + 1) * RETRY_NS;
@@ -235,8 +235,11 @@ static void watch_worker(struct cxlcr_pool *pool, uint32_t i, uint32_t my_index,
 	w->held = false;
 	uint64_t fence;
 	bool done;
-	/* Done, taken over by another host, or acknowledged: over. */
-	if (!cxlcr_host_fenced(pool, i, &fence, &done) || done || fence != w->fence || (fence & 0xff) != my_index + 1)
+	/* Done, taken over by another host, or acknowledged: over. Reopened
+	 * by an operator's restore meanwhile (our worker had marked it done):
+	 * that restore's, not an unfinished run of ours. */
+	if (!cxlcr_host_fenced(pool, i, &fence, &done) || done || fence != w->fence || (fence & 0xff) != my_index + 1 ||
+	    cxlcr_fence_reopened_by_hand(pool, i))
 		return;
 	if (w->restarts >= RETRIES_MAX) {
 		give_up(pool, w->host, log);

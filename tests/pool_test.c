@@ -1067,14 +1067,14 @@ static void test_fence_reopen(void)
 	CHECK(cxlcr_host_join(&pool, "winner", "", 0, 75000000, &w) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_host_fence(&pool, dead.index, dead.incarnation, w.index, &f) == 1, "the fence was not won");
 	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_QUARANTINE, "svc", 4 * MiB, &q) == 0, "%s", cxlcr_last_error());
-	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 0, "a recovery not done yet was reopened");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, 0) == 0, "a recovery not done yet was reopened");
 	CHECK(cxlcr_host_fence_ack(&pool, dead.index, f) == 0, "acknowledged before the recovery was done");
 	cxlcr_host_fence_done(&pool, dead.index, f);
 	/* The host back: its frees run under the done guard. */
 	CHECK(cxlcr_pool_open(&back, path) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_host_done_guard(&back, dead.index, f, &m) == 0, "%s", cxlcr_last_error());
-	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 1, "a done recovery was not reopened");
-	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 0, "reopened twice");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, 0) == 1, "a done recovery was not reopened");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, 0) == 0, "reopened twice");
 	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && !done, "reopened, yet done");
 	CHECK_ERROR(cxlcr_region_free(&back, q.generation), "fenced");
 	CHECK(cxlcr_region_get(&pool, q.generation, &now) == 0 && now.kind == CXLCR_KIND_QUARANTINE,
@@ -1085,8 +1085,47 @@ static void test_fence_reopen(void)
 	cxlcr_host_fence_unguard(&back, &m);
 	CHECK(cxlcr_host_fence_ack(&back, dead.index, f) == 1, "not acknowledged once done again");
 	CHECK(!cxlcr_host_fenced(&pool, dead.index, NULL, NULL), "still fenced after the acknowledgement");
-	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f) == 0, "an acknowledged fence was reopened");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, 0) == 0, "an acknowledged fence was reopened");
 	cxlcr_pool_close(&back);
+	cxlcr_pool_close(&pool);
+}
+
+/* A recovery reopened by an operator's restore: it reads as not done, and
+ * as reopened by hand (the winner leaves it alone); the restore's host
+ * marks it done again in the restore's name only (a dead restore), and
+ * nothing marks a newer fence word done in that name: a take-over clears
+ * the reopening. */
+static void test_fence_by_hand(void)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_host_reg dead, w, h;
+	uint64_t f, f2, word;
+	bool done;
+	SAY("a recovery reopened by hand: marked done again in that restore's name only");
+	fresh_pool(POOL_SIZE, &pool);
+	CHECK(cxlcr_host_join(&pool, "dead", "", 0, 75000000, &dead) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "winner", "", 0, 75000000, &w) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_join(&pool, "hand", "", 0, 75000000, &h) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence(&pool, dead.index, dead.incarnation, w.index, &f) == 1, "the fence was not won");
+	cxlcr_host_fence_done(&pool, dead.index, f);
+	CHECK(!cxlcr_fence_reopened_by_hand(&pool, dead.index), "a done recovery reads as reopened by hand");
+	uint64_t by = cxlcr_fence_by_hand(h.index, 4242), other = cxlcr_fence_by_hand(h.index, 4243);
+	CHECK(by != f && other != by, "a by-hand word is a fence word, or two restores share one");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, by) == 1, "not reopened by hand");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && !done, "reopened by hand, yet done");
+	CHECK(cxlcr_fence_reopened_by_hand(&pool, dead.index), "not read as reopened by hand");
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, other) == 0, "done again in another restore's name");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, NULL, &done) && !done, "done by another restore's name");
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, by) == 1, "not done again in the dead restore's name");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && done, "not done again");
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, by) == 0, "done again twice");
+	/* Reopened by hand, then the winner judged gone: the new winner's
+	 * recovery is not marked done in the old restore's name. */
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, by) == 1, "not reopened by hand again");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, h.index, &f2) == 1, "a reopened recovery not taken over");
+	CHECK(!cxlcr_fence_reopened_by_hand(&pool, dead.index), "a take-over kept the by-hand reopening");
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, by) == 0, "a newer fence word was done in an old restore's name");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f2 && !done, "the new recovery reads done");
 	cxlcr_pool_close(&pool);
 }
 
@@ -1143,6 +1182,7 @@ int main(int argc, char **argv)
 	test_shrink();
 	test_fence_guard();
 	test_fence_reopen();
+	test_fence_by_hand();
 	test_fence_done_late();
 	test_dead_holder();
 	test_judged_dead_holder();
