@@ -38,7 +38,7 @@ TEST_PROGS  := alloc_stress alloc_api alloc_fork alloc_exhaust alloc_grow pool_t
 
 all: $(O)/libcxlcr-preload.so $(O)/cxlcr $(O)/cxlcrd $(O)/cxlcr-memd $(addprefix $(O)/tests/,$(TEST_PROGS)) \
      $(O)/tests/tier_tool $(O)/tests/tier_table_test $(O)/tests/claim_tool $(O)/tests/lock_tool \
-     $(O)/tests/track_tool
+     $(O)/tests/track_tool $(O)/tests/thread_forker
 
 $(O)/common/%.o: common/%.c common/*.h | $(O)/common
 	$(CC) $(BASE) -c -o $@ $<
