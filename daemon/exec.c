@@ -150,9 +150,15 @@ _Noreturn static void hold_made(int report, int go)
 	}
 	pid_t kids[256];
 	int k = list_children(kids, 256), rc = k > 0 ? 0 : 1;
-	for (int i = 0; i < k; i++)
-		if (container_signal_all(kids[i], SIGCONT) < 0)
+	for (int i = 0; i < k; i++) {
+		/* One killed while held is our zombie (its /proc stays): not a
+		 * success, though the rest would run. */
+		siginfo_t si = { 0 };
+		if (waitid(P_PID, (id_t)kids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == kids[i])
 			rc = 1;
+		else if (container_signal_all(kids[i], SIGCONT) < 0)
+			rc = 1;
+	}
 	_exit(rc);
 }
 
@@ -291,7 +297,7 @@ int exec_tool_finish(struct exec_child *c, int timeout_s)
 		/* (poll passes over an fd of -1) */
 		struct pollfd p[4] = { { .fd = err, .events = POLLIN }, { .fd = pidfd, .events = POLLIN },
 				       { .fd = pidfd >= 0 ? caller : -1, .events = POLLRDHUP },
-				       { .fd = pidfd >= 0 ? c->report : -1, .events = POLLIN } };
+				       { .fd = c->report, .events = POLLIN } };
 		int rc = exited ? 1 : poll(p, 4, (int)((deadline - now) / 1000000) + 1);
 		if (rc < 0 && errno == EINTR)
 			continue;

@@ -125,11 +125,16 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 	int restored = !pod || netns < 0 || verb_lease_check(l, "CRIU's restore") < 0 ? -1
 		       : criu_restore(dir, pod->bridge, link, rebase, pool->fd, netns, ahead, pid);
 	/* CRIU left the tasks stopped, held by its keeper (criu_restore()):
-	 * the restore is a success, so they run now, before the checkpoint is
-	 * spent (a worker that dies before this leaves it to be renewed). If
-	 * they were killed meanwhile, nothing ran: a failed restore. */
-	if (restored == 0 && exec_held_release(true) < 0)
-		restored = -1;
+	 * the restore is a success, so they run now, while this verb still
+	 * holds the service, and before the checkpoint is spent (a worker
+	 * that dies before this leaves it to be renewed). If they were
+	 * killed meanwhile, or the lease moved on, nothing ran: a failed
+	 * restore (the keeper ends them). */
+	if (restored == 0) {
+		bool ours = verb_lease_check(l, "letting the restored service run") == 0;
+		if (exec_held_release(ours) < 0 || !ours)
+			restored = -1;
+	}
 	unsetenv("CXLCR_RECOVERY_POINT");
 	uint64_t t3 = cxlcr_mono_ns();
 	parts->criu_ns = t3 - t2;

@@ -275,8 +275,8 @@ static void recovery_keep_own(struct cxlcr_pool *pool, uint32_t index, const cha
 		return;
 	watch_worker(pool, index, index, log); /* only our own: a fenced host recovers nobody else */
 	struct worker *w = &workers[index];
-	if (w->held)
-		return;
+	if (w->held || cxlcr_fence_reopened_by_hand(pool, index))
+		return; /* (an operator's restore reopened it: its own to finish) */
 	if (w->fence == fence && w->restarts >= RETRIES_MAX)
 		return; /* given up on and marked done by recovery_watch_workers() */
 	log(LOG_WARNING, "this host's own recovery (fence %llu) has no worker running: running it", (unsigned long long)fence);
