@@ -25,7 +25,7 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
                daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c tracking/zap_probe.c tracking/huge_again.c tracking/idle.c daemon/cmd_huge_pages.c emulation/hostgroup.c emulation/hostfs.c emulation/hostpid.c emulation/host_start.c \
                control/lease.c control/fence.c control/outcome.c control/owner_state.c recovery/drain.c recovery/kmsg.c recovery/points.c recovery/restore_point.c recovery/tombstone.c \
-               recovery/spawn.c recovery/fresh_arena.c recovery/restore_elsewhere.c recovery/takeover.c recovery/test_step.c recovery/marks.c \
+               recovery/spawn.c recovery/fresh_arena.c recovery/restore_elsewhere.c recovery/takeover.c recovery/test_step.c recovery/marks.c recovery/ended_runs.c \
                daemon/config.c daemon/rpc_tcp.c daemon/rpc_wire.c pager/inject.c pager/pager.c pager/ahead.c daemon/cmd_tier.c daemon/snapshot_tier.c
 # The cold tier (tier/, docs/cold-tier.md): its libfabric client, the tier
 # table, tiered snapshots and their reader; cxlcr-memd is its server.

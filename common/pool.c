@@ -1046,7 +1046,7 @@ static int region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name
 	struct cxlcr_region *slot = NULL;
 	uint64_t offset;
 	/* (Quarantined regions keep their names: several may share one.) */
-	if (kind != CXLCR_KIND_QUARANTINE && find_live(pool, kind, name)) {
+	if (!cxlcr_kind_held_back(kind) && find_live(pool, kind, name)) {
 		cxlcr_error("pool %s: a region named '%s' already exists", pool->path, name);
 		goto out;
 	}
@@ -1071,7 +1071,7 @@ static int region_alloc(struct cxlcr_pool *pool, uint32_t kind, const char *name
 	if (o) { /* as cxlcr_region_set_owner() would, before the entry is live */
 		slot->owner_pid = o->pid;
 		slot->owner_start = o->start;
-		slot->owner_epoch = 1;
+		slot->owner_epoch = CXLCR_EPOCH_BORN;
 		cxlcr_copy_field(slot->owner_host, sizeof(slot->owner_host), o->host ? o->host : "");
 		if (o->command)
 			cxlcr_copy_field(slot->command, sizeof(slot->command), o->command);
@@ -1303,8 +1303,9 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
 
 /* A live region changes kind (an arena quarantined after its host was
  * fenced): only from the kind the caller expects, under the lock, so two
- * recoveries of one region cannot both think they moved it. */
-int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to)
+ * recoveries of one region cannot both think they moved it. let_go: its
+ * owner's pid is forgotten in the same change (a made region's maker). */
+static int change_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to, bool let_go)
 {
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
@@ -1313,14 +1314,32 @@ int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t
 	if (rc == 0 && r->kind != from)
 		rc = cxlcr_error("region %.64s (generation %llu) is of kind %u, not %u", r->name,
 				 (unsigned long long)generation, r->kind, from);
-	if (rc == 0 && to != CXLCR_KIND_QUARANTINE && find_live(pool, to, r->name))
+	if (rc == 0 && !cxlcr_kind_held_back(to) && find_live(pool, to, r->name))
 		rc = cxlcr_error("pool %s: a region named '%.64s' already exists", pool->path, r->name);
 	if (rc == 0) {
 		uint32_t seq = begin_change(r);
 		r->kind = to;
+		if (let_go) {
+			r->owner_pid = 0;
+			r->owner_start = 0;
+		}
 		end_change(r, seq);
 	}
 	return finish(pool, rc);
+}
+
+int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to)
+{
+	return change_kind(pool, generation, from, to, false);
+}
+
+/* The maker is not the region's owner once it is made: a service is only
+ * once a restore takes it over (the claim, which moves owner_epoch on).
+ * The epoch stays as it was born, so that a made arena nobody ever took
+ * over can be told from one a service ran in (recovery/fresh_arena.c). */
+int cxlcr_region_commit_made(struct cxlcr_pool *pool, uint64_t generation, uint32_t to)
+{
+	return change_kind(pool, generation, CXLCR_KIND_MAKING, to, true);
 }
 
 void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t align, size_t head)
@@ -1467,9 +1486,11 @@ int cxlcr_region_claim_epochs(struct cxlcr_pool *pool, size_t n, const uint64_t 
 			now[i] = *r;
 			cxlcr_error("arena '%.*s' changed owner: epoch %llu expected, now %llu", (int)CXLCR_NAME_MAX,
 				    r->name, (unsigned long long)expected_epochs[i], (unsigned long long)r->owner_epoch);
-		} else if (r->kind == CXLCR_KIND_QUARANTINE) {
+		} else if (cxlcr_kind_held_back(r->kind)) {
 			rc = -1; /* never handed to anyone (pool_format.h) */
-			cxlcr_error("arena '%.*s' is quarantined: its host was fenced", (int)CXLCR_NAME_MAX, r->name);
+			cxlcr_error(r->kind == CXLCR_KIND_MAKING ? "arena '%.*s' is still being made by a recovery"
+								 : "arena '%.*s' is quarantined: its host was fenced",
+				    (int)CXLCR_NAME_MAX, r->name);
 		}
 	}
 	if (rc == 0 && still_held(pool) < 0)
@@ -1491,27 +1512,5 @@ int cxlcr_region_claim_epoch(struct cxlcr_pool *pool, uint64_t generation, uint6
 			     int32_t pid, const char *host, struct cxlcr_region *now)
 {
 	memset(now, 0, sizeof(*now));
-	uint32_t start = owner_start_of(pid, host);
-	if (cxlcr_pool_lock(pool) < 0)
-		return -1;
-	int rc = -1;
-	struct cxlcr_region *r = find_generation(pool, generation);
-	if (!r) {
-		region_gone(pool, generation);
-	} else if (r->owner_epoch != expected_epoch) {
-		*now = *r;
-		cxlcr_error("arena '%.*s' changed owner: epoch %llu expected, now %llu",
-			    (int)CXLCR_NAME_MAX, r->name, (unsigned long long)expected_epoch,
-			    (unsigned long long)r->owner_epoch);
-	} else if (still_held(pool) == 0) {
-		uint32_t seq = begin_change(r);
-		r->owner_pid = pid;
-		r->owner_start = start;
-		r->owner_epoch++;
-		cxlcr_copy_field(r->owner_host, sizeof(r->owner_host), host);
-		end_change(r, seq);
-		*now = *r;
-		rc = 0;
-	}
-	return finish(pool, rc);
+	return cxlcr_region_claim_epochs(pool, 1, &generation, &expected_epoch, &pid, host, now);
 }

@@ -138,13 +138,26 @@ enum cxlcr_region_kind {
 	/* An arena or extent of a host declared dead whose service was
 	 * recovered elsewhere into a fresh arena (recovery/takeover.c): it
 	 * keeps its name, owner and memory, is never handed to anyone, and is
-	 * freed only once its host has acknowledged its fence. A fresh
-	 * arena a recovery is still making is one too, of the host making it,
-	 * until the recovery commits it (an arena or extent again): if that
-	 * host dies first, it is never handed to anyone either. Several may
+	 * freed only once its host has acknowledged its fence. Several may
 	 * share a name. */
 	CXLCR_KIND_QUARANTINE = 10,
+	/* A region of a fresh arena that a recovery is still making
+	 * (recovery/fresh_arena.c), until it commits it (an arena or extent
+	 * again, its owner nobody yet). Its owner fields name the process
+	 * making it (pid and start time, on its host): a later recovery on
+	 * that host frees one whose maker has ended and that nothing there
+	 * maps; if that host dies first, it is freed with its quarantine
+	 * once it acknowledges its fence. Never handed to anyone; several
+	 * may share a name. */
+	CXLCR_KIND_MAKING = 11,
 };
+
+/* Kinds that are no live service's nor anyone's to take: never handed to
+ * anyone, and several regions of one may share a name. */
+static inline int cxlcr_kind_held_back(uint32_t kind)
+{
+	return kind == CXLCR_KIND_QUARANTINE || kind == CXLCR_KIND_MAKING;
+}
 
 /* Kinds whose entries are services: a process with a name, an owner and,
  * in a pod, an address. */

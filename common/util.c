@@ -240,6 +240,21 @@ bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, u
 	return found;
 }
 
+bool cxlcr_file_range_mapped(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return true; /* cannot tell: as if it were */
+	bool found = false;
+	struct dirent *e;
+	while (!found && (e = readdir(d))) {
+		int32_t pid = (int32_t)atoi(e->d_name);
+		found = pid > 0 && cxlcr_pid_maps_file(pid, dev, ino, lo, hi);
+	}
+	closedir(d);
+	return found;
+}
+
 int cxlcr_utf8_length(const unsigned char *s)
 {
 	unsigned char c = s[0];

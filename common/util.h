@@ -46,6 +46,9 @@ bool cxlcr_process_start(int32_t pid, uint64_t *start);
  * any part of it. /proc/PID/maps names a mapping's device and inode,
  * whatever path it was opened by. */
 bool cxlcr_pid_maps_file(int32_t pid, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
+/* Whether any process this one can see in /proc (its host's, in its pid
+ * namespace) maps any of bytes [lo, hi) of the file (dev, ino). */
+bool cxlcr_file_range_mapped(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
 /* Whether pid has the file (dev, ino) open as one of its fds. */
 bool cxlcr_pid_has_file_open(int32_t pid, uint64_t dev, uint64_t ino);
 /* SIGKILL to the process of pidfd fd, then a wait of at most timeout_ms for

@@ -44,7 +44,7 @@ struct check {
 	unsigned regions, snapshots, catalog_entries, borrows, holds, published;
 	uint64_t region_bytes;
 	uint32_t quarantined;     /* regions of fenced hosts, kept until they acknowledge */
-	char quarantine[PROBLEMS_MAX][CXLCR_NAME_MAX + CXLCR_HOST_MAX + 8]; /* "NAME of HOST" */
+	char quarantine[PROBLEMS_MAX][CXLCR_NAME_MAX + CXLCR_HOST_MAX + 40]; /* "NAME of HOST[ (being made ...)]" */
 };
 
 static void problem(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -96,10 +96,11 @@ static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, s
 		else {
 			c->regions++;
 			c->region_bytes += r->size;
-			if (r->kind == CXLCR_KIND_QUARANTINE && c->quarantined < PROBLEMS_MAX)
-				snprintf(c->quarantine[c->quarantined], sizeof(c->quarantine[0]), "%.*s of %.*s",
-					 (int)CXLCR_NAME_MAX, r->name, (int)CXLCR_HOST_MAX, r->owner_host);
-			c->quarantined += r->kind == CXLCR_KIND_QUARANTINE;
+			if (cxlcr_kind_held_back(r->kind) && c->quarantined < PROBLEMS_MAX)
+				snprintf(c->quarantine[c->quarantined], sizeof(c->quarantine[0]), "%.*s of %.*s%s",
+					 (int)CXLCR_NAME_MAX, r->name, (int)CXLCR_HOST_MAX, r->owner_host,
+					 r->kind == CXLCR_KIND_MAKING ? " (being made by a recovery)" : "");
+			c->quarantined += cxlcr_kind_held_back(r->kind);
 		}
 		if (r->offset % CXLCR_POOL_ALIGN || r->offset < CXLCR_DATA_OFFSET || r->size == 0 ||
 		    r->offset > end || r->size > end - r->offset)
@@ -110,7 +111,7 @@ static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, s
 		if (r->state != CXLCR_REGION_LIVE)
 			continue;
 		for (uint32_t k = i + 1; k < CXLCR_REGION_MAX; k++)
-			if (t[k].state == CXLCR_REGION_LIVE && t[k].kind == r->kind && r->kind != CXLCR_KIND_QUARANTINE &&
+			if (t[k].state == CXLCR_REGION_LIVE && t[k].kind == r->kind && !cxlcr_kind_held_back(r->kind) &&
 			    !strncmp(t[k].name, r->name, CXLCR_NAME_MAX))
 				problem(c, "two live regions of kind %u are called %.64s (entries %u and %u)", r->kind,
 					r->name, i, k);

@@ -13,17 +13,23 @@
  * (rebase/relocate.c rewrites those).
  *
  * The recovery that makes it may die too (its host with it), or be taken
- * over by another host (recovery/takeover.c): so the new regions are made
- * quarantined, of this host, and become an arena and its extents only at
- * the end, in one step each that the recovery's fence guards. One left
- * half made is never handed to anyone, and is freed with this host's
- * quarantine once this host acknowledges its own fence. The recovery that
- * takes over starts again from the old arena, quarantined already.
+ * over by another host (recovery/takeover.c): so the new regions are born
+ * CXLCR_KIND_MAKING, of this host and of the process making them, and
+ * become an arena and its extents only at the end, in one step each that
+ * the recovery's fence guards. One left half made is never handed to
+ * anyone. If this host died, it is freed with this host's quarantine once
+ * this host acknowledges its own fence, and the recovery that takes over
+ * starts again from the old arena, quarantined already. If only the
+ * process making it died, the next recovery on this host frees it first
+ * (recovery_sweep_ended_runs(), below), and undoes an arena it committed
+ * that no restore took over.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../common/arena.h"
 #include "../common/catalog.h"
@@ -142,16 +148,17 @@ void recovery_fresh_undo(struct cxlcr_pool *pool, struct recovery_fresh *f)
 	cxlcr_error("%s", why);
 }
 
-/* A new region like old (name, size), quarantined and of this host until
- * fresh_commit() makes it of kind; its move from where the point's dump
- * has it (at: generation and offset of the point's region, which old
- * stands for) is noted in f. */
+/* A new region like old (name, size), being made (of this host and this
+ * process) until fresh_commit() makes it of kind; its move from where the
+ * point's dump has it (at: generation and offset of the point's region,
+ * which old stands for) is noted in f. */
 static int fresh_like(struct cxlcr_pool *pool, uint32_t kind, const struct cxlcr_region *old, uint64_t at_generation,
 		      uint64_t at_offset, struct recovery_fresh *f, struct cxlcr_region *out)
 {
-	/* Born of this host: a winner killed right after the allocation leaves
-	 * it quarantined and this host's, for its fence's clean-up. */
-	if (cxlcr_region_alloc_owned(pool, CXLCR_KIND_QUARANTINE, old->name, old->size, 0, this_host(), old->command,
+	/* Born of this host and this process: a winner killed right after the
+	 * allocation leaves it for the next recovery here, or for its fence's
+	 * clean-up. */
+	if (cxlcr_region_alloc_owned(pool, CXLCR_KIND_MAKING, old->name, old->size, getpid(), this_host(), old->command,
 				     out) < 0)
 		return -1;
 	f->kinds_new[f->n] = kind;
@@ -163,13 +170,13 @@ static int fresh_like(struct cxlcr_pool *pool, uint32_t kind, const struct cxlcr
 	return 0;
 }
 
-/* The new regions become what they stand for: the extents, then the
- * arena, which is the commit (each a guarded change: a recovery taken over
- * meanwhile stops here, its regions left quarantined). */
+/* The new regions become what they stand for, owned by nobody yet: the
+ * extents, then the arena, which is the commit (each a guarded change: a
+ * recovery taken over meanwhile stops here, its regions left made). */
 static int fresh_commit(struct cxlcr_pool *pool, struct recovery_fresh *f)
 {
 	for (size_t i = f->n; i-- > 0;)
-		if (cxlcr_region_set_kind(pool, f->moves[i].new_generation, CXLCR_KIND_QUARANTINE, f->kinds_new[i]) < 0)
+		if (cxlcr_region_commit_made(pool, f->moves[i].new_generation, f->kinds_new[i]) < 0)
 			return -1;
 	return 0;
 }

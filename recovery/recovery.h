@@ -116,6 +116,19 @@ int recovery_fresh_arena(struct cxlcr_pool *pool, const struct cxlcr_region *old
  * ones what they were. */
 void recovery_fresh_undo(struct cxlcr_pool *pool, struct recovery_fresh *f);
 
+/* What a recovery on this host that ended half-way (its process gone,
+ * its host alive) left made, undone (ended_runs.c): regions it was still
+ * making, freed; a fresh arena it committed that no restore took over,
+ * freed, the old arena it replaced to be recovered again. Run by each
+ * recovery here before it lists what is left to do. Returns how many
+ * were let go (made_freed + undone). */
+struct recovery_sweep {
+	uint32_t made_freed; /* regions being made by a process that has ended */
+	uint32_t undone;     /* fresh arenas committed and never taken over */
+	uint32_t left;       /* such arenas still in use here: left as they are */
+};
+int recovery_sweep_ended_runs(struct cxlcr_pool *pool, struct recovery_sweep *out);
+
 /* What became of a service's recovery, in its arena header (marks.c;
  * status says it): lost, its host died and it had no recovery point;
  * failed, why its last recovery failed (why: NULL leaves the reason), and

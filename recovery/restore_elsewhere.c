@@ -107,6 +107,11 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 	int rc = open_pool_or_fail(&pool);
 	if (rc)
 		return rc;
+	/* A restore here that died half-way (by hand, or a recovery) left
+	 * what it made: undone first, so that its service is found as the
+	 * dead host's again. */
+	struct recovery_sweep swept;
+	recovery_sweep_ended_runs(&pool, &swept);
 	struct cxlcr_region arena;
 	if (!service_arena(&pool, a->name, &arena) || !strncmp(arena.owner_host, this_host(), CXLCR_HOST_MAX)) {
 		cxlcr_pool_close(&pool);

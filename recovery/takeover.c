@@ -370,6 +370,13 @@ int host_recover(int argc, char **argv)
 		return fail(EXIT_FAIL, "%s", cxlcr_last_error());
 	}
 	recovery_test_step("fenced");
+	/* An earlier run of it here that ended half-way (run again by our
+	 * daemon) left what it made: undone, so that its services are
+	 * listed and recovered afresh. */
+	struct recovery_sweep swept;
+	if (recovery_sweep_ended_runs(&pool, &swept) > 0 || swept.left)
+		printf("what an earlier recovery here left half made: %u region(s) freed, %u fresh arena(s) undone, %u "
+		       "still in use\n", swept.made_freed, swept.undone, swept.left);
 	/* The dead host's services, listed first: recovering one changes
 	 * the region table. */
 	static uint64_t gens[CXLCR_REGION_MAX];
@@ -527,7 +534,7 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region r;
 		cxlcr_region_slot(pool, i, &r);
-		if (r.state == CXLCR_REGION_LIVE && r.kind == CXLCR_KIND_QUARANTINE &&
+		if (r.state == CXLCR_REGION_LIVE && cxlcr_kind_held_back(r.kind) &&
 		    !strncmp(r.owner_host, host, CXLCR_HOST_MAX) && cxlcr_region_free(pool, r.generation) == 0)
 			freed++;
 	}

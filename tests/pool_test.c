@@ -967,6 +967,43 @@ static void test_born_owned(void)
 	cxlcr_pool_close(&pool);
 }
 
+/* A fresh arena's regions being made (recovery/fresh_arena.c): they may
+ * share a live arena's name, nobody may claim them, and their commit makes
+ * them of their kind, owned by nobody, with the epoch they were born with
+ * (what tells a made arena that no restore took over, ended_runs.c), and
+ * never a second live arena of one name. */
+static void test_commit_made(void)
+{
+	struct cxlcr_pool pool;
+	const char *here = cxlcr_host_name();
+	SAY("a region being made is nobody's to claim, and its commit lets its maker go");
+	fresh_pool(POOL_SIZE, &pool);
+	struct cxlcr_region live, made, again, now;
+	CHECK(cxlcr_region_alloc(&pool, CXLCR_KIND_ARENA, "svc", 1 * MiB, &live) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc_owned(&pool, CXLCR_KIND_MAKING, "svc", 1 * MiB, getpid(), here, "redis", &made) == 0,
+	      "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc_owned(&pool, CXLCR_KIND_MAKING, "svc", 1 * MiB, getpid(), here, "redis", &again) == 0,
+	      "two regions being made of one name: %s", cxlcr_last_error());
+	CHECK(made.owner_pid == getpid() && made.owner_start != 0 && made.owner_epoch == CXLCR_EPOCH_BORN,
+	      "the maker is not the made region's owner (pid %d, start %u)", made.owner_pid, made.owner_start);
+	CHECK_ERROR(cxlcr_region_claim_epoch(&pool, made.generation, made.owner_epoch, 4242, here, &now),
+		    "still being made");
+	CHECK_ERROR(cxlcr_region_commit_made(&pool, made.generation, CXLCR_KIND_ARENA), "already exists");
+	CHECK_ERROR(cxlcr_region_commit_made(&pool, live.generation, CXLCR_KIND_ARENA), "not 11");
+	CHECK(cxlcr_region_free(&pool, live.generation) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_commit_made(&pool, made.generation, CXLCR_KIND_ARENA) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_get(&pool, made.generation, &now) == 0, "%s", cxlcr_last_error());
+	CHECK(now.kind == CXLCR_KIND_ARENA && now.owner_pid == 0 && now.owner_start == 0 &&
+		      now.owner_epoch == CXLCR_EPOCH_BORN && !strcmp(now.owner_host, here),
+	      "committed: kind %u, pid %d, start %u, epoch %llu, host '%s'", now.kind, now.owner_pid, now.owner_start,
+	      (unsigned long long)now.owner_epoch, now.owner_host);
+	CHECK_ERROR(cxlcr_region_commit_made(&pool, again.generation, CXLCR_KIND_ARENA), "already exists");
+	CHECK(cxlcr_region_claim_epoch(&pool, made.generation, CXLCR_EPOCH_BORN, getpid(), here, &now) == 0 &&
+		      now.owner_epoch == CXLCR_EPOCH_BORN + 1,
+	      "a committed arena could not be claimed: %s", cxlcr_last_error());
+	cxlcr_pool_close(&pool);
+}
+
 /* A recovery whose winner died is taken over (recovery/takeover.c): the
  * old winner's process, guarded by its fence word, changes nothing in the
  * region table once the word moved on; a quarantined region is never
@@ -1179,6 +1216,7 @@ int main(int argc, char **argv)
 	test_claim_all_or_none();
 	test_owner_start();
 	test_born_owned();
+	test_commit_made();
 	test_shrink();
 	test_fence_guard();
 	test_fence_reopen();

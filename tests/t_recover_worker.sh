@@ -7,13 +7,17 @@
 # the services down and the fence not done for good. Here h0 runs Redis
 # with recovery points and crashes; h1 fences it, and its recovery worker
 # stops at a step (the test hook of recovery/test_step.c) and is killed
-# there, once at "fenced" (before anything) and once at "quarantined"
-# (h0's arena quarantined, nothing made yet). (Killed later, once it has
-# made fresh regions, the run again recovers nothing more: docs/recovery.md,
-# "Not yet".) h1's log
-# must say the recovery ended early and runs again, Redis must answer at
-# its address on h1 with every value written before its point, one copy of
-# it, and h0's fence must be done (`cxlcr hosts --json`: recovered).
+# there: at "fenced" (before anything), "quarantined" (h0's arena
+# quarantined, nothing made yet), "copied" (the fresh arena's regions made
+# and filled, not committed) and "made" (the fresh arena committed, before
+# CRIU). h1's log must say the recovery ended early and runs again, Redis
+# must answer at its address on h1 with every value written before its
+# point, one copy of it, and h0's fence must be done (`cxlcr hosts --json`:
+# recovered). Nothing the dead worker made may be left: the only regions
+# held back are h0's (none of h1's being made), and there is one arena of
+# the service. (Before, killed at "copied" the regions it made stayed for
+# good, and at "made" the run again found the service replaced, and it
+# stayed down.)
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -21,7 +25,7 @@ export CXLCR_LEASE_MS=300
 need redis-server
 
 PORT=6379
-STEPS=${STEPS:-fenced quarantined}
+STEPS=${STEPS:-fenced quarantined copied made}
 logs() { "$CXLCR" pod logs "$1"; }
 # Whether the recovery of h0's last fence is done (`cxlcr hosts --json`).
 h0_recovered() { "$CXLCR" hosts --json | python3 -c 'import json, sys
@@ -55,7 +59,19 @@ one_step() {
 		python3 -c 'import time; time.sleep(0.1)' # polling a condition, bounded
 	done
 	[ "$(h0_recovered)" = True ] || die "$step: h0's recovery is not done: $("$CXLCR" hosts --json)"
-	ok "$step: h1's recovery worker killed there; h1 ran it again: rw answers at $addr with its values, one copy, fence done"
+	"$CXLCR" pool check --json >"$POOL_DIR/check.json" || die "$step: pool check: $(cat "$POOL_DIR/check.json")"
+	python3 - "$POOL_DIR/check.json" <<'PY' || die "$step: the dead worker's regions are left: $(cat "$POOL_DIR/check.json")"
+import json, sys
+c = json.load(open(sys.argv[1]))
+q = c["quarantined_regions"]
+assert c["quarantined"] == len(q) and all(r.endswith(" of h0") for r in q), q
+PY
+	case $step in
+	copied | made)
+		logs h1 | grep -q "what an earlier recovery here left half made: " ||
+			die "$step: h1's log does not say what it undid: $(logs h1 | tail -n 5)" ;;
+	esac
+	ok "$step: h1's recovery worker killed there; h1 ran it again: rw answers at $addr with its values, one copy, fence done, nothing of h1's held back"
 }
 
 for step in $STEPS; do

@@ -1,0 +1,141 @@
+/*
+ * What a recovery on this host that ended half-way left made: its process
+ * was killed, crashed or ran past its deadline while its host lives, and
+ * its daemon runs it again (recovery/takeover.c), or an operator restores
+ * by hand (restore_elsewhere.c). Whatever it made is undone first, so that
+ * the run that follows recovers those services afresh:
+ *
+ *   - regions it was still making (CXLCR_KIND_MAKING, of this host and of
+ *     that process): freed. Nobody else ever would while this host lives
+ *     (its fence's clean-up frees them only once it has been fenced);
+ *   - a fresh arena it committed that no restore ever took over (owned by
+ *     nobody, its owner epoch as it was born): its extents freed, the old
+ *     arena it replaced marked not recovered again (so that the run lists
+ *     it once more), then the arena itself freed. In that order, so that a
+ *     sweep that dies half-way leaves what the next one finishes, and an
+ *     old arena whose fresh one is gone for another reason (an operator
+ *     removed the service) stays replaced.
+ *
+ * Nothing of a dead run may still be in use: a region is let go only when
+ * the process that made it has ended and no process of this host maps it
+ * (a restore's CRIU, and the tasks it held stopped, end with their keeper,
+ * daemon/exec.c, a moment after that process), and a committed arena only
+ * under its service's lease, which a live verb would hold.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "../common/arena.h"
+#include "../common/persist.h"
+#include "../common/util.h"
+#include "../control/lease.h"
+#include "../daemon/cli.h"
+#include "recovery.h"
+
+/* Whether a process of this host maps any of region r. */
+static bool mapped_here(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	struct stat st;
+	return fstat(pool->fd, &st) < 0 || cxlcr_file_range_mapped(st.st_dev, st.st_ino, r->offset, r->offset + r->size);
+}
+
+static bool of_this_host(const struct cxlcr_region *r)
+{
+	return r->state == CXLCR_REGION_LIVE && !strncmp(r->owner_host, this_host(), CXLCR_HOST_MAX);
+}
+
+/* The regions being made here whose maker has ended (and that nothing
+ * maps): freed; how many. */
+static uint32_t free_made(struct cxlcr_pool *pool)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region r;
+		cxlcr_region_slot(pool, i, &r);
+		if (of_this_host(&r) && r.kind == CXLCR_KIND_MAKING && cxlcr_region_owner_gone(&r, this_host()) &&
+		    !mapped_here(pool, &r) && cxlcr_region_free(pool, r.generation) == 0)
+			n++;
+	}
+	return n;
+}
+
+/* Is g a fresh arena a recovery here committed from a point of a dead
+ * host's service, and no restore ever took over? (header: its own.) */
+static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g)
+{
+	if (!of_this_host(g) || g->kind != CXLCR_KIND_ARENA || g->owner_pid != 0 || g->owner_epoch != CXLCR_EPOCH_BORN)
+		return false;
+	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, g->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return false;
+	cxlcr_refresh(h, sizeof(*h));
+	bool yes = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == g->generation && h->restored_from &&
+		   h->recovered_from_host[0] && strncmp(h->recovered_from_host, this_host(), CXLCR_HOST_MAX) &&
+		   !strncmp(h->recovered_on_host, this_host(), CXLCR_HOST_MAX);
+	munmap((void *)(uintptr_t)h, sizeof(*h));
+	return yes;
+}
+
+/* The quarantined arenas that g replaced are to be recovered again. */
+static void unmark_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *g)
+{
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region q;
+		cxlcr_region_slot(pool, i, &q);
+		if (q.state != CXLCR_REGION_LIVE || q.kind != CXLCR_KIND_QUARANTINE || strncmp(q.name, g->name, CXLCR_NAME_MAX))
+			continue;
+		const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, q.offset, sizeof(*h), 0, 0);
+		if (!h)
+			continue;
+		cxlcr_refresh(h, sizeof(*h));
+		bool into_g = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == q.generation &&
+			      __atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE) == g->generation;
+		munmap((void *)(uintptr_t)h, sizeof(*h));
+		if (into_g)
+			recovery_mark_recovered(pool, &q, 0);
+	}
+}
+
+/* Undoes fresh arena g (never_taken) under its lease: 0, or -1 if a live
+ * verb holds it, something here maps it, or a step failed (left for the
+ * next sweep). */
+static int undo_committed(struct cxlcr_pool *pool, const struct cxlcr_region *g)
+{
+	struct verb_lease l = { 0 };
+	if (verb_lease_take(pool, g, "recover", NULL, &l) < 0)
+		return -1;
+	int rc = -1;
+	struct cxlcr_region now;
+	if (cxlcr_region_get(pool, g->generation, &now) < 0 || !never_taken(pool, &now) || mapped_here(pool, &now))
+		goto out;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region e;
+		cxlcr_region_slot(pool, i, &e);
+		if (of_this_host(&e) && e.kind == CXLCR_KIND_EXTENT && cxlcr_extent_of(e.name, g->name) &&
+		    (mapped_here(pool, &e) || cxlcr_region_free(pool, e.generation) < 0))
+			goto out;
+	}
+	unmark_replaced(pool, g);
+	rc = cxlcr_region_free(pool, g->generation);
+out:
+	verb_lease_release(&l);
+	return rc;
+}
+
+int recovery_sweep_ended_runs(struct cxlcr_pool *pool, struct recovery_sweep *out)
+{
+	*out = (struct recovery_sweep){ .made_freed = free_made(pool) };
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
+		struct cxlcr_region g;
+		cxlcr_region_slot(pool, i, &g);
+		if (!never_taken(pool, &g))
+			continue;
+		if (undo_committed(pool, &g) == 0)
+			out->undone++;
+		else
+			out->left++;
+	}
+	return (int)(out->made_freed + out->undone);
+}
