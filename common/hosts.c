@@ -531,30 +531,60 @@ int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fe
 	return fence_move(pool, index, fence, fence, offsetof(struct cxlcr_host_entry, fence_done), by);
 }
 
-uint64_t cxlcr_fence_by_hand(uint32_t host_index, pid_t pid)
+uint64_t cxlcr_fence_by_hand(uint32_t host_index, pid_t pid, uint64_t start)
 {
-	return CXLCR_FENCE_BY_HAND | (uint64_t)host_index << 32 | (uint32_t)pid;
+	return CXLCR_FENCE_BY_HAND | (uint64_t)(host_index & 63) << CXLCR_FENCE_BY_HAND_HOST |
+	       (start & CXLCR_FENCE_BY_HAND_STARTS) << CXLCR_FENCE_BY_HAND_START |
+	       ((uint64_t)pid & CXLCR_FENCE_BY_HAND_PID);
 }
 
-bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index)
+bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index, uint32_t *host_index)
 {
 	struct cxlcr_hosts_map m;
 	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, &m) != 0)
 		return false;
 	struct cxlcr_host_entry *e = &m.entries[index];
 	cxlcr_refresh(&e->fence, 24);
-	bool yes = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) & CXLCR_FENCE_BY_HAND;
+	uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
 	cxlcr_hosts_close(&m);
-	return yes;
+	if (host_index)
+		*host_index = (uint32_t)(done >> CXLCR_FENCE_BY_HAND_HOST) & 63;
+	return done & CXLCR_FENCE_BY_HAND;
 }
 
-/* Under the pool lock, so that the word cannot be reopened again (or
- * taken over, which clears it) between the look and the store. */
-int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint64_t by)
+/* Whether the process a by-hand word names (a process of this host) has
+ * ended: its pid runs no more, or runs another process (another start). */
+static bool by_hand_ended(uint64_t word)
+{
+	uint64_t start;
+	pid_t pid = (pid_t)(word & CXLCR_FENCE_BY_HAND_PID);
+	return !cxlcr_process_start(pid, &start) ||
+	       (start & CXLCR_FENCE_BY_HAND_STARTS) != ((word >> CXLCR_FENCE_BY_HAND_START) & CXLCR_FENCE_BY_HAND_STARTS);
+}
+
+/* The words are judged before the pool lock is taken (/proc is no place
+ * to wait in under it), then each is closed under it only if it is still
+ * there, so that it cannot be reopened again (or taken over, which clears
+ * it) between the look and the store. */
+int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint32_t host_index, pid_t *pids, int max)
 {
 	struct cxlcr_hosts_map m;
 	if (cxlcr_hosts_open(pool, false, &m) != 0)
 		return -1;
+	uint64_t ended[CXLCR_HOSTS_MAX] = { 0 };
+	bool any = false;
+	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+		struct cxlcr_host_entry *e = &m.entries[i];
+		cxlcr_refresh(&e->fence, 24);
+		uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
+		if ((done & CXLCR_FENCE_BY_HAND) && ((done >> CXLCR_FENCE_BY_HAND_HOST) & 63) == host_index &&
+		    by_hand_ended(done))
+			any = true, ended[i] = done;
+	}
+	if (!any) {
+		cxlcr_hosts_close(&m);
+		return 0;
+	}
 	if (cxlcr_pool_lock(pool) < 0) {
 		cxlcr_hosts_close(&m);
 		return -1;
@@ -564,11 +594,13 @@ int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint64_t by)
 		struct cxlcr_host_entry *e = &m.entries[i];
 		cxlcr_refresh(&e->fence, 24);
 		uint64_t f = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) != by ||
+		if (!ended[i] || __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) != ended[i] ||
 		    __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) == f)
 			continue;
 		__atomic_store_n(&e->fence_done, f, __ATOMIC_SEQ_CST);
 		cxlcr_publish(&e->fence_done, sizeof(e->fence_done));
+		if (closed < max)
+			pids[closed] = (pid_t)(ended[i] & CXLCR_FENCE_BY_HAND_PID);
 		closed++;
 	}
 	cxlcr_pool_unlock(pool);
@@ -583,9 +615,11 @@ int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t
 	if (fence_open(pool, index, winner, &m) < 0)
 		return -1;
 	struct cxlcr_host_entry *e = &m.entries[index];
-	/* The winner was judged gone: a worker of its that holds the lock
-	 * (its recovery's) loses it to us at once. */
-	pool->judged_dead_entry = (uint32_t)(from & 0xff);
+	/* The host whose work it was (the winner, or the host of a restore
+	 * by hand) was judged gone: a worker of its that holds the lock (its
+	 * recovery's) loses it to us at once. */
+	cxlcr_refresh(&e->fence, 24);
+	pool->judged_dead_entry = cxlcr_fence_worker(from, __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST)) + 1;
 	int locked = cxlcr_pool_lock(pool);
 	pool->judged_dead_entry = 0;
 	if (locked < 0) {

@@ -113,16 +113,29 @@ int cxlcr_host_fence_ack(struct cxlcr_pool *pool, uint32_t index, uint64_t fence
 int cxlcr_host_fence_reopen(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, uint64_t by);
 /* A reopening by an operator's restore (restore_elsewhere.c) stores, as
  * `by`, fence_by_hand() of the process that works on it (its host entry,
- * its pid), not 0: the winner does not take it for an unfinished recovery
- * of its own (fence_reopened_by_hand()), and if that process dies before
- * it marks the recovery done again, its host's daemon does
- * (host_fence_close_by_hand(): every entry whose fence_done is `by`, not
- * acknowledged, is marked done; how many, or -1 with one line). */
-uint64_t cxlcr_fence_by_hand(uint32_t host_index, pid_t pid);
-bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index);
-int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint64_t by);
+ * its pid and start time, cxlcr_process_start()), not 0: the winner does
+ * not take it for an unfinished recovery of its own
+ * (fence_reopened_by_hand(), which also says whose: *host_index, if not
+ * NULL), and if that process ends before it marks the recovery done
+ * again, its host's daemon does (host_fence_close_by_hand(host_index):
+ * every entry reopened by a process of that host that has ended, as this
+ * process sees that host's processes, is marked done; how many, or -1
+ * with one line; the first max of their pids in pids). A reused pid has another start time: it is not the
+ * restore. */
+uint64_t cxlcr_fence_by_hand(uint32_t host_index, pid_t pid, uint64_t start);
+bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index, uint32_t *host_index);
+int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint32_t host_index, pid_t *pids, int max);
+/* The host entry whose work a recovery is now (fence word fence, its
+ * fence_done done): the host of an operator's restore that reopened it
+ * by hand, or else its winner. A take-over is judged on that host. */
+static inline uint32_t cxlcr_fence_worker(uint64_t fence, uint64_t done)
+{
+	return (done & CXLCR_FENCE_BY_HAND) ? (uint32_t)(done >> CXLCR_FENCE_BY_HAND_HOST) & 63
+					    : (uint32_t)(fence & 0xff) - 1;
+}
 /* The winner of fence word `from` on entry index died before its recovery
- * was done: winner (an entry index) takes the recovery over, with a fence
+ * was done (or the host of a restore by hand that reopened it,
+ * cxlcr_fence_worker()): winner (an entry index) takes the recovery over, with a fence
  * word one generation on (a compare-and-set under the pool lock, so that
  * each change the old winner's recovery makes under host_fence_guard was
  * made either before it or never). 1 if this call won (*fence is the new

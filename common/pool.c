@@ -1301,24 +1301,32 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
 	return finish(pool, rc);
 }
 
-/* A live region changes kind (an arena quarantined after its host was
- * fenced): only from the kind the caller expects, under the lock, so two
- * recoveries of one region cannot both think they moved it. let_go: its
+/* Live regions change kind (an arena quarantined after its host was
+ * fenced), all or none: only from the kind the caller expects, under the
+ * lock, so two recoveries of one region cannot both think they moved it,
+ * and never into a second live region of one kind and name. let_go: their
  * owner's pid is forgotten in the same change (a made region's maker). */
-static int change_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to, bool let_go)
+static int change_kinds(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, uint32_t from,
+			const uint32_t *to, bool let_go)
 {
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
-	struct cxlcr_region *r = find_generation(pool, generation);
-	int rc = !r ? region_gone(pool, generation) : still_held(pool);
-	if (rc == 0 && r->kind != from)
-		rc = cxlcr_error("region %.64s (generation %llu) is of kind %u, not %u", r->name,
-				 (unsigned long long)generation, r->kind, from);
-	if (rc == 0 && !cxlcr_kind_held_back(to) && find_live(pool, to, r->name))
-		rc = cxlcr_error("pool %s: a region named '%.64s' already exists", pool->path, r->name);
-	if (rc == 0) {
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct cxlcr_region *r = find_generation(pool, generations[i]);
+		rc = !r ? region_gone(pool, generations[i]) : 0;
+		if (rc == 0 && r->kind != from)
+			rc = cxlcr_error("region %.64s (generation %llu) is of kind %u, not %u", r->name,
+					 (unsigned long long)generations[i], r->kind, from);
+		if (rc == 0 && !cxlcr_kind_held_back(to[i]) && find_live(pool, to[i], r->name))
+			rc = cxlcr_error("pool %s: a region named '%.64s' already exists", pool->path, r->name);
+	}
+	if (rc == 0)
+		rc = still_held(pool);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct cxlcr_region *r = find_generation(pool, generations[i]);
 		uint32_t seq = begin_change(r);
-		r->kind = to;
+		r->kind = to[i];
 		if (let_go) {
 			r->owner_pid = 0;
 			r->owner_start = 0;
@@ -1330,16 +1338,18 @@ static int change_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t fr
 
 int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to)
 {
-	return change_kind(pool, generation, from, to, false);
+	return change_kinds(pool, 1, &generation, from, &to, false);
 }
 
-/* The maker is not the region's owner once it is made: a service is only
- * once a restore takes it over (the claim, which moves owner_epoch on).
- * The epoch stays as it was born, so that a made arena nobody ever took
- * over can be told from one a service ran in (recovery/fresh_arena.c). */
-int cxlcr_region_commit_made(struct cxlcr_pool *pool, uint64_t generation, uint32_t to)
+/* The maker is not the regions' owner once they are made: a service is
+ * only once a restore takes the arena over (the claim, which moves
+ * owner_epoch on). The epoch stays as it was born, so that a made arena
+ * nobody ever took over can be told from one a service ran in
+ * (recovery/ended_runs.c). All in one change: a maker that dies half-way
+ * through its commit leaves every region still being made. */
+int cxlcr_region_commit_made(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, const uint32_t *to)
 {
-	return change_kind(pool, generation, CXLCR_KIND_MAKING, to, true);
+	return change_kinds(pool, n, generations, CXLCR_KIND_MAKING, to, true);
 }
 
 void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t align, size_t head)

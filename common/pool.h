@@ -216,10 +216,11 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
 /* Changes a live region's kind from `from` to `to` under the lock (fails
  * if it is not of kind `from`). */
 int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to);
-/* A region a recovery made (CXLCR_KIND_MAKING, its maker its owner)
- * becomes of kind to, owned by nobody on the same host, in one change;
- * owner_epoch stays CXLCR_EPOCH_BORN until a restore takes it over. */
-int cxlcr_region_commit_made(struct cxlcr_pool *pool, uint64_t generation, uint32_t to);
+/* The n regions a recovery made (CXLCR_KIND_MAKING, its maker their owner)
+ * become of kinds to[], owned by nobody on the same host, all in one
+ * change or none; owner_epoch stays CXLCR_EPOCH_BORN until a restore
+ * takes one over. */
+int cxlcr_region_commit_made(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, const uint32_t *to);
 #define CXLCR_EPOCH_BORN 1 /* owner_epoch of a region born with its owner (cxlcr_region_alloc_owned) */
 
 /* Makes [offset, offset+size) of the pool read as zero: a hole in a file,

@@ -360,7 +360,16 @@ struct cxlcr_tombstone {
 };
 #define CXLCR_TOMBSTONE_CHECKED  32u   /* the bytes the checksum covers */
 
-#define CXLCR_FENCE_BY_HAND (1ull << 63) /* fence_done of a recovery reopened by hand (below) */
+/* fence_done of a recovery reopened by an operator's restore (below):
+ * this bit, the restore's host entry (6 bits), the low 34 bits of its
+ * process's start time (clock ticks since its host booted) and its pid
+ * (22 bits: pid_max is at most 2^22), so that a reused pid is not it. */
+#define CXLCR_FENCE_BY_HAND        (1ull << 63)
+#define CXLCR_FENCE_BY_HAND_HOST   56
+#define CXLCR_FENCE_BY_HAND_START  22
+#define CXLCR_FENCE_BY_HAND_PID    ((1ull << CXLCR_FENCE_BY_HAND_START) - 1)
+#define CXLCR_FENCE_BY_HAND_STARTS ((1ull << (CXLCR_FENCE_BY_HAND_HOST - CXLCR_FENCE_BY_HAND_START)) - 1)
+_Static_assert(CXLCR_HOSTS_MAX <= 64, "a host entry fits the by-hand word's 6 bits");
 
 struct cxlcr_host_entry {
 	/* changed without the lock, with atomics */
@@ -382,9 +391,10 @@ struct cxlcr_host_entry {
 	 * at its next step. A done recovery may be reopened: fence_done is
 	 * then 0 (the winner's retry), or, while an operator's restore of one
 	 * of the host's services works on another host, a word naming that
-	 * restore (CXLCR_FENCE_BY_HAND | its host entry << 32 | its pid), so
-	 * that its host's daemon can mark the recovery done again if it dies
-	 * half-way. A new fence word clears fence_done. */
+	 * restore (CXLCR_FENCE_BY_HAND, its host entry, its process), so
+	 * that its host's daemon can mark the recovery done again once that
+	 * process has ended, and the others take the recovery over if its
+	 * host dies. A new fence word clears fence_done. */
 	uint64_t fence;
 	uint64_t fence_ack;
 	uint64_t fence_done;

@@ -38,8 +38,15 @@ static void fence_json(struct json *j, const struct cxlcr_host_entry *e)
 	json_object_begin(j, "fence");
 	json_u64(j, "word", f);
 	json_u64(j, "by_entry", (f & 0xff) - 1);
-	json_bool(j, "recovered", __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) == f);
+	uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
+	json_bool(j, "recovered", done == f);
 	json_bool(j, "acknowledged", __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) == f);
+	/* An operator's restore of one of its services works on it now: on
+	 * which host entry (null: none). */
+	if (done != f && (done & CXLCR_FENCE_BY_HAND))
+		json_u64(j, "reopened_by_hand_on_entry", cxlcr_fence_worker(f, done));
+	else
+		json_null_value(j, "reopened_by_hand_on_entry");
 	json_object_end(j);
 }
 

@@ -235,15 +235,9 @@ static void worker_died(pid_t pid, int sig, bool overdue)
 		else
 			snprintf(why, sizeof(why), "was killed by signal %d", sig);
 		n = verb_recover_dead(&pool, pid, why);
-		/* An operator's restore of a dead host's service that it ran
-		 * had reopened that host's recovery: done again, as the restore
-		 * would have marked it (it changes nothing more: its lease was
-		 * taken over above). */
-		uint64_t incarnation;
-		int me = cxlcr_host_lookup(&pool, this_host(), &incarnation);
-		if (me >= 0 && cxlcr_host_fence_close_by_hand(&pool, cxlcr_fence_by_hand((uint32_t)me, pid)) > 0)
-			dlog(LOG_WARNING, "worker %d was killed in a restore by hand: the recovery it had reopened is "
-			     "done again", (int)pid);
+		/* (An operator's restore of a dead host's service that it ran
+		 * had reopened that host's recovery: the daemon's next tick
+		 * marks it done again, pod/liveness.c.) */
 		/* A fork-restore worker's children that CRIU restored before it
 		 * could make them services: they end with their maker. */
 		int half = fork_drop_half_made(&pool, NULL);

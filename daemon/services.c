@@ -337,8 +337,10 @@ int service_find_for(struct cxlcr_pool *pool, const char *name, struct service *
 	struct cxlcr_region r;
 	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &r) && !cxlcr_region_find(pool, CXLCR_KIND_CHILD, name, &r)) {
 		if (status && quarantined_arena(pool, name, &r)) {
+			/* (Unless its recovery was given up on, and a restore
+			 * by hand that took it up died half-way.) */
 			service_load(pool, &r, s);
-			s->state = "recovering";
+			s->state = s->lost ? "lost" : s->failed ? "failed" : "recovering";
 			return 0;
 		}
 		cxlcr_pool_close(pool);

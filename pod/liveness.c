@@ -88,6 +88,14 @@ static bool host_gone(uint32_t index);
 static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int priority, const char *fmt, ...))
 {
 	recovery_watch_workers(pool, me.index, log);
+	/* A restore by hand that ran here and ended before it marked the
+	 * recovery it reopened done again (killed, crashed, or left by a
+	 * daemon that restarted since): done again in its name. */
+	pid_t ended[4];
+	int closed = cxlcr_host_fence_close_by_hand(pool, me.index, ended, 4);
+	for (int k = 0; k < closed && k < 4; k++)
+		log(LOG_WARNING, "worker %d ended in a restore by hand: the recovery it had reopened is done again",
+		    (int)ended[k]);
 	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
 		if (i == me.index || cxlcr_hosts_judge(&watch, i, now, NULL) != CXLCR_VERDICT_DEAD)
 			continue;
@@ -100,7 +108,8 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 	/* A recovery whose winner died before it was done (its fence not
 	 * done) is taken over by one of the others (recovery/takeover.c);
 	 * so is one the fenced host took over itself (winner == i) and then
-	 * died again in. */
+	 * died again in, and one an operator's restore reopened on a host
+	 * that died since (its worker is the host that must be gone). */
 	struct cxlcr_hosts_map m;
 	if (cxlcr_hosts_open(pool, false, &m) != 0)
 		return;
@@ -109,10 +118,10 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 		const struct cxlcr_host_entry *e = &m.entries[i];
 		cxlcr_refresh(&e->fence, 24);
 		uint64_t fence = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
-		uint32_t winner = (uint32_t)(fence & 0xff) - 1;
-		if (i != me.index && fence != __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) &&
-		    fence != __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) && winner != me.index &&
-		    winner < CXLCR_HOSTS_MAX && host_gone(winner))
+		uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
+		uint32_t worker = cxlcr_fence_worker(fence, done);
+		if (i != me.index && fence != __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) && fence != done &&
+		    worker != me.index && worker < CXLCR_HOSTS_MAX && host_gone(worker))
 			orphaned[i] = fence;
 	}
 	cxlcr_hosts_close(&m);

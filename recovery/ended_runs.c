@@ -8,19 +8,23 @@
  *   - regions it was still making (CXLCR_KIND_MAKING, of this host and of
  *     that process): freed. Nobody else ever would while this host lives
  *     (its fence's clean-up frees them only once it has been fenced);
- *   - a fresh arena it committed that no restore ever took over (owned by
- *     nobody, its owner epoch as it was born): its extents freed, the old
- *     arena it replaced marked not recovered again (so that the run lists
- *     it once more), then the arena itself freed. In that order, so that a
- *     sweep that dies half-way leaves what the next one finishes, and an
- *     old arena whose fresh one is gone for another reason (an operator
- *     removed the service) stays replaced.
+ *   - a fresh arena it committed for a service of the dead host being
+ *     recovered, that no restore ever took over (owned by nobody, its
+ *     owner epoch as it was born): its extents freed, the old arena it
+ *     replaced marked not recovered again (so that the run lists it once
+ *     more), then the arena itself freed. In that order, so that a sweep
+ *     that dies half-way leaves what the next one finishes.
  *
- * Nothing of a dead run may still be in use: a region is let go only when
- * the process that made it has ended and no process of this host maps it
+ * Only the process that holds the dead host's recovery now may undo a
+ * fresh arena of it (the winner's run under its fence, not done; a restore
+ * by hand once it has reopened it), and only while the old arena it
+ * replaced is still quarantined: otherwise that recovery is over, and the
+ * fresh arena is the service's only heap. Nothing of a dead run may still
+ * be in use: a region is let go only when no process of this host maps it
  * (a restore's CRIU, and the tasks it held stopped, end with their keeper,
- * daemon/exec.c, a moment after that process), and a committed arena only
- * under its service's lease, which a live verb would hold.
+ * daemon/exec.c, a moment after the run's process), a region being made
+ * only once its maker has ended, and a committed arena only under its
+ * service's lease, which a live verb would hold.
  */
 #include <stdio.h>
 #include <string.h>
@@ -61,9 +65,9 @@ static uint32_t free_made(struct cxlcr_pool *pool)
 	return n;
 }
 
-/* Is g a fresh arena a recovery here committed from a point of a dead
- * host's service, and no restore ever took over? (header: its own.) */
-static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g)
+/* Is g a fresh arena a recovery here committed from a point of a service
+ * of dead_host, and no restore ever took over? (header: its own.) */
+static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host)
 {
 	if (!of_this_host(g) || g->kind != CXLCR_KIND_ARENA || g->owner_pid != 0 || g->owner_epoch != CXLCR_EPOCH_BORN)
 		return false;
@@ -72,43 +76,48 @@ static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g)
 		return false;
 	cxlcr_refresh(h, sizeof(*h));
 	bool yes = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == g->generation && h->restored_from &&
-		   h->recovered_from_host[0] && strncmp(h->recovered_from_host, this_host(), CXLCR_HOST_MAX) &&
+		   !strncmp(h->recovered_from_host, dead_host, CXLCR_HOST_MAX) &&
+		   strncmp(h->recovered_from_host, this_host(), CXLCR_HOST_MAX) &&
 		   !strncmp(h->recovered_on_host, this_host(), CXLCR_HOST_MAX);
 	munmap((void *)(uintptr_t)h, sizeof(*h));
 	return yes;
 }
 
-/* The quarantined arenas that g replaced are to be recovered again. */
-static void unmark_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *g)
+/* The quarantined arena of dead_host that g replaced, if it is still
+ * there (*q). */
+static bool replaced_by(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host,
+			struct cxlcr_region *q)
 {
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
-		struct cxlcr_region q;
-		cxlcr_region_slot(pool, i, &q);
-		if (q.state != CXLCR_REGION_LIVE || q.kind != CXLCR_KIND_QUARANTINE || strncmp(q.name, g->name, CXLCR_NAME_MAX))
+		cxlcr_region_slot(pool, i, q);
+		if (q->state != CXLCR_REGION_LIVE || q->kind != CXLCR_KIND_QUARANTINE ||
+		    strncmp(q->name, g->name, CXLCR_NAME_MAX) || strncmp(q->owner_host, dead_host, CXLCR_HOST_MAX))
 			continue;
-		const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, q.offset, sizeof(*h), 0, 0);
+		const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, q->offset, sizeof(*h), 0, 0);
 		if (!h)
 			continue;
 		cxlcr_refresh(h, sizeof(*h));
-		bool into_g = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == q.generation &&
+		bool into_g = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == q->generation &&
 			      __atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE) == g->generation;
 		munmap((void *)(uintptr_t)h, sizeof(*h));
 		if (into_g)
-			recovery_mark_recovered(pool, &q, 0);
+			return true;
 	}
+	return false;
 }
 
 /* Undoes fresh arena g (never_taken) under its lease: 0, or -1 if a live
  * verb holds it, something here maps it, or a step failed (left for the
  * next sweep). */
-static int undo_committed(struct cxlcr_pool *pool, const struct cxlcr_region *g)
+static int undo_committed(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host)
 {
 	struct verb_lease l = { 0 };
 	if (verb_lease_take(pool, g, "recover", NULL, &l) < 0)
 		return -1;
 	int rc = -1;
-	struct cxlcr_region now;
-	if (cxlcr_region_get(pool, g->generation, &now) < 0 || !never_taken(pool, &now) || mapped_here(pool, &now))
+	struct cxlcr_region now, q;
+	if (cxlcr_region_get(pool, g->generation, &now) < 0 || !never_taken(pool, &now, dead_host) ||
+	    !replaced_by(pool, &now, dead_host, &q) || mapped_here(pool, &now))
 		goto out;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region e;
@@ -117,22 +126,37 @@ static int undo_committed(struct cxlcr_pool *pool, const struct cxlcr_region *g)
 		    (mapped_here(pool, &e) || cxlcr_region_free(pool, e.generation) < 0))
 			goto out;
 	}
-	unmark_replaced(pool, g);
+	recovery_mark_recovered(pool, &q, 0);
 	rc = cxlcr_region_free(pool, g->generation);
 out:
 	verb_lease_release(&l);
 	return rc;
 }
 
-int recovery_sweep_ended_runs(struct cxlcr_pool *pool, struct recovery_sweep *out)
+bool recovery_left_made(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *old)
+{
+	struct cxlcr_region g;
+	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &g) || !of_this_host(&g))
+		return false;
+	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, g.offset, sizeof(*h), 0, 0);
+	if (!h)
+		return false;
+	cxlcr_refresh(h, sizeof(*h));
+	char dead[CXLCR_HOST_MAX + 1];
+	cxlcr_copy_field(dead, sizeof(dead), h->region_generation == g.generation ? h->recovered_from_host : "");
+	munmap((void *)(uintptr_t)h, sizeof(*h));
+	return dead[0] && never_taken(pool, &g, dead) && replaced_by(pool, &g, dead, old);
+}
+
+int recovery_sweep_ended_runs(struct cxlcr_pool *pool, const char *dead_host, struct recovery_sweep *out)
 {
 	*out = (struct recovery_sweep){ .made_freed = free_made(pool) };
-	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
-		struct cxlcr_region g;
+	for (uint32_t i = 0; i < CXLCR_REGION_MAX && dead_host; i++) {
+		struct cxlcr_region g, q;
 		cxlcr_region_slot(pool, i, &g);
-		if (!never_taken(pool, &g))
-			continue;
-		if (undo_committed(pool, &g) == 0)
+		if (!never_taken(pool, &g, dead_host) || !replaced_by(pool, &g, dead_host, &q))
+			continue; /* (no old arena any more: the service's only heap) */
+		if (undo_committed(pool, &g, dead_host) == 0)
 			out->undone++;
 		else
 			out->left++;

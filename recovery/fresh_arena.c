@@ -21,8 +21,8 @@
  * this host acknowledges its own fence, and the recovery that takes over
  * starts again from the old arena, quarantined already. If only the
  * process making it died, the next recovery on this host frees it first
- * (recovery_sweep_ended_runs(), below), and undoes an arena it committed
- * that no restore took over.
+ * (recovery_sweep_ended_runs(), ended_runs.c), and undoes an arena it
+ * committed that no restore took over.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -170,15 +170,16 @@ static int fresh_like(struct cxlcr_pool *pool, uint32_t kind, const struct cxlcr
 	return 0;
 }
 
-/* The new regions become what they stand for, owned by nobody yet: the
- * extents, then the arena, which is the commit (each a guarded change: a
- * recovery taken over meanwhile stops here, its regions left made). */
+/* The new regions become what they stand for, owned by nobody yet, the
+ * arena and its extents in one guarded change: a recovery taken over
+ * meanwhile stops here, its regions left being made, and one killed here
+ * leaves them all made or none. */
 static int fresh_commit(struct cxlcr_pool *pool, struct recovery_fresh *f)
 {
-	for (size_t i = f->n; i-- > 0;)
-		if (cxlcr_region_commit_made(pool, f->moves[i].new_generation, f->kinds_new[i]) < 0)
-			return -1;
-	return 0;
+	uint64_t gens[CXLCR_ARENA_EXTENTS_MAX];
+	for (size_t i = 0; i < f->n; i++)
+		gens[i] = f->moves[i].new_generation;
+	return cxlcr_region_commit_made(pool, f->n, gens, f->kinds_new);
 }
 
 /* Was the arena old made from recovery point snapshot_generation (a fresh

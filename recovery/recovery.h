@@ -118,16 +118,22 @@ void recovery_fresh_undo(struct cxlcr_pool *pool, struct recovery_fresh *f);
 
 /* What a recovery on this host that ended half-way (its process gone,
  * its host alive) left made, undone (ended_runs.c): regions it was still
- * making, freed; a fresh arena it committed that no restore took over,
- * freed, the old arena it replaced to be recovered again. Run by each
- * recovery here before it lists what is left to do. Returns how many
- * were let go (made_freed + undone). */
+ * making, freed; with dead_host (the caller holds that host's recovery
+ * now: the winner's run under its fence, a restore by hand once it has
+ * reopened it), a fresh arena it committed for a service of dead_host that
+ * no restore took over, freed, the old arena it replaced (still
+ * quarantined) to be recovered again. Returns how many were let go
+ * (made_freed + undone). */
 struct recovery_sweep {
 	uint32_t made_freed; /* regions being made by a process that has ended */
 	uint32_t undone;     /* fresh arenas committed and never taken over */
-	uint32_t left;       /* such arenas still in use here: left as they are */
+	uint32_t left;       /* such arenas in use, or whose lease is held: left as they are */
 };
-int recovery_sweep_ended_runs(struct cxlcr_pool *pool, struct recovery_sweep *out);
+int recovery_sweep_ended_runs(struct cxlcr_pool *pool, const char *dead_host, struct recovery_sweep *out);
+/* Whether the live arena name of this host is such a fresh arena, left by
+ * a recovery that ended half-way; if so, *old is the quarantined arena of
+ * the dead host it replaced (the service to restore by hand). */
+bool recovery_left_made(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *old);
 
 /* What became of a service's recovery, in its arena header (marks.c;
  * status says it): lost, its host died and it had no recovery point;

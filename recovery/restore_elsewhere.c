@@ -80,6 +80,12 @@ static int restore_guarded(struct cxlcr_pool *pool, const struct cxlcr_region *a
 	static struct recovery_fresh fresh;
 	char owner[CXLCR_HOST_MAX + 1];
 	cxlcr_copy_field(owner, sizeof(owner), arena->owner_host);
+	/* What a restore here that ended half-way left made (this one holds
+	 * the dead host's recovery now): undone first. */
+	struct recovery_sweep swept;
+	if (recovery_sweep_ended_runs(pool, owner, &swept) > 0)
+		fprintf(stderr, "what an earlier restore here left half made: %u region(s) freed, %u fresh arena(s) undone\n",
+			swept.made_freed, swept.undone);
 	int got = restore_recovered(pool, arena->generation, owner, point, len, pid, &fresh);
 	unsetenv("CXLCR_RECOVERY_FENCE");
 	cxlcr_host_fence_unguard(pool, &guard);
@@ -90,10 +96,12 @@ static int restore_guarded(struct cxlcr_pool *pool, const struct cxlcr_region *a
 
 /* The service's arena: live, or quarantined by a restore of it (the
  * winner's, or one by hand) that died half-way and was not replaced since,
- * which the restore takes up again (restore_recovered()). */
+ * which the restore takes up again (restore_recovered()); or replaced by a
+ * fresh arena here that such a restore committed and no restore took over
+ * (the quarantined one then: restore_guarded() undoes the fresh one). */
 static bool service_arena(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *arena)
 {
-	return cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, arena) ||
+	return recovery_left_made(pool, name, arena) || cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, arena) ||
 	       (cxlcr_region_find(pool, CXLCR_KIND_QUARANTINE, name, arena) && !recovery_replaced(pool, arena));
 }
 
@@ -107,11 +115,6 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 	int rc = open_pool_or_fail(&pool);
 	if (rc)
 		return rc;
-	/* A restore here that died half-way (by hand, or a recovery) left
-	 * what it made: undone first, so that its service is found as the
-	 * dead host's again. */
-	struct recovery_sweep swept;
-	recovery_sweep_ended_runs(&pool, &swept);
 	struct cxlcr_region arena;
 	if (!service_arena(&pool, a->name, &arena) || !strncmp(arena.owner_host, this_host(), CXLCR_HOST_MAX)) {
 		cxlcr_pool_close(&pool);
@@ -135,11 +138,13 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 	/* The recovery is reopened only now: a host that came back and
 	 * acknowledged meanwhile has its service back, and one that frees
 	 * its quarantined regions does so before this or after we are done.
-	 * Reopened in this process's name (its host, its pid): if we die
-	 * before we mark it done, our daemon does (cxlcrd.c, worker_died). */
-	uint64_t incarnation;
+	 * Reopened in this process's name (its host, its pid and start): if
+	 * we end before we mark it done, our daemon's next tick does; if our
+	 * host dies, the others take the recovery over (pod/liveness.c). */
+	uint64_t incarnation, start = 0;
 	int me = cxlcr_host_lookup(&pool, this_host(), &incarnation);
-	if (me < 0 || cxlcr_host_fence_reopen(&pool, index, fence, cxlcr_fence_by_hand((uint32_t)me, getpid())) != 1) {
+	if (me < 0 || !cxlcr_process_start(getpid(), &start) ||
+	    cxlcr_host_fence_reopen(&pool, index, fence, cxlcr_fence_by_hand((uint32_t)me, getpid(), start)) != 1) {
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "restore of %s from its recovery point: host %s acknowledged its fence or was "

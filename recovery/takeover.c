@@ -182,12 +182,19 @@ int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *ho
 			 void (*log)(int priority, const char *fmt, ...))
 {
 	uint64_t next;
+	uint32_t by = 0;
+	bool by_hand = cxlcr_fence_reopened_by_hand(pool, index, &by);
 	int won = cxlcr_host_fence_take_over(pool, index, fence, my_index, &next);
 	if (won != 1)
 		return won;
-	log(LOG_WARNING, "host %s: the recovery of its services by host entry %u (fence %llu) was not finished and that "
-			 "host is gone: this host takes it over (fence %llu)", host, (unsigned)(fence & 0xff) - 1,
-	    (unsigned long long)fence, (unsigned long long)next);
+	if (by_hand)
+		log(LOG_WARNING, "host %s: the recovery of its services (fence %llu) was reopened by a restore by hand on "
+				 "host entry %u, and that host is gone: this host takes it over (fence %llu)", host,
+		    (unsigned long long)fence, by, (unsigned long long)next);
+	else
+		log(LOG_WARNING, "host %s: the recovery of its services by host entry %u (fence %llu) was not finished "
+				 "and that host is gone: this host takes it over (fence %llu)", host,
+		    (unsigned)(fence & 0xff) - 1, (unsigned long long)fence, (unsigned long long)next);
 	start_recovery(index, host, next, log);
 	return 1;
 }
@@ -239,7 +246,7 @@ static void watch_worker(struct cxlcr_pool *pool, uint32_t i, uint32_t my_index,
 	 * by an operator's restore meanwhile (our worker had marked it done):
 	 * that restore's, not an unfinished run of ours. */
 	if (!cxlcr_host_fenced(pool, i, &fence, &done) || done || fence != w->fence || (fence & 0xff) != my_index + 1 ||
-	    cxlcr_fence_reopened_by_hand(pool, i))
+	    cxlcr_fence_reopened_by_hand(pool, i, NULL))
 		return;
 	if (w->restarts >= RETRIES_MAX) {
 		give_up(pool, w->host, log);
@@ -275,7 +282,7 @@ static void recovery_keep_own(struct cxlcr_pool *pool, uint32_t index, const cha
 		return;
 	watch_worker(pool, index, index, log); /* only our own: a fenced host recovers nobody else */
 	struct worker *w = &workers[index];
-	if (w->held || cxlcr_fence_reopened_by_hand(pool, index))
+	if (w->held || cxlcr_fence_reopened_by_hand(pool, index, NULL))
 		return; /* (an operator's restore reopened it: its own to finish) */
 	if (w->fence == fence && w->restarts >= RETRIES_MAX)
 		return; /* given up on and marked done by recovery_watch_workers() */
@@ -374,9 +381,9 @@ int host_recover(int argc, char **argv)
 	 * daemon) left what it made: undone, so that its services are
 	 * listed and recovered afresh. */
 	struct recovery_sweep swept;
-	if (recovery_sweep_ended_runs(&pool, &swept) > 0 || swept.left)
+	if (recovery_sweep_ended_runs(&pool, dead, &swept) > 0 || swept.left)
 		printf("what an earlier recovery here left half made: %u region(s) freed, %u fresh arena(s) undone, %u "
-		       "still in use\n", swept.made_freed, swept.undone, swept.left);
+		       "left (in use)\n", swept.made_freed, swept.undone, swept.left);
 	/* The dead host's services, listed first: recovering one changes
 	 * the region table. */
 	static uint64_t gens[CXLCR_REGION_MAX];
@@ -510,8 +517,13 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 	 * either: nothing runs here until it is done. A winner gone too
 	 * before that left it half done: unless another host took it over
 	 * first, we finish it ourselves, as any survivor would. */
+	/* (Reopened by an operator's restore: that restore's host is the one
+	 * whose death hands the recovery over.) */
+	uint32_t worker = winner;
+	if (!done && cxlcr_fence_reopened_by_hand(pool, index, &worker) && worker == index)
+		worker = winner;
 	if (!done) {
-		if (!ourselves && gone && gone(winner))
+		if (!ourselves && gone && gone(worker))
 			recovery_winner_gone(pool, index, host, fence, index, log);
 		else if (ourselves)
 			recovery_keep_own(pool, index, host, fence, log);
@@ -535,6 +547,7 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 		struct cxlcr_region r;
 		cxlcr_region_slot(pool, i, &r);
 		if (r.state == CXLCR_REGION_LIVE && cxlcr_kind_held_back(r.kind) &&
+		    (r.kind != CXLCR_KIND_MAKING || !r.owner_pid || cxlcr_region_owner_gone(&r, host)) &&
 		    !strncmp(r.owner_host, host, CXLCR_HOST_MAX) && cxlcr_region_free(pool, r.generation) == 0)
 			freed++;
 	}

@@ -972,6 +972,12 @@ static void test_born_owned(void)
  * them of their kind, owned by nobody, with the epoch they were born with
  * (what tells a made arena that no restore took over, ended_runs.c), and
  * never a second live arena of one name. */
+static int commit1(struct cxlcr_pool *pool, uint64_t generation)
+{
+	uint32_t to = CXLCR_KIND_ARENA;
+	return cxlcr_region_commit_made(pool, 1, &generation, &to);
+}
+
 static void test_commit_made(void)
 {
 	struct cxlcr_pool pool;
@@ -988,19 +994,29 @@ static void test_commit_made(void)
 	      "the maker is not the made region's owner (pid %d, start %u)", made.owner_pid, made.owner_start);
 	CHECK_ERROR(cxlcr_region_claim_epoch(&pool, made.generation, made.owner_epoch, 4242, here, &now),
 		    "still being made");
-	CHECK_ERROR(cxlcr_region_commit_made(&pool, made.generation, CXLCR_KIND_ARENA), "already exists");
-	CHECK_ERROR(cxlcr_region_commit_made(&pool, live.generation, CXLCR_KIND_ARENA), "not 11");
+	CHECK_ERROR(commit1(&pool, made.generation), "already exists");
+	CHECK_ERROR(commit1(&pool, live.generation), "not 11");
 	CHECK(cxlcr_region_free(&pool, live.generation) == 0, "%s", cxlcr_last_error());
-	CHECK(cxlcr_region_commit_made(&pool, made.generation, CXLCR_KIND_ARENA) == 0, "%s", cxlcr_last_error());
+	CHECK(commit1(&pool, made.generation) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_region_get(&pool, made.generation, &now) == 0, "%s", cxlcr_last_error());
 	CHECK(now.kind == CXLCR_KIND_ARENA && now.owner_pid == 0 && now.owner_start == 0 &&
 		      now.owner_epoch == CXLCR_EPOCH_BORN && !strcmp(now.owner_host, here),
 	      "committed: kind %u, pid %d, start %u, epoch %llu, host '%s'", now.kind, now.owner_pid, now.owner_start,
 	      (unsigned long long)now.owner_epoch, now.owner_host);
-	CHECK_ERROR(cxlcr_region_commit_made(&pool, again.generation, CXLCR_KIND_ARENA), "already exists");
+	CHECK_ERROR(commit1(&pool, again.generation), "already exists");
 	CHECK(cxlcr_region_claim_epoch(&pool, made.generation, CXLCR_EPOCH_BORN, getpid(), here, &now) == 0 &&
 		      now.owner_epoch == CXLCR_EPOCH_BORN + 1,
 	      "a committed arena could not be claimed: %s", cxlcr_last_error());
+	/* All or none: an extent and an arena whose name is taken. */
+	struct cxlcr_region ext;
+	CHECK(cxlcr_region_alloc_owned(&pool, CXLCR_KIND_MAKING, "svc.ext1", 1 * MiB, getpid(), here, "redis", &ext) == 0,
+	      "%s", cxlcr_last_error());
+	uint64_t both[2] = { again.generation, ext.generation };
+	uint32_t kinds[2] = { CXLCR_KIND_ARENA, CXLCR_KIND_EXTENT };
+	CHECK_ERROR(cxlcr_region_commit_made(&pool, 2, both, kinds), "already exists");
+	CHECK(cxlcr_region_get(&pool, ext.generation, &now) == 0 && now.kind == CXLCR_KIND_MAKING &&
+		      now.owner_pid == getpid(),
+	      "a commit that failed made one of its regions (kind %u)", now.kind);
 	cxlcr_pool_close(&pool);
 }
 
@@ -1145,23 +1161,52 @@ static void test_fence_by_hand(void)
 	CHECK(cxlcr_host_join(&pool, "hand", "", 0, 75000000, &h) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_host_fence(&pool, dead.index, dead.incarnation, w.index, &f) == 1, "the fence was not won");
 	cxlcr_host_fence_done(&pool, dead.index, f);
-	CHECK(!cxlcr_fence_reopened_by_hand(&pool, dead.index), "a done recovery reads as reopened by hand");
-	uint64_t by = cxlcr_fence_by_hand(h.index, 4242), other = cxlcr_fence_by_hand(h.index, 4243);
-	CHECK(by != f && other != by, "a by-hand word is a fence word, or two restores share one");
+	CHECK(!cxlcr_fence_reopened_by_hand(&pool, dead.index, NULL), "a done recovery reads as reopened by hand");
+	/* The restore: a process of this host that lives until told. */
+	int go[2];
+	CHECK(pipe(go) == 0, "pipe: %s", strerror(errno));
+	pid_t restore = fork();
+	CHECK(restore >= 0, "fork: %s", strerror(errno));
+	if (restore == 0) {
+		char c;
+		close(go[1]);
+		_exit(read(go[0], &c, 1) < 0);
+	}
+	close(go[0]);
+	uint64_t start = 0, mine = 0;
+	CHECK(cxlcr_process_start(restore, &start) && cxlcr_process_start(getpid(), &mine), "no start time");
+	uint64_t by = cxlcr_fence_by_hand(h.index, restore, start);
+	uint64_t reused = cxlcr_fence_by_hand(h.index, getpid(), mine + 1); /* its pid, another process's */
+	CHECK(by != f && reused != by && (by & CXLCR_FENCE_BY_HAND), "a by-hand word is a fence word, or two share one");
+	CHECK(cxlcr_fence_worker(f, by) == h.index && cxlcr_fence_worker(f, f) == w.index,
+	      "the work of a reopened recovery is not its restore host's");
+	/* A word whose pid runs another process now: that restore ended. */
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, reused) == 1, "not reopened by hand");
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 1, "a reused pid was taken for the restore");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && done, "not done again");
+	/* The restore lives: nothing closes its reopening; another host's
+	 * daemon never does. */
 	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, by) == 1, "not reopened by hand");
 	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && !done, "reopened by hand, yet done");
-	CHECK(cxlcr_fence_reopened_by_hand(&pool, dead.index), "not read as reopened by hand");
-	CHECK(cxlcr_host_fence_close_by_hand(&pool, other) == 0, "done again in another restore's name");
-	CHECK(cxlcr_host_fenced(&pool, dead.index, NULL, &done) && !done, "done by another restore's name");
-	CHECK(cxlcr_host_fence_close_by_hand(&pool, by) == 1, "not done again in the dead restore's name");
+	uint32_t whose = 99;
+	CHECK(cxlcr_fence_reopened_by_hand(&pool, dead.index, &whose) && whose == h.index,
+	      "not read as reopened by hand on host entry %u (%u)", h.index, whose);
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 0, "done again while its restore runs");
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, w.index, NULL, 0) == 0, "done again by another host");
+	CHECK(cxlcr_host_fenced(&pool, dead.index, NULL, &done) && !done, "done while its restore runs");
+	/* The restore ends without marking it done. */
+	close(go[1]);
+	int status;
+	CHECK(waitpid(restore, &status, 0) == restore, "waitpid: %s", strerror(errno));
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 1, "not done again once its restore ended");
 	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && done, "not done again");
-	CHECK(cxlcr_host_fence_close_by_hand(&pool, by) == 0, "done again twice");
-	/* Reopened by hand, then the winner judged gone: the new winner's
-	 * recovery is not marked done in the old restore's name. */
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 0, "done again twice");
+	/* Reopened by hand, then its host judged gone: taken over; the new
+	 * winner's recovery is not marked done in the old restore's name. */
 	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, by) == 1, "not reopened by hand again");
-	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, h.index, &f2) == 1, "a reopened recovery not taken over");
-	CHECK(!cxlcr_fence_reopened_by_hand(&pool, dead.index), "a take-over kept the by-hand reopening");
-	CHECK(cxlcr_host_fence_close_by_hand(&pool, by) == 0, "a newer fence word was done in an old restore's name");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, w.index, &f2) == 1, "a reopened recovery not taken over");
+	CHECK(!cxlcr_fence_reopened_by_hand(&pool, dead.index, NULL), "a take-over kept the by-hand reopening");
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 0, "a newer fence word was done in an old restore's name");
 	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f2 && !done, "the new recovery reads done");
 	cxlcr_pool_close(&pool);
 }
