@@ -547,19 +547,25 @@ bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index, uint3
 	cxlcr_refresh(&e->fence, 24);
 	uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
 	cxlcr_hosts_close(&m);
+	if (!(done & CXLCR_FENCE_BY_HAND))
+		return false;
 	if (host_index)
 		*host_index = (uint32_t)(done >> CXLCR_FENCE_BY_HAND_HOST) & 63;
-	return done & CXLCR_FENCE_BY_HAND;
+	return true;
 }
 
 /* Whether the process a by-hand word names (a process of this host) has
- * ended: its pid runs no more, or runs another process (another start). */
+ * ended: its pid runs no more, or runs another process (another start).
+ * Only what says so for sure counts: a look that fails for another reason
+ * (no fd left, no memory) must not end a restore that works. */
 static bool by_hand_ended(uint64_t word)
 {
 	uint64_t start;
 	pid_t pid = (pid_t)(word & CXLCR_FENCE_BY_HAND_PID);
-	return !cxlcr_process_start(pid, &start) ||
-	       (start & CXLCR_FENCE_BY_HAND_STARTS) != ((word >> CXLCR_FENCE_BY_HAND_START) & CXLCR_FENCE_BY_HAND_STARTS);
+	int is = cxlcr_process_start_known(pid, &start);
+	return is == 0 ||
+	       (is == 1 && (start & CXLCR_FENCE_BY_HAND_STARTS) !=
+				   ((word >> CXLCR_FENCE_BY_HAND_START) & CXLCR_FENCE_BY_HAND_STARTS));
 }
 
 /* The words are judged before the pool lock is taken (/proc is no place
@@ -608,8 +614,8 @@ int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint32_t host_index,
 	return closed;
 }
 
-int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t from, uint32_t winner,
-			       uint64_t *fence)
+int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t from, uint32_t gone,
+			       uint32_t winner, uint64_t *fence)
 {
 	struct cxlcr_hosts_map m;
 	if (fence_open(pool, index, winner, &m) < 0)
@@ -618,8 +624,7 @@ int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t
 	/* The host whose work it was (the winner, or the host of a restore
 	 * by hand) was judged gone: a worker of its that holds the lock (its
 	 * recovery's) loses it to us at once. */
-	cxlcr_refresh(&e->fence, 24);
-	pool->judged_dead_entry = cxlcr_fence_worker(from, __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST)) + 1;
+	pool->judged_dead_entry = gone + 1;
 	int locked = cxlcr_pool_lock(pool);
 	pool->judged_dead_entry = 0;
 	if (locked < 0) {
@@ -628,8 +633,11 @@ int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t
 	}
 	cxlcr_refresh(&e->fence, 24);
 	int rc = 0;
-	if (__atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) != from &&
-	    __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST) != from)
+	/* Still that host's work: not done meanwhile, nor reopened by hand
+	 * on another host (one that lives, for all we know). */
+	uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) != from && done != from &&
+	    cxlcr_fence_worker(from, done) == gone)
 		rc = fence_win(e, from, winner, fence);
 	cxlcr_pool_unlock(pool);
 	cxlcr_hosts_close(&m);

@@ -135,13 +135,15 @@ static inline uint32_t cxlcr_fence_worker(uint64_t fence, uint64_t done)
 }
 /* The winner of fence word `from` on entry index died before its recovery
  * was done (or the host of a restore by hand that reopened it,
- * cxlcr_fence_worker()): winner (an entry index) takes the recovery over, with a fence
+ * cxlcr_fence_worker()): gone, the entry judged gone, whose work the
+ * recovery must still be (else nothing is done); winner (an entry index)
+ * takes the recovery over, with a fence
  * word one generation on (a compare-and-set under the pool lock, so that
  * each change the old winner's recovery makes under host_fence_guard was
  * made either before it or never). 1 if this call won (*fence is the new
  * word), 0 if the word is not `from` any more or its recovery is done,
  * -1 with one line. */
-int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t from, uint32_t winner,
+int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t from, uint32_t gone, uint32_t winner,
 			       uint64_t *fence);
 /* A recovery under fence word `fence` of entry index: from now on, pool
  * changes nothing in its region table once the word has moved on (taken

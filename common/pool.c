@@ -1323,7 +1323,10 @@ static int change_kinds(struct cxlcr_pool *pool, size_t n, const uint64_t *gener
 	}
 	if (rc == 0)
 		rc = still_held(pool);
-	for (size_t i = 0; i < n && rc == 0; i++) {
+	/* Last to first: a maker killed in the middle (the lock does not stop
+	 * that) leaves the first, the arena of a fresh one, as it was, so an
+	 * arena made is one whose extents are. */
+	for (size_t i = n; i-- > 0 && rc == 0;) {
 		struct cxlcr_region *r = find_generation(pool, generations[i]);
 		uint32_t seq = begin_change(r);
 		r->kind = to[i];

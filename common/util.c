@@ -159,33 +159,39 @@ uint64_t cxlcr_pid_namespace(void)
 	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-bool cxlcr_process_start(int32_t pid, uint64_t *start)
+int cxlcr_process_start_known(int32_t pid, uint64_t *start)
 {
 	char path[64], line[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
+		return errno == ENOENT || errno == ESRCH ? 0 : -1;
 	ssize_t n = read(fd, line, sizeof(line) - 1);
+	int err = errno;
 	close(fd);
 	if (n <= 0)
-		return false;
+		return n == 0 || err == ESRCH ? 0 : -1; /* (it ended between the open and the read) */
 	line[n] = 0;
 	/* "pid (comm) state ...": comm may hold anything, so parse from its end. */
 	char *p = strrchr(line, ')');
 	if (!p || p[1] != ' ')
-		return false;
+		return -1;
 	p += 2;
 	if (*p == 'Z' || *p == 'X' || *p == 'x')
-		return false;
+		return 0;
 	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
 		p = strchr(p, ' ');
 		if (!p)
-			return false;
+			return -1;
 		p++;
 	}
 	*start = strtoull(p, NULL, 10);
-	return true;
+	return 1;
+}
+
+bool cxlcr_process_start(int32_t pid, uint64_t *start)
+{
+	return cxlcr_process_start_known(pid, start) == 1;
 }
 
 bool cxlcr_pid_has_file_open(int32_t pid, uint64_t dev, uint64_t ino)

@@ -42,6 +42,9 @@ bool cxlcr_image_set_of(const char *region_name, const char *service);
 /* Whether pid runs (a zombie has ended), and its start time in clock
  * ticks since boot, which tells a reused pid from the one recorded. */
 bool cxlcr_process_start(int32_t pid, uint64_t *start);
+/* cxlcr_process_start(), telling an ended process (0) from a look that
+ * failed for another reason (-1: no fd, no memory); 1 with *start. */
+int cxlcr_process_start_known(int32_t pid, uint64_t *start);
 /* Whether pid maps any of bytes [lo, hi) of the file (dev, ino): hi 0 means
  * any part of it. /proc/PID/maps names a mapping's device and inode,
  * whatever path it was opened by. */

@@ -279,7 +279,7 @@ int cmd_restore_prepare(int argc, char **argv)
  * at the point before CRIU restores the point's dump.
  */
 static int recovery_prepare(struct cxlcr_pool *pool, const char *name, struct cxlcr_borrow *b, char *point,
-			    size_t len)
+			    size_t len, struct recovery_fresh *moved)
 {
 	struct cxlcr_region arena;
 	struct service s;
@@ -296,7 +296,7 @@ static int recovery_prepare(struct cxlcr_pool *pool, const char *name, struct cx
 		return cxlcr_error("%s has no recovery point", name);
 	struct cxlcr_region snap;
 	if (cxlcr_region_get(pool, b->snapshot_generation, &snap) < 0 ||
-	    recovery_reset_arena(pool, &arena, b->snapshot_generation) < 0) {
+	    recovery_reset_arena(pool, &arena, b->snapshot_generation, moved) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		cxlcr_catalog_return(pool, b);
@@ -398,7 +398,12 @@ int cmd_restore(int argc, char **argv)
 	struct restore_from from = { 0 };
 	struct cxlcr_borrow point = { 0 };
 	char point_name[CXLCR_NAME_MAX] = "";
-	if (a.recovery_point && recovery_prepare(&pool, a.name, &point, point_name, sizeof(point_name)) < 0) {
+	/* (A service recovered into a fresh arena that died before its first
+	 * point of its own: its point is the one it was made from, whose dump
+	 * is rebased onto its regions as after the recovery.) */
+	static struct recovery_fresh moved;
+	if (a.recovery_point &&
+	    recovery_prepare(&pool, a.name, &point, point_name, sizeof(point_name), &moved) < 0) {
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "restore of %s from its recovery point: %s", a.name, cxlcr_last_error());
@@ -406,6 +411,7 @@ int cmd_restore(int argc, char **argv)
 	if (a.recovery_point) {
 		from.point_name = point_name;
 		from.point_generation = point.snapshot_generation;
+		from.fresh = moved.n ? &moved : NULL;
 	}
 	struct restore_parts parts = { 0 };
 	int restored = restore_service(&pool, a.name, a.recovery_point ? &from : NULL, &l, &pid, link, &bytes, &parts,

@@ -24,6 +24,7 @@
 #include "../common/snapshot.h"
 #include "../common/util.h"
 #include "../control/fence.h"
+#include "../recovery/recovery.h"
 #include "../tracking/track.h"
 #include "cli.h"
 #include "container.h"
@@ -538,6 +539,11 @@ int cmd_snapshot(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "'%s' is a fork child; snapshot its parent", a.name);
 	}
+	/* Tests only: a point of a service recovered from a dead host may
+	 * stop here, holding its lease (recovery/test_step.c), so that the
+	 * service can die before it has a point of its own. */
+	if (a.recovery_point && s.recovered_from_host[0])
+		recovery_test_step("recovered-point");
 	if (a.hot_window_s > 0 && !a.tier) {
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);

@@ -114,6 +114,7 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 	if (cxlcr_hosts_open(pool, false, &m) != 0)
 		return;
 	uint64_t orphaned[CXLCR_HOSTS_MAX] = { 0 };
+	uint32_t gone_worker[CXLCR_HOSTS_MAX] = { 0 };
 	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
 		const struct cxlcr_host_entry *e = &m.entries[i];
 		cxlcr_refresh(&e->fence, 24);
@@ -122,12 +123,12 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 		uint32_t worker = cxlcr_fence_worker(fence, done);
 		if (i != me.index && fence != __atomic_load_n(&e->fence_ack, __ATOMIC_SEQ_CST) && fence != done &&
 		    worker != me.index && worker < CXLCR_HOSTS_MAX && host_gone(worker))
-			orphaned[i] = fence;
+			orphaned[i] = fence, gone_worker[i] = worker;
 	}
 	cxlcr_hosts_close(&m);
 	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++)
 		if (orphaned[i])
-			recovery_winner_gone(pool, i, watch.entry[i].name, orphaned[i], me.index, log);
+			recovery_winner_gone(pool, i, watch.entry[i].name, orphaned[i], gone_worker[i], me.index, log);
 }
 
 /* Whether the host of entry index is dead or left, as this daemon sees it

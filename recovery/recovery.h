@@ -63,8 +63,14 @@ int recovery_points_tick(struct cxlcr_pool *pool, const char *host, void (*log)(
 
 /* Makes the heap of arena (whose process is gone) what it was at the
  * recovery point whose snapshot is snapshot_generation, and marks the
- * arena so that the point's dump may be restored into it. */
-int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint64_t snapshot_generation);
+ * arena so that the point's dump may be restored into it. With moved, the
+ * point may also be the one a recovery made this arena from (a fresh
+ * arena whose service died before its first point of its own): moved
+ * then says where the point's regions are now, for the dump's rebase
+ * (moved->n 0: the point is this arena's own). */
+struct recovery_fresh;
+int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint64_t snapshot_generation,
+			 struct recovery_fresh *moved);
 
 /* The heap (size bytes, mapped) made what it was in snapshot s: every page
  * it stores copied, every other page zero (restore_point.c); fresh: the
@@ -197,10 +203,12 @@ int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarna
 		       uint32_t my_index, const char *reason, void (*log)(int priority, const char *fmt, ...));
 /* The recovery of the host of entry index (named host) under fence word
  * fence was not finished, and its winner is gone too (dead or left, as
- * this daemon sees it): this host (entry my_index) takes it over if no
+ * this daemon sees it), or the host of a restore by hand that reopened
+ * it (gone: the entry judged gone): this host (entry my_index) takes it over if no
  * other host has (cxlcr_host_fence_take_over), and recovers what is left
  * in the background. 1 if we took it over, 0 if not, -1 on error. */
-int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t my_index,
+int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t gone,
+			 uint32_t my_index,
 			 void (*log)(int priority, const char *fmt, ...));
 /* Every tick of the daemon (entry my_index): a recovery worker it started
  * that ended while its recovery is still its own and not done (killed,

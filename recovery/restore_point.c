@@ -130,21 +130,75 @@ static void free_later_extents(struct cxlcr_pool *pool, const struct cxlcr_regio
 	}
 }
 
-int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint64_t snapshot_generation)
+/*
+ * The arena is a fresh one a recovery made from this point of a dead
+ * host's service (recovery/fresh_arena.c), and it died before it took a
+ * point of its own: the point's copy of the header (at_point) names the
+ * dead host's regions, whose dump maps them. Its extents become the
+ * arena's own (h: its header now, whose first extents the recovery made
+ * like the point's), and moves in f say where each of the point's regions
+ * is now, for the dump's rebase (rebase/relocate.c), as after the
+ * recovery itself. Its account of that recovery stays.
+ */
+static int made_from_point(struct cxlcr_pool *pool, const struct cxlcr_region *arena,
+			   const struct cxlcr_arena_header *h, const struct cxlcr_snapshot *s,
+			   struct cxlcr_arena_header *at_point, struct recovery_fresh *f)
+{
+	uint32_t n = at_point->extent_count;
+	if (!n || n > CXLCR_ARENA_EXTENTS_MAX || n > h->extent_count || h->extents[0].generation != arena->generation)
+		return cxlcr_error("recovery point %s: arena %s was not made from it", s->region.name, arena->name);
+	memset(f, 0, sizeof(*f));
+	f->arena = *arena;
+	f->old = *arena;
+	for (uint32_t k = 0; k < n; k++) {
+		struct cxlcr_region r;
+		if (cxlcr_region_get(pool, h->extents[k].generation, &r) < 0 ||
+		    h->extents[k].size != at_point->extents[k].size ||
+		    h->extents[k].heap_offset != at_point->extents[k].heap_offset)
+			return cxlcr_error("recovery point %s: extent %u of arena %s is not the one made from it",
+					   s->region.name, k, arena->name);
+		/* Where the heap starts in its region is the same in both. */
+		uint64_t in_region = h->extents[k].offset - r.offset;
+		f->moves[f->n++] = (struct cxlcr_rebase_move){ .old_generation = at_point->extents[k].generation,
+							       .new_generation = r.generation,
+							       .old_offset = at_point->extents[k].offset - in_region,
+							       .new_offset = r.offset,
+							       .size = r.size };
+		at_point->extents[k].generation = h->extents[k].generation;
+		at_point->extents[k].offset = h->extents[k].offset;
+	}
+	at_point->region_generation = arena->generation;
+	memcpy(at_point->recovered_from_host, h->recovered_from_host, sizeof(at_point->recovered_from_host));
+	memcpy(at_point->recovered_on_host, h->recovered_on_host, sizeof(at_point->recovered_on_host));
+	return 0;
+}
+
+int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint64_t snapshot_generation,
+			 struct recovery_fresh *moved)
 {
 	struct cxlcr_snapshot s;
+	if (moved)
+		moved->n = 0;
 	if (cxlcr_snapshot_open(pool, snapshot_generation, &s) < 0)
 		return -1;
 	int rc = -1;
 	const struct cxlcr_snapshot_header *sh = &s.header;
-	struct cxlcr_arena_header *h = NULL;
 	uint8_t *heap = NULL;
 	struct cxlcr_heap now;
-	/* Of this arena (its generation is never reused). Its epoch may have
-	 * moved on since the point (a verb that fenced a dead one, a restore):
-	 * the point is still one instant of heap and process; the restore's
+	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
+	if (!h)
+		goto out;
+	cxlcr_refresh(h, sizeof(*h));
+	/* Of this arena (its generation is never reused), or of the one it
+	 * was made from (made_from_point()). Its epoch may have moved on
+	 * since the point (a verb that fenced a dead one, a restore): the
+	 * point is still one instant of heap and process; the restore's
 	 * records are brought to the epoch of now (image_store_reseal). */
-	if (sh->arena_generation != arena->generation) {
+	bool made = sh->arena_generation != arena->generation && moved && h->magic == CXLCR_ARENA_MAGIC &&
+		    h->region_generation == arena->generation &&
+		    __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE) == snapshot_generation &&
+		    h->recovered_from_host[0];
+	if (sh->arena_generation != arena->generation && !made) {
 		cxlcr_error("recovery point %s is not of arena %s", s.region.name, arena->name);
 		goto out;
 	}
@@ -157,13 +211,14 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 	static struct cxlcr_arena_header at_point;
 	cxlcr_refresh(copy, sizeof(at_point));
 	memcpy(&at_point, copy, sizeof(at_point));
-	if (at_point.magic != CXLCR_ARENA_MAGIC || at_point.region_generation != arena->generation) {
-		cxlcr_error("recovery point %s: its copy of the arena header is not arena %s's", s.region.name,
-			    arena->name);
+	if (at_point.magic != CXLCR_ARENA_MAGIC || at_point.region_generation != sh->arena_generation ||
+	    (made && made_from_point(pool, arena, h, &s, &at_point, moved) < 0)) {
+		if (at_point.magic != CXLCR_ARENA_MAGIC || at_point.region_generation != sh->arena_generation)
+			cxlcr_error("recovery point %s: its copy of the arena header is not arena %s's", s.region.name,
+				    arena->name);
 		goto out;
 	}
-	h = cxlcr_pool_map(pool, arena->offset, CXLCR_ARENA_HEAP_OFFSET, 0, 0);
-	if (!h || recovery_heap_from_point(pool, arena, h, &s, false, &now, &heap) < 0)
+	if (recovery_heap_from_point(pool, arena, h, &s, false, &now, &heap) < 0)
 		goto out;
 	free_later_extents(pool, arena, &at_point);
 	recovery_header_from_point(&at_point, &s, snapshot_generation,
@@ -172,6 +227,8 @@ int recovery_reset_arena(struct cxlcr_pool *pool, const struct cxlcr_region *are
 	cxlcr_publish(h, sizeof(*h));
 	rc = 0;
 out:
+	if (rc < 0 && moved)
+		moved->n = 0;
 	recovery_point_done(&s, h, &now, heap);
 	return rc;
 }

@@ -178,19 +178,17 @@ int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarna
 	return won;
 }
 
-int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t my_index,
-			 void (*log)(int priority, const char *fmt, ...))
+int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t gone,
+			 uint32_t my_index, void (*log)(int priority, const char *fmt, ...))
 {
 	uint64_t next;
-	uint32_t by = 0;
-	bool by_hand = cxlcr_fence_reopened_by_hand(pool, index, &by);
-	int won = cxlcr_host_fence_take_over(pool, index, fence, my_index, &next);
+	int won = cxlcr_host_fence_take_over(pool, index, fence, gone, my_index, &next);
 	if (won != 1)
 		return won;
-	if (by_hand)
+	if (gone != (uint32_t)(fence & 0xff) - 1)
 		log(LOG_WARNING, "host %s: the recovery of its services (fence %llu) was reopened by a restore by hand on "
 				 "host entry %u, and that host is gone: this host takes it over (fence %llu)", host,
-		    (unsigned long long)fence, by, (unsigned long long)next);
+		    (unsigned long long)fence, gone, (unsigned long long)next);
 	else
 		log(LOG_WARNING, "host %s: the recovery of its services by host entry %u (fence %llu) was not finished "
 				 "and that host is gone: this host takes it over (fence %llu)", host,
@@ -519,16 +517,16 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 	 * first, we finish it ourselves, as any survivor would. */
 	/* (Reopened by an operator's restore: that restore's host is the one
 	 * whose death hands the recovery over.) */
-	uint32_t worker = winner;
-	if (!done && cxlcr_fence_reopened_by_hand(pool, index, &worker) && worker == index)
-		worker = winner;
+	uint32_t worker = winner, h;
+	if (!done && cxlcr_fence_reopened_by_hand(pool, index, &h) && h != index)
+		worker = h;
 	if (!done) {
-		if (!ourselves && gone && gone(worker))
-			recovery_winner_gone(pool, index, host, fence, index, log);
+		if ((!ourselves || worker != winner) && gone && gone(worker))
+			recovery_winner_gone(pool, index, host, fence, worker, index, log);
 		else if (ourselves)
 			recovery_keep_own(pool, index, host, fence, log);
 		else if (said != fence)
-			log(LOG_NOTICE, "waiting for host entry %u to finish recovering this host's services", winner);
+			log(LOG_NOTICE, "waiting for host entry %u to finish recovering this host's services", worker);
 		said = fence;
 		return 1;
 	}

@@ -1078,9 +1078,9 @@ static void test_fence_guard(void)
 	CHECK(cxlcr_region_alloc(&old, CXLCR_KIND_QUARANTINE, "svc", 4 * MiB, &q) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_region_alloc(&old, CXLCR_KIND_QUARANTINE, "svc", 4 * MiB, &q2) == 0,
 	      "two quarantined regions may share a name: %s", cxlcr_last_error());
-	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, s.index, &f2) == 1, "the take-over was not won");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, (uint32_t)(f & 0xff) - 1, s.index, &f2) == 1, "the take-over was not won");
 	CHECK(f2 != f && (f2 & 0xff) == s.index + 1, "fence %llu after the take-over", (unsigned long long)f2);
-	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, w.index, &f) == 0, "a second take-over of one fence won");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, (uint32_t)(f & 0xff) - 1, w.index, &f) == 0, "a second take-over of one fence won");
 	CHECK_ERROR(cxlcr_region_set_kind(&old, q.generation, CXLCR_KIND_QUARANTINE, CXLCR_KIND_ARENA), "fenced");
 	CHECK_ERROR(cxlcr_region_alloc(&old, CXLCR_KIND_ARENA, "svc2", 4 * MiB, &a), "fenced");
 	CHECK_ERROR(cxlcr_region_free(&old, q.generation), "fenced");
@@ -1097,7 +1097,7 @@ static void test_fence_guard(void)
 	CHECK_ERROR(cxlcr_region_claim_epochs(&pool, 1, &q.generation, &q.owner_epoch, &pid, "h9", &now), "quarantined");
 	/* Done: nothing more to take over. */
 	cxlcr_host_fence_done(&pool, dead.index, f2);
-	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f2, w.index, &f) == 0, "a finished recovery was taken over");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f2, (uint32_t)(f2 & 0xff) - 1, w.index, &f) == 0, "a finished recovery was taken over");
 	CHECK(cxlcr_region_free(&pool, q.generation) == 0 && cxlcr_region_free(&pool, q2.generation) == 0, "%s",
 	      cxlcr_last_error());
 	cxlcr_pool_close(&pool);
@@ -1204,7 +1204,10 @@ static void test_fence_by_hand(void)
 	/* Reopened by hand, then its host judged gone: taken over; the new
 	 * winner's recovery is not marked done in the old restore's name. */
 	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, by) == 1, "not reopened by hand again");
-	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, w.index, &f2) == 1, "a reopened recovery not taken over");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, w.index, w.index, &f2) == 0,
+	      "a recovery reopened by hand was taken over on its winner's death: it is the restore's host's work");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f, h.index, w.index, &f2) == 1,
+	      "a recovery reopened by hand not taken over once its restore's host was judged gone");
 	CHECK(!cxlcr_fence_reopened_by_hand(&pool, dead.index, NULL), "a take-over kept the by-hand reopening");
 	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 0, "a newer fence word was done in an old restore's name");
 	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f2 && !done, "the new recovery reads done");
@@ -1226,7 +1229,7 @@ static void test_fence_done_late(void)
 	CHECK(cxlcr_host_join(&pool, "a", "", 0, 75000000, &a) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_host_join(&pool, "b", "", 0, 75000000, &b) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_host_fence(&pool, dead.index, dead.incarnation, a.index, &f1) == 1, "the fence was not won");
-	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f1, b.index, &f2) == 1, "the take-over was not won");
+	CHECK(cxlcr_host_fence_take_over(&pool, dead.index, f1, (uint32_t)(f1 & 0xff) - 1, b.index, &f2) == 1, "the take-over was not won");
 	CHECK(f2 != f1, "the take-over kept the fence word");
 	CHECK(cxlcr_host_fence_done(&pool, dead.index, f2) == 1, "the new winner's recovery was not marked done");
 	CHECK(cxlcr_host_fence_done(&pool, dead.index, f1) == 0, "the old winner marked its old word done");
