@@ -54,7 +54,9 @@ int cxlcr_extent_of(const char *name, const char *arena)
 	return 1;
 }
 
-/* Extent i (>= 1) must be a live extent region of this arena, all of it. */
+/* Extent i (>= 1) must be a live extent region of this arena, all of it
+ * (or, of an arena a recovery is still making, one being made with it:
+ * recovery/fresh_arena.c fills the heap before it commits them). */
 static int check_extent(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint32_t i,
 			const struct cxlcr_arena_extent *e)
 {
@@ -62,7 +64,8 @@ static int check_extent(struct cxlcr_pool *pool, const struct cxlcr_region *aren
 	if (cxlcr_region_get(pool, e->generation, &r) < 0)
 		return cxlcr_error("arena '%s': its extent %" PRIu32 " (region %" PRIu64 ") is gone",
 				   arena->name, i, e->generation);
-	if (r.kind != CXLCR_KIND_EXTENT || !cxlcr_extent_of(r.name, arena->name))
+	uint32_t want = arena->kind == CXLCR_KIND_MAKING ? CXLCR_KIND_MAKING : CXLCR_KIND_EXTENT;
+	if (r.kind != want || !cxlcr_extent_of(r.name, arena->name))
 		return cxlcr_error("arena '%s': extent %" PRIu32 " names region '%s', not one of its extents",
 				   arena->name, i, r.name);
 	if (e->offset != r.offset || e->size != r.size)

@@ -1323,10 +1323,11 @@ static int change_kinds(struct cxlcr_pool *pool, size_t n, const uint64_t *gener
 	}
 	if (rc == 0)
 		rc = still_held(pool);
-	/* Last to first: a maker killed in the middle (the lock does not stop
-	 * that) leaves the first, the arena of a fresh one, as it was, so an
-	 * arena made is one whose extents are. */
-	for (size_t i = n; i-- > 0 && rc == 0;) {
+	/* First to last: a maker killed in the middle (the lock does not stop
+	 * that) leaves the first, the arena of a fresh one, committed, and
+	 * some of the rest still being made, which the next recovery on its
+	 * host undoes whole (recovery/ended_runs.c). */
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct cxlcr_region *r = find_generation(pool, generations[i]);
 		uint32_t seq = begin_change(r);
 		r->kind = to[i];

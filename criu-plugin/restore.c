@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/arena.h"
 #include "../common/error.h"
 #include "../common/hosts.h"
 #include "../common/persist.h"
@@ -65,15 +66,36 @@ static bool reset_for_recovery(struct cxlcr_pool *pool, const struct cxlcr_arena
 			       const struct cxlcr_region *r)
 {
 	const char *point = getenv("CXLCR_RECOVERY_POINT");
-	if (!point || !*point || !(rec->flags & CXLCR_RECORD_F_LIVE_SOURCE) || rec->region_kind != CXLCR_KIND_ARENA)
+	if (!point || !*point || !(rec->flags & CXLCR_RECORD_F_LIVE_SOURCE) ||
+	    (rec->region_kind != CXLCR_KIND_ARENA && rec->region_kind != CXLCR_KIND_EXTENT))
 		return false;
 	uint64_t want = strtoull(point, NULL, 10);
-	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, r->offset, sizeof(*h), 0, 0);
+	/* An extent (a heap that grew: "ARENA.extN") is reset with its arena,
+	 * whose header vouches for it: it lists the extent, and names the
+	 * point. */
+	struct cxlcr_region arena = *r;
+	if (rec->region_kind == CXLCR_KIND_EXTENT) {
+		char name[CXLCR_NAME_MAX];
+		cxlcr_copy_field(name, sizeof(name), r->name);
+		char *sep = strstr(name, CXLCR_EXTENT_SEP);
+		if (!sep)
+			return false;
+		*sep = 0;
+		if (!cxlcr_extent_of(r->name, name) || !cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena))
+			return false;
+	}
+	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena.offset, sizeof(*h), 0, 0);
 	if (!h)
 		return false;
 	cxlcr_refresh(h, sizeof(*h));
-	bool ok = want && h->magic == CXLCR_ARENA_MAGIC && h->region_generation == r->generation &&
+	bool ok = want && h->magic == CXLCR_ARENA_MAGIC && h->region_generation == arena.generation &&
 		  __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE) == want;
+	if (ok && rec->region_kind == CXLCR_KIND_EXTENT) {
+		bool listed = false;
+		for (uint32_t k = 1; k < h->extent_count && k < CXLCR_ARENA_EXTENTS_MAX && !listed; k++)
+			listed = h->extents[k].generation == r->generation;
+		ok = listed;
+	}
 	munmap((void *)(uintptr_t)h, sizeof(*h));
 	return ok;
 }

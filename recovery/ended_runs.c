@@ -83,8 +83,11 @@ static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g, c
 	return yes;
 }
 
-/* The quarantined arena of dead_host that g replaced, if it is still
- * there (*q). */
+/* The quarantined arena of dead_host that g was made for, if it is still
+ * there (*q): it names g as its replacement, or none yet (the maker died
+ * between its commit and that mark, or in an undo after its mark was
+ * taken back). A quarantined arena names no other live arena of g's name:
+ * there is only one. */
 static bool replaced_by(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host,
 			struct cxlcr_region *q)
 {
@@ -97,8 +100,9 @@ static bool replaced_by(struct cxlcr_pool *pool, const struct cxlcr_region *g, c
 		if (!h)
 			continue;
 		cxlcr_refresh(h, sizeof(*h));
+		uint64_t into = __atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE);
 		bool into_g = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == q->generation &&
-			      __atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE) == g->generation;
+			      (into == g->generation || into == 0);
 		munmap((void *)(uintptr_t)h, sizeof(*h));
 		if (into_g)
 			return true;

@@ -172,8 +172,9 @@ static int fresh_like(struct cxlcr_pool *pool, uint32_t kind, const struct cxlcr
 
 /* The new regions become what they stand for, owned by nobody yet, the
  * arena and its extents in one guarded change: a recovery taken over
- * meanwhile stops here, its regions left being made, and one killed here
- * leaves them all made or none. */
+ * meanwhile stops here, its regions all left being made (one killed in
+ * the middle of it may leave the arena made and extents not, which the
+ * next recovery on this host undoes). */
 static int fresh_commit(struct cxlcr_pool *pool, struct recovery_fresh *f)
 {
 	uint64_t gens[CXLCR_ARENA_EXTENTS_MAX];
