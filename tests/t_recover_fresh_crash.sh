@@ -22,15 +22,6 @@ export CXLCR_LEASE_MS=300
 need redis-server
 
 PORT=6379
-until_true() {
-	local end=$((SECONDS + $1))
-	shift
-	while [ $SECONDS -lt $end ]; do
-		"$@" && return 0
-		python3 -c 'import time; time.sleep(0.1)' # polling a condition, bounded
-	done
-	"$@"
-}
 stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 runs_on_h1() { [ "$(status_field rw state)" = running ] && [ "$(status_field rw host)" = h1 ]; }
 recovered_from() { "$CXLCR" status rw --json | python3 -c 'import json, sys

@@ -24,20 +24,7 @@ need redis-server
 
 PORT=6379
 # Whether the recovery of h0's last fence is done (`cxlcr hosts --json`).
-h0_recovered() { "$CXLCR" hosts --json | python3 -c 'import json, sys
-for h in json.load(sys.stdin)["hosts"]:
-    if h.get("host") == "h0":
-        print(bool(h["fence"] and h["fence"]["recovered"]))'; }
-# until_true SECONDS CMD...: bounded wait until CMD succeeds.
-until_true() {
-	local end=$((SECONDS + $1))
-	shift
-	while [ $SECONDS -lt $end ]; do
-		"$@" && return 0
-		python3 -c 'import time; time.sleep(0.1)' # polling a condition, bounded
-	done
-	"$@"
-}
+h0_recovered() { fence_field h0 recovered; }
 is_recovered() { [ "$(h0_recovered)" = True ]; }
 stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 
@@ -45,13 +32,7 @@ step_pod rw 2 13
 # h1's recovery, killed at "fenced" in each of its 4 runs (the first and 3
 # more): h1 gives it up. The next stop is asked before each kill.
 step_crash fenced
-for run in 1 2 3 4; do
-	until_true 30 stopped_here || die "run $run of h1's recovery did not stop at fenced: $("$CXLCR" pod logs h1 | tail -n 3)"
-	read -r pid _ <"$STEP_DIR/stopped"
-	rm -f "$STEP_DIR/stopped"
-	[ $run = 4 ] || echo fenced >"$STEP_DIR/stop-at"
-	on h1 kill -KILL "$pid" || die "cannot kill h1's recovery worker (pid $pid on h1)"
-done
+give_up_recovery h1
 until_true 30 is_recovered || die "h1 did not give h0's recovery up: $("$CXLCR" hosts --json)"
 [ "$(status_field rw state)" = failed ] || die "rw is $(status_field rw state), not failed"
 ok "h1's recovery of h0 killed 4 times: given up, rw left down ($(status_field rw state)), the recovery done"

@@ -23,23 +23,10 @@ export CXLCR_LEASE_MS=300
 need redis-server
 
 PORT=6379
-# h0's fence in `cxlcr hosts --json`, FIELD of it.
-h0_fence() { "$CXLCR" hosts --json | python3 -c 'import json, sys
-for h in json.load(sys.stdin)["hosts"]:
-    if h.get("host") == "h0":
-        print(h["fence"][sys.argv[1]] if h["fence"] else "")' "$1"; }
+h0_fence() { fence_field h0 "$1"; }
 # The name of host table entry N.
 host_of() { "$CXLCR" hosts --json | python3 -c 'import json, sys
 print([h["host"] for h in json.load(sys.stdin)["hosts"] if h["entry"] == int(sys.argv[1])][0])' "$1"; }
-until_true() {
-	local end=$((SECONDS + $1))
-	shift
-	while [ $SECONDS -lt $end ]; do
-		"$@" && return 0
-		python3 -c 'import time; time.sleep(0.1)' # polling a condition, bounded
-	done
-	"$@"
-}
 is_recovered() { [ "$(h0_fence recovered)" = True ]; }
 stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 
@@ -47,13 +34,7 @@ step_pod rw 3 17
 step_crash fenced
 winner=$(host_of "$(h0_fence by_entry)")
 case $winner in h1) hand=h2 ;; h2) hand=h1 ;; *) die "h0 was fenced by '$winner'" ;; esac
-for run in 1 2 3 4; do
-	until_true 30 stopped_here || die "run $run of $winner's recovery did not stop at fenced: $("$CXLCR" pod logs "$winner" | tail -n 3)"
-	read -r pid _ <"$STEP_DIR/stopped"
-	rm -f "$STEP_DIR/stopped"
-	[ $run = 4 ] || echo fenced >"$STEP_DIR/stop-at"
-	on "$winner" kill -KILL "$pid" || die "cannot kill $winner's recovery worker (pid $pid)"
-done
+give_up_recovery "$winner"
 until_true 30 is_recovered || die "$winner did not give h0's recovery up: $("$CXLCR" hosts --json)"
 [ "$(status_field rw state)" = failed ] || die "rw is $(status_field rw state), not failed"
 ok "$winner's recovery of h0 killed 4 times: given up, rw left down, the recovery done"

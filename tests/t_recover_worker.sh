@@ -28,10 +28,7 @@ PORT=6379
 STEPS=${STEPS:-fenced quarantined copied made}
 logs() { "$CXLCR" pod logs "$1"; }
 # Whether the recovery of h0's last fence is done (`cxlcr hosts --json`).
-h0_recovered() { "$CXLCR" hosts --json | python3 -c 'import json, sys
-for h in json.load(sys.stdin)["hosts"]:
-    if h.get("host") == "h0":
-        print(bool(h["fence"] and h["fence"]["recovered"]))'; }
+h0_recovered() { fence_field h0 recovered; }
 one_step() {
 	local step=$1 dir pid
 	step_pod rw 2 13

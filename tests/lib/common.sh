@@ -452,6 +452,42 @@ step_pod() {
 	two_new_points "$1" || die "no recovery point of $1 after the writes"
 }
 
+# fence_field HOST FIELD: FIELD of HOST's last fence in `cxlcr hosts
+# --json` (recovered, by_entry, reopened_by_hand_on_entry...), "" if it
+# was never fenced.
+fence_field() { "$CXLCR" hosts --json | python3 -c 'import json, sys
+for h in json.load(sys.stdin)["hosts"]:
+    if h.get("host") == sys.argv[1]:
+        print(h["fence"][sys.argv[2]] if h["fence"] else "")' "$1" "$2"; }
+
+# until_true SECONDS CMD...: waits (bounded) until CMD succeeds; the last
+# try's status.
+until_true() {
+	local end=$((SECONDS + $1))
+	shift
+	while [ $SECONDS -lt $end ]; do
+		"$@" && return 0
+		python3 -c 'import time; time.sleep(0.1)' # polling a condition, bounded
+	done
+	"$@"
+}
+
+# give_up_recovery HOST: the recovery of the crashed h0 that HOST runs
+# (step_crash fenced) is killed at "fenced" in each of its 4 runs (the
+# first and 3 more), so that HOST gives it up: h0's services left down,
+# its recovery done.
+give_up_recovery() {
+	local run pid
+	for run in 1 2 3 4; do
+		until_true 30 test -s "$STEP_DIR/stopped" ||
+			die "run $run of $1's recovery did not stop at fenced: $("$CXLCR" pod logs "$1" | tail -n 3)"
+		read -r pid _ <"$STEP_DIR/stopped"
+		rm -f "$STEP_DIR/stopped"
+		[ $run = 4 ] || echo fenced >"$STEP_DIR/stop-at"
+		on "$1" kill -KILL "$pid" || die "cannot kill $1's recovery worker (pid $pid)"
+	done
+}
+
 # step_crash STEP: the next recovery stops at STEP (step_pod); h0 crashes;
 # waits (bounded) until a recovery has stopped there, or dies with the
 # other hosts' last log lines.
