@@ -1349,8 +1349,10 @@ int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t
  * only once a restore takes the arena over (the claim, which moves
  * owner_epoch on). The epoch stays as it was born, so that a made arena
  * nobody ever took over can be told from one a service ran in
- * (recovery/ended_runs.c). All in one change: a maker that dies half-way
- * through its commit leaves every region still being made. */
+ * (recovery/ended_runs.c). All in one change against other holders of
+ * the lock; a maker killed in the middle of it leaves the arena (the
+ * first) committed and some extents still being made, which the next
+ * recovery on its host undoes. */
 int cxlcr_region_commit_made(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, const uint32_t *to)
 {
 	return change_kinds(pool, n, generations, CXLCR_KIND_MAKING, to, true);

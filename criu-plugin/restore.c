@@ -77,7 +77,9 @@ static bool reset_for_recovery(struct cxlcr_pool *pool, const struct cxlcr_arena
 	if (rec->region_kind == CXLCR_KIND_EXTENT) {
 		char name[CXLCR_NAME_MAX];
 		cxlcr_copy_field(name, sizeof(name), r->name);
-		char *sep = strstr(name, CXLCR_EXTENT_SEP);
+		char *sep = NULL; /* the last ".ext": an arena's own name may hold one */
+		for (char *p = strstr(name, CXLCR_EXTENT_SEP); p; p = strstr(p + 1, CXLCR_EXTENT_SEP))
+			sep = p;
 		if (!sep)
 			return false;
 		*sep = 0;

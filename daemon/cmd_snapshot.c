@@ -539,11 +539,12 @@ int cmd_snapshot(int argc, char **argv)
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "'%s' is a fork child; snapshot its parent", a.name);
 	}
-	/* Tests only: a point of a service recovered from a dead host may
-	 * stop here, holding its lease (recovery/test_step.c), so that the
-	 * service can die before it has a point of its own. */
-	if (a.recovery_point && s.recovered_from_host[0])
-		recovery_test_step("recovered-point");
+	/* Tests only: a point of a service restored from a point (on its
+	 * host, or recovered from a dead one) may stop here, holding its
+	 * lease (recovery/test_step.c), so that the service can die again
+	 * before it has a newer point. */
+	if (a.recovery_point && s.restored_from)
+		recovery_test_step("point-after-restore");
 	if (a.hot_window_s > 0 && !a.tier) {
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);

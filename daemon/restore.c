@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../common/error.h"
+#include "../common/persist.h"
 #include "../common/util.h"
 #include "../control/fence.h"
 #include "../recovery/recovery.h"
@@ -46,6 +48,33 @@ static void read_plugin_parts(const char *dir, struct restore_parts *parts)
 	if (fscanf(f, "take_over_ns %" SCNu64 " netlock_ns %" SCNu64, &parts->take_over_ns, &parts->netlock_ns) != 2)
 		parts->take_over_ns = parts->netlock_ns = 0;
 	fclose(f);
+}
+
+/*
+ * A recovery point's records of the heap's extents say the epochs of the
+ * point's instant (a relocation onto fresh regions, the arena's): each is
+ * made to say its extent's epoch of now, as the arena's record is. The
+ * claim of every restore moves an extent's epoch on with its arena's, and
+ * some verbs move the arena's alone: a grown service restored from one
+ * point a second time (it died again before its next point) was refused
+ * as stale.
+ */
+static int reseal_extents(struct cxlcr_pool *pool, const struct cxlcr_region *arena, const char *dir)
+{
+	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, sizeof(*h), 0, 0);
+	if (!h)
+		return -1;
+	cxlcr_refresh(h, sizeof(*h));
+	int rc = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == arena->generation
+			 ? 0
+			 : cxlcr_error("arena %s: its header is not its own", arena->name);
+	for (uint32_t k = 1; rc == 0 && k < h->extent_count && k < CXLCR_ARENA_EXTENTS_MAX; k++) {
+		struct cxlcr_region e;
+		rc = cxlcr_region_get(pool, h->extents[k].generation, &e) < 0 ? -1
+		     : image_store_reseal(dir, e.generation, e.owner_epoch);
+	}
+	munmap((void *)(uintptr_t)h, sizeof(*h));
+	return rc;
 }
 
 int restore_service(struct cxlcr_pool *pool, const char *name, const struct restore_from *from,
@@ -91,7 +120,8 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 			moved = cxlcr_rebase_relocate(dir, from->fresh->moves, from->fresh->n, arena.owner_epoch);
 			meta.arena_generation = arena.generation;
 		}
-		if (moved < 0 || image_store_reseal(dir, meta.arena_generation, arena.owner_epoch) < 0) {
+		if (moved < 0 || image_store_reseal(dir, meta.arena_generation, arena.owner_epoch) < 0 ||
+		    reseal_extents(pool, &arena, dir) < 0) {
 			image_store_release(pool, &images, claim);
 			image_work_dir_remove(dir);
 			return -1;

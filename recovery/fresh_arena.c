@@ -15,8 +15,8 @@
  * The recovery that makes it may die too (its host with it), or be taken
  * over by another host (recovery/takeover.c): so the new regions are born
  * CXLCR_KIND_MAKING, of this host and of the process making them, and
- * become an arena and its extents only at the end, in one step each that
- * the recovery's fence guards. One left half made is never handed to
+ * become an arena and its extents only at the end, in one step that the
+ * recovery's fence guards. One left half made is never handed to
  * anyone. If this host died, it is freed with this host's quarantine once
  * this host acknowledges its own fence, and the recovery that takes over
  * starts again from the old arena, quarantined already. If only the
@@ -131,20 +131,25 @@ static int quarantine_all(struct cxlcr_pool *pool, const struct cxlcr_region *ar
 	return quarantine_drafts(pool, arena, dead_host, u);
 }
 
+/* In an order that a process killed at any step leaves to the next
+ * recovery: the old arena is to be recovered again first (a fresh arena
+ * left then is one ended_runs.c undoes), the new regions are freed extents
+ * first, and the old ones are given back extents first (an arena is never
+ * live again while its extents are still quarantined). */
 void recovery_fresh_undo(struct cxlcr_pool *pool, struct recovery_fresh *f)
 {
 	char why[CXLCR_ERROR_MAX];
 	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-	for (size_t i = 0; i < f->n; i++)
+	recovery_mark_recovered(pool, &f->old, 0); /* to be recovered still */
+	for (size_t i = f->n; i-- > 0;)
 		cxlcr_region_free(pool, f->moves[i].new_generation);
 	f->n = 0;
 	/* (A torn point stays quarantined, the dead host's: quarantine_drafts
 	 * says why; a retry would only quarantine it again.) */
-	for (size_t i = 0; i < f->nq; i++)
+	for (size_t i = f->nq; i-- > 0;)
 		if (f->kinds[i] != CXLCR_KIND_SNAPSHOT)
 			cxlcr_region_set_kind(pool, f->quarantined[i], CXLCR_KIND_QUARANTINE, f->kinds[i]);
 	f->nq = 0;
-	recovery_mark_recovered(pool, &f->old, 0); /* to be recovered still */
 	cxlcr_error("%s", why);
 }
 

@@ -29,8 +29,9 @@ r = json.load(sys.stdin).get("recovered") or {}
 print(r.get("from_host", ""), r.get("on_host", ""))'; }
 
 step_pod rw 2 19
-# Only a point of a recovered service takes this stop (h0's are not).
-echo recovered-point >"$STEP_DIR/stop-at"
+# Only a point of a service restored from a point takes this stop (h0's
+# are not).
+echo point-after-restore >"$STEP_DIR/stop-at"
 "$CXLCR" pod crash h0 >/dev/null || die "pod crash h0 failed"
 until_true 60 stopped_here || die "no point of the recovered rw stopped: $("$CXLCR" pod logs h1 | tail -n 5)"
 read -r point _ <"$STEP_DIR/stopped"
