@@ -43,6 +43,18 @@ int cxlcr_extent_name(char *out, size_t len, const char *arena, uint32_t n)
 	return 0;
 }
 
+int cxlcr_extent_arena(const char *name, char *arena, size_t len)
+{
+	const char *sep = NULL;
+	for (const char *p = strstr(name, CXLCR_EXTENT_SEP); p; p = strstr(p + 1, CXLCR_EXTENT_SEP))
+		sep = p;
+	if (!sep || (size_t)(sep - name) >= len)
+		return 0;
+	memcpy(arena, name, (size_t)(sep - name));
+	arena[sep - name] = 0;
+	return cxlcr_extent_of(name, arena);
+}
+
 int cxlcr_extent_of(const char *name, const char *arena)
 {
 	size_t n = strlen(arena), sep = strlen(CXLCR_EXTENT_SEP);

@@ -33,6 +33,9 @@ int cxlcr_extent_name(char *out, size_t len, const char *arena, uint32_t n);
 
 /* Is name an extent of the arena called arena? */
 int cxlcr_extent_of(const char *name, const char *arena);
+/* The arena whose extent name is, into arena (len bytes): 1, or 0 if name
+ * is no extent's (an arena's own name may hold the separator). */
+int cxlcr_extent_arena(const char *name, char *arena, size_t len);
 
 /* Reads the heap description of the arena region r, whose header h is
  * mapped, and checks it against the region table: extent 0 is r's heap,

@@ -550,7 +550,7 @@ bool cxlcr_fence_reopened_by_hand(struct cxlcr_pool *pool, uint32_t index, uint3
 	if (!(done & CXLCR_FENCE_BY_HAND))
 		return false;
 	if (host_index)
-		*host_index = (uint32_t)(done >> CXLCR_FENCE_BY_HAND_HOST) & 63;
+		*host_index = cxlcr_fence_by_hand_host(done);
 	return true;
 }
 
@@ -583,7 +583,7 @@ int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint32_t host_index,
 		struct cxlcr_host_entry *e = &m.entries[i];
 		cxlcr_refresh(&e->fence, 24);
 		uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
-		if ((done & CXLCR_FENCE_BY_HAND) && ((done >> CXLCR_FENCE_BY_HAND_HOST) & 63) == host_index &&
+		if ((done & CXLCR_FENCE_BY_HAND) && cxlcr_fence_by_hand_host(done) == host_index &&
 		    by_hand_ended(done))
 			any = true, ended[i] = done;
 	}

@@ -128,10 +128,13 @@ int cxlcr_host_fence_close_by_hand(struct cxlcr_pool *pool, uint32_t host_index,
 /* The host entry whose work a recovery is now (fence word fence, its
  * fence_done done): the host of an operator's restore that reopened it
  * by hand, or else its winner. A take-over is judged on that host. */
+static inline uint32_t cxlcr_fence_by_hand_host(uint64_t done)
+{
+	return (uint32_t)(done >> CXLCR_FENCE_BY_HAND_HOST) & 63;
+}
 static inline uint32_t cxlcr_fence_worker(uint64_t fence, uint64_t done)
 {
-	return (done & CXLCR_FENCE_BY_HAND) ? (uint32_t)(done >> CXLCR_FENCE_BY_HAND_HOST) & 63
-					    : (uint32_t)(fence & 0xff) - 1;
+	return (done & CXLCR_FENCE_BY_HAND) ? cxlcr_fence_by_hand_host(done) : (uint32_t)(fence & 0xff) - 1;
 }
 /* The winner of fence word `from` on entry index died before its recovery
  * was done (or the host of a restore by hand that reopened it,

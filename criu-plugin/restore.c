@@ -76,14 +76,8 @@ static bool reset_for_recovery(struct cxlcr_pool *pool, const struct cxlcr_arena
 	struct cxlcr_region arena = *r;
 	if (rec->region_kind == CXLCR_KIND_EXTENT) {
 		char name[CXLCR_NAME_MAX];
-		cxlcr_copy_field(name, sizeof(name), r->name);
-		char *sep = NULL; /* the last ".ext": an arena's own name may hold one */
-		for (char *p = strstr(name, CXLCR_EXTENT_SEP); p; p = strstr(p + 1, CXLCR_EXTENT_SEP))
-			sep = p;
-		if (!sep)
-			return false;
-		*sep = 0;
-		if (!cxlcr_extent_of(r->name, name) || !cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena))
+		if (!cxlcr_extent_arena(r->name, name, sizeof(name)) ||
+		    !cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &arena))
 			return false;
 	}
 	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena.offset, sizeof(*h), 0, 0);

@@ -117,11 +117,8 @@ static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, s
 					r->name, i, k);
 		if (r->kind == CXLCR_KIND_EXTENT) {
 			char arena[CXLCR_NAME_MAX];
-			cxlcr_copy_field(arena, sizeof(arena), r->name);
-			char *sep = strstr(arena, CXLCR_EXTENT_SEP);
-			if (sep)
-				*sep = 0;
-			if (!sep || !cxlcr_extent_of(r->name, arena) || !live_region(t, CXLCR_KIND_ARENA, arena))
+			if (!cxlcr_extent_arena(r->name, arena, sizeof(arena)) ||
+			    !live_region(t, CXLCR_KIND_ARENA, arena))
 				problem(c, "extent %.64s belongs to no live arena: leaked", r->name);
 		}
 	}

@@ -420,31 +420,37 @@ void image_set_describe(const struct cxlcr_pool *pool, const struct cxlcr_region
 }
 
 struct reseal {
-	uint64_t arena_generation, epoch;
+	size_t n;
+	const uint64_t *generations, *epochs;
 };
 
 static int reseal_file(int dirfd, const char *file, struct cxlcr_arena_record *recs, size_t n, void *arg)
 {
 	const struct reseal *r = arg;
-	for (size_t i = 0; i < n; i++) {
-		if (recs[i].region_generation != r->arena_generation)
-			continue;
-		recs[i].owner_epoch = r->epoch;
-		cxlcr_arena_record_seal(&recs[i]);
-	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < r->n; k++)
+			if (recs[i].region_generation == r->generations[k]) {
+				recs[i].owner_epoch = r->epochs[k];
+				cxlcr_arena_record_seal(&recs[i]);
+			}
 	return cxlcr_arena_records_write(dirfd, file, recs, n);
+}
+
+int image_store_reseal_regions(const char *dir, size_t n, const uint64_t *generations, const uint64_t *epochs)
+{
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return cxlcr_error("%s: %s", dir, strerror(errno));
+	struct reseal r = { n, generations, epochs };
+	int rc = cxlcr_arena_records_each(dirfd, reseal_file, &r);
+	close(dirfd);
+	return rc;
 }
 
 /* The plugin's records of the arena in dir now say epoch. */
 int image_store_reseal(const char *dir, uint64_t arena_generation, uint64_t epoch)
 {
-	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return cxlcr_error("%s: %s", dir, strerror(errno));
-	struct reseal r = { arena_generation, epoch };
-	int rc = cxlcr_arena_records_each(dirfd, reseal_file, &r);
-	close(dirfd);
-	return rc;
+	return image_store_reseal_regions(dir, 1, &arena_generation, &epoch);
 }
 
 int image_store_renew(struct cxlcr_pool *pool, const struct cxlcr_region *images,

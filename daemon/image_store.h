@@ -83,5 +83,8 @@ void image_work_dir_failed(const char *dir);
 /* Rewrites the plugin's records of the arena in the image directory dir to
  * say epoch (and seals them again). */
 int image_store_reseal(const char *dir, uint64_t arena_generation, uint64_t epoch);
+/* The plugin's records of each region generations[k] in dir now say
+ * epochs[k] (one pass over the records). */
+int image_store_reseal_regions(const char *dir, size_t n, const uint64_t *generations, const uint64_t *epochs);
 
 #endif

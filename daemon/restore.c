@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "../common/error.h"
-#include "../common/persist.h"
 #include "../common/util.h"
 #include "../control/fence.h"
 #include "../recovery/recovery.h"
@@ -51,30 +50,30 @@ static void read_plugin_parts(const char *dir, struct restore_parts *parts)
 }
 
 /*
- * A recovery point's records of the heap's extents say the epochs of the
- * point's instant (a relocation onto fresh regions, the arena's): each is
- * made to say its extent's epoch of now, as the arena's record is. The
+ * A recovery point's records say the epochs of the point's instant (after
+ * a relocation onto fresh regions, the arena's): each region of the heap,
+ * the arena and every extent, is made to say its own epoch of now. The
  * claim of every restore moves an extent's epoch on with its arena's, and
  * some verbs move the arena's alone: a grown service restored from one
  * point a second time (it died again before its next point) was refused
- * as stale.
+ * as stale when only the arena's record was resealed.
  */
-static int reseal_extents(struct cxlcr_pool *pool, const struct cxlcr_region *arena, const char *dir)
+static int reseal_heap(struct cxlcr_pool *pool, const struct cxlcr_region *arena, const char *dir)
 {
-	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, arena->offset, sizeof(*h), 0, 0);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, arena);
 	if (!h)
-		return -1;
-	cxlcr_refresh(h, sizeof(*h));
-	int rc = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == arena->generation
-			 ? 0
-			 : cxlcr_error("arena %s: its header is not its own", arena->name);
-	for (uint32_t k = 1; rc == 0 && k < h->extent_count && k < CXLCR_ARENA_EXTENTS_MAX; k++) {
+		return cxlcr_error("arena %s: its header is not its own", arena->name);
+	uint64_t gens[CXLCR_ARENA_EXTENTS_MAX] = { arena->generation }, epochs[CXLCR_ARENA_EXTENTS_MAX] = { arena->owner_epoch };
+	size_t n = 1;
+	int rc = 0;
+	for (uint32_t k = 1; rc == 0 && k < h->extent_count && k < CXLCR_ARENA_EXTENTS_MAX; k++, n++) {
 		struct cxlcr_region e;
-		rc = cxlcr_region_get(pool, h->extents[k].generation, &e) < 0 ? -1
-		     : image_store_reseal(dir, e.generation, e.owner_epoch);
+		rc = cxlcr_region_get(pool, h->extents[k].generation, &e);
+		gens[n] = e.generation;
+		epochs[n] = e.owner_epoch;
 	}
-	munmap((void *)(uintptr_t)h, sizeof(*h));
-	return rc;
+	munmap(h, sizeof(*h));
+	return rc < 0 ? -1 : image_store_reseal_regions(dir, n, gens, epochs);
 }
 
 int restore_service(struct cxlcr_pool *pool, const char *name, const struct restore_from *from,
@@ -120,8 +119,7 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 			moved = cxlcr_rebase_relocate(dir, from->fresh->moves, from->fresh->n, arena.owner_epoch);
 			meta.arena_generation = arena.generation;
 		}
-		if (moved < 0 || image_store_reseal(dir, meta.arena_generation, arena.owner_epoch) < 0 ||
-		    reseal_extents(pool, &arena, dir) < 0) {
+		if (moved < 0 || reseal_heap(pool, &arena, dir) < 0) {
 			image_store_release(pool, &images, claim);
 			image_work_dir_remove(dir);
 			return -1;

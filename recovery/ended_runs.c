@@ -32,7 +32,6 @@
 #include <sys/stat.h>
 
 #include "../common/arena.h"
-#include "../common/persist.h"
 #include "../common/util.h"
 #include "../control/lease.h"
 #include "../daemon/cli.h"
@@ -66,20 +65,18 @@ static uint32_t free_made(struct cxlcr_pool *pool)
 }
 
 /* Is g a fresh arena a recovery here committed from a point of a service
- * of dead_host, and no restore ever took over? (header: its own.) */
-static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host)
+ * of a dead host (into dead, its name), and no restore ever took over? */
+static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g, char dead[CXLCR_HOST_MAX + 1])
 {
 	if (!of_this_host(g) || g->kind != CXLCR_KIND_ARENA || g->owner_pid != 0 || g->owner_epoch != CXLCR_EPOCH_BORN)
 		return false;
-	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, g->offset, sizeof(*h), 0, 0);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, g);
 	if (!h)
 		return false;
-	cxlcr_refresh(h, sizeof(*h));
-	bool yes = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == g->generation && h->restored_from &&
-		   !strncmp(h->recovered_from_host, dead_host, CXLCR_HOST_MAX) &&
-		   strncmp(h->recovered_from_host, this_host(), CXLCR_HOST_MAX) &&
+	cxlcr_copy_field(dead, CXLCR_HOST_MAX + 1, h->recovered_from_host);
+	bool yes = h->restored_from && dead[0] && strcmp(dead, this_host()) &&
 		   !strncmp(h->recovered_on_host, this_host(), CXLCR_HOST_MAX);
-	munmap((void *)(uintptr_t)h, sizeof(*h));
+	munmap(h, sizeof(*h));
 	return yes;
 }
 
@@ -96,23 +93,29 @@ static bool replaced_by(struct cxlcr_pool *pool, const struct cxlcr_region *g, c
 		if (q->state != CXLCR_REGION_LIVE || q->kind != CXLCR_KIND_QUARANTINE ||
 		    strncmp(q->name, g->name, CXLCR_NAME_MAX) || strncmp(q->owner_host, dead_host, CXLCR_HOST_MAX))
 			continue;
-		const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, q->offset, sizeof(*h), 0, 0);
+		struct cxlcr_arena_header *h = recovery_arena_header(pool, q);
 		if (!h)
 			continue;
-		cxlcr_refresh(h, sizeof(*h));
 		uint64_t into = __atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE);
-		bool into_g = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == q->generation &&
-			      (into == g->generation || into == 0);
-		munmap((void *)(uintptr_t)h, sizeof(*h));
-		if (into_g)
+		munmap(h, sizeof(*h));
+		if (into == g->generation || into == 0)
 			return true;
 	}
 	return false;
 }
 
-/* Undoes fresh arena g (never_taken) under its lease: 0, or -1 if a live
- * verb holds it, something here maps it, or a step failed (left for the
- * next sweep). */
+/* Whether g (never_taken) was made for a service of dead_host that is
+ * still to recover (*q: its quarantined arena). */
+static bool left_for(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host,
+		     struct cxlcr_region *q)
+{
+	char dead[CXLCR_HOST_MAX + 1];
+	return never_taken(pool, g, dead) && !strcmp(dead, dead_host) && replaced_by(pool, g, dead_host, q);
+}
+
+/* Undoes fresh arena g (left_for dead_host) under its lease: 0, or -1 if
+ * a live verb holds it, something here maps it, or a step failed (left
+ * for the next sweep). */
 static int undo_committed(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host)
 {
 	struct verb_lease l = { 0 };
@@ -120,8 +123,8 @@ static int undo_committed(struct cxlcr_pool *pool, const struct cxlcr_region *g,
 		return -1;
 	int rc = -1;
 	struct cxlcr_region now, q;
-	if (cxlcr_region_get(pool, g->generation, &now) < 0 || !never_taken(pool, &now, dead_host) ||
-	    !replaced_by(pool, &now, dead_host, &q) || mapped_here(pool, &now))
+	if (cxlcr_region_get(pool, g->generation, &now) < 0 || !left_for(pool, &now, dead_host, &q) ||
+	    mapped_here(pool, &now))
 		goto out;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX; i++) {
 		struct cxlcr_region e;
@@ -140,16 +143,9 @@ out:
 bool recovery_left_made(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *old)
 {
 	struct cxlcr_region g;
-	if (!cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &g) || !of_this_host(&g))
-		return false;
-	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, g.offset, sizeof(*h), 0, 0);
-	if (!h)
-		return false;
-	cxlcr_refresh(h, sizeof(*h));
 	char dead[CXLCR_HOST_MAX + 1];
-	cxlcr_copy_field(dead, sizeof(dead), h->region_generation == g.generation ? h->recovered_from_host : "");
-	munmap((void *)(uintptr_t)h, sizeof(*h));
-	return dead[0] && never_taken(pool, &g, dead) && replaced_by(pool, &g, dead, old);
+	return cxlcr_region_find(pool, CXLCR_KIND_ARENA, name, &g) && never_taken(pool, &g, dead) &&
+	       replaced_by(pool, &g, dead, old);
 }
 
 int recovery_sweep_ended_runs(struct cxlcr_pool *pool, const char *dead_host, struct recovery_sweep *out)
@@ -158,8 +154,8 @@ int recovery_sweep_ended_runs(struct cxlcr_pool *pool, const char *dead_host, st
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX && dead_host; i++) {
 		struct cxlcr_region g, q;
 		cxlcr_region_slot(pool, i, &g);
-		if (!never_taken(pool, &g, dead_host) || !replaced_by(pool, &g, dead_host, &q))
-			continue; /* (no old arena any more: the service's only heap) */
+		if (!left_for(pool, &g, dead_host, &q))
+			continue; /* (no old arena left to recover: the service's only heap) */
 		if (undo_committed(pool, &g, dead_host) == 0)
 			out->undone++;
 		else

@@ -193,13 +193,11 @@ static int fresh_commit(struct cxlcr_pool *pool, struct recovery_fresh *f)
  * took a point of its own)? Then that point is its point too. */
 static bool made_from(struct cxlcr_pool *pool, const struct cxlcr_region *old, uint64_t snapshot_generation)
 {
-	const struct cxlcr_arena_header *h = cxlcr_pool_map(pool, old->offset, sizeof(*h), 0, 0);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, old);
 	if (!h)
 		return false;
-	cxlcr_refresh(h, sizeof(*h));
-	bool yes = h->magic == CXLCR_ARENA_MAGIC && h->region_generation == old->generation &&
-		   __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE) == snapshot_generation;
-	munmap((void *)(uintptr_t)h, sizeof(*h));
+	bool yes = __atomic_load_n(&h->restored_from, __ATOMIC_ACQUIRE) == snapshot_generation;
+	munmap(h, sizeof(*h));
 	return yes;
 }
 

@@ -11,8 +11,7 @@
 #include "../common/persist.h"
 #include "recovery.h"
 
-/* The header of arena r, mapped (the caller unmaps it), if it is r's. */
-static struct cxlcr_arena_header *header_of(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+struct cxlcr_arena_header *recovery_arena_header(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 {
 	struct cxlcr_arena_header *h = cxlcr_pool_map(pool, r->offset, sizeof(*h), 0, 0);
 	if (!h)
@@ -26,7 +25,7 @@ static struct cxlcr_arena_header *header_of(struct cxlcr_pool *pool, const struc
 
 void recovery_mark_lost(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 {
-	struct cxlcr_arena_header *h = header_of(pool, r);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
 	if (!h)
 		return;
 	__atomic_store_n(&h->lost, 1, __ATOMIC_RELEASE);
@@ -36,7 +35,7 @@ void recovery_mark_lost(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 
 void recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r, const char *why, bool give_up)
 {
-	struct cxlcr_arena_header *h = header_of(pool, r);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
 	if (!h)
 		return;
 	if (why) {
@@ -53,7 +52,7 @@ void recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r,
 
 void recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t into)
 {
-	struct cxlcr_arena_header *h = header_of(pool, r);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
 	if (!h)
 		return;
 	__atomic_store_n(&h->recovered_into, into, __ATOMIC_RELEASE);
@@ -63,7 +62,7 @@ void recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region 
 
 bool recovery_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 {
-	struct cxlcr_arena_header *h = header_of(pool, r);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
 	if (!h)
 		return true;
 	bool yes = __atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE) != 0;
@@ -73,7 +72,7 @@ bool recovery_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 
 bool recovery_given_up(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 {
-	struct cxlcr_arena_header *h = header_of(pool, r);
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
 	if (!h)
 		return false;
 	bool yes = __atomic_load_n(&h->lost, __ATOMIC_ACQUIRE) || __atomic_load_n(&h->failed, __ATOMIC_ACQUIRE);

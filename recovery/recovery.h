@@ -141,6 +141,10 @@ int recovery_sweep_ended_runs(struct cxlcr_pool *pool, const char *dead_host, st
  * the dead host it replaced (the service to restore by hand). */
 bool recovery_left_made(struct cxlcr_pool *pool, const char *name, struct cxlcr_region *old);
 
+/* The header of arena r, mapped (the caller unmaps it, sizeof bytes), if
+ * it is r's own (marks.c). */
+struct cxlcr_arena_header *recovery_arena_header(struct cxlcr_pool *pool, const struct cxlcr_region *r);
+
 /* What became of a service's recovery, in its arena header (marks.c;
  * status says it): lost, its host died and it had no recovery point;
  * failed, why its last recovery failed (why: NULL leaves the reason), and
