@@ -66,7 +66,8 @@ static volatile sig_atomic_t stopping;
 static void on_term(int sig)
 {
 	(void)sig;
-	stopping = 1;
+	if (stopping < 2)
+		stopping++; /* a second one: leave at once */
 }
 
 static void on_child(int sig)
@@ -306,6 +307,53 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 
 /* The control address the host table gives the other hosts: where the
  * TCP listener is bound ("" if on every address, or not listening). */
+/* How long a daemon that stops in order waits for the recoveries its host
+ * works on ($CXLCR_STOP_WAIT_MS; systemd's default stop timeout is 90 s). */
+#define STOP_WAIT_DEFAULT_MS 60000
+
+/*
+ * Stopping in order, before the entry says `left`: the recoveries of dead
+ * hosts that this host works on (a fence it won whose recovery is still
+ * running, a restore by hand here that reopened one) are finished first.
+ * A host that left is gone to the others, who take such a recovery over
+ * at once and fence it: the restore by hand an operator is running here
+ * would fail at its next change, for no fault of its own. Meanwhile the
+ * daemon goes on beating (it is alive), takes no new request (its
+ * listeners are closed) and no new recovery, and reaps its workers.
+ * Bounded by $CXLCR_STOP_WAIT_MS, or ended by a second SIGTERM: then it
+ * leaves anyway, and the others take over what is left.
+ */
+static void finish_recoveries(int *listeners, int n, void (*tick_died)(pid_t, int, bool))
+{
+	uint32_t host = 0;
+	if (liveness_own_recoveries(&host) == 0)
+		return;
+	for (int i = 0; i < n; i++)
+		if (listeners[i] >= 0)
+			close(listeners[i]), listeners[i] = -1;
+	liveness_stop_taking_recoveries();
+	const char *v = getenv("CXLCR_STOP_WAIT_MS");
+	long wait_ms = v && *v ? strtol(v, NULL, 10) : STOP_WAIT_DEFAULT_MS;
+	int period = liveness_period_ms();
+	uint64_t end = cxlcr_mono_ns() + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000ull;
+	dlog(LOG_NOTICE, "stopping: waiting for the recovery of host entry %u's services that this host works on "
+	     "to finish before leaving (at most %ld ms)", host, wait_ms);
+	int open = 1;
+	while (stopping < 2 && cxlcr_mono_ns() < end) {
+		workers_reap(tick_died);
+		if (liveness_tick(dlog))
+			break; /* fenced: its work is the winner's now */
+		if ((open = liveness_own_recoveries(&host)) == 0)
+			break;
+		poll(NULL, 0, period);
+	}
+	if (open)
+		dlog(LOG_WARNING, "stopping: leaving with the recovery of host entry %u's services still under way: "
+		     "another host takes it over", host);
+	else
+		dlog(LOG_NOTICE, "stopping: the recoveries this host worked on are done");
+}
+
 static void register_identity(int tcp, int port)
 {
 	struct sockaddr_in a;
@@ -632,6 +680,7 @@ int main(int argc, char **argv)
 				spawn_worker(conn, i, listeners, 3);
 		}
 	}
+	finish_recoveries(listeners, 3, worker_died);
 	liveness_leave();
 	unlink(path);
 	unlink(api_path);

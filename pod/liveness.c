@@ -33,6 +33,7 @@ static uint64_t next_reap_ns;
 static char last_complaint[CXLCR_ERROR_MAX];
 static uint64_t last_look_ns;
 static void (*stop_work)(void);
+static bool leaving; /* liveness_stop_taking_recoveries() */
 
 void liveness_on_fence(void (*fn)(void))
 {
@@ -96,6 +97,10 @@ static void judge_others(struct cxlcr_pool *pool, uint64_t now, void (*log)(int 
 	for (int k = 0; k < closed && k < 4; k++)
 		log(LOG_WARNING, "worker %d ended in a restore by hand: the recovery it had reopened is done again",
 		    (int)ended[k]);
+	/* A daemon that stops in order takes on no recovery: it finishes
+	 * its own and leaves the next ones to the others. */
+	if (leaving)
+		return;
 	for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
 		if (i == me.index || cxlcr_hosts_judge(&watch, i, now, NULL) != CXLCR_VERDICT_DEAD)
 			continue;
@@ -281,6 +286,33 @@ bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 	}
 	cxlcr_pool_close(&pool);
 	return fenced;
+}
+
+void liveness_stop_taking_recoveries(void)
+{
+	leaving = true;
+}
+
+int liveness_own_recoveries(uint32_t *first)
+{
+	struct cxlcr_pool pool;
+	if (!me.incarnation || cxlcr_pool_open(&pool, cxlcr_pool_path()) < 0)
+		return 0;
+	struct cxlcr_hosts_map m;
+	int n = 0;
+	if (cxlcr_hosts_open(&pool, false, &m) == 0) {
+		for (uint32_t i = 0; i < CXLCR_HOSTS_MAX; i++) {
+			const struct cxlcr_host_entry *e = &m.entries[i];
+			cxlcr_refresh(&e->fence, 24);
+			uint64_t fence = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
+			uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
+			if (fence && fence != done && cxlcr_fence_worker(fence, done) == me.index && !n++)
+				*first = i;
+		}
+		cxlcr_hosts_close(&m);
+	}
+	cxlcr_pool_close(&pool);
+	return n;
 }
 
 void liveness_leave(void)

@@ -24,6 +24,15 @@ int liveness_period_ms(void);
  * while this host is fenced (recovery/takeover.c): the daemon then starts
  * nothing of its own (no recovery points, no restores). */
 bool liveness_tick(void (*log)(int priority, const char *fmt, ...));
+/* The daemon stops in order: from now on its ticks fence nobody and take
+ * no recovery over (they still beat, and close this host's restores by
+ * hand that ended). */
+void liveness_stop_taking_recoveries(void);
+/* How many recoveries of dead hosts this host works on now: fences it won
+ * whose recovery is not done, and recoveries reopened by a restore by hand
+ * here (the others would take each over once this host left); *first: the
+ * dead host's entry of one of them. */
+int liveness_own_recoveries(uint32_t *first);
 /* The daemon stops in order: its entry says `left`. */
 void liveness_leave(void);
 

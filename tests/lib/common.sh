@@ -460,6 +460,27 @@ for h in json.load(sys.stdin)["hosts"]:
     if h.get("host") == sys.argv[1]:
         print(h["fence"][sys.argv[2]] if h["fence"] else "")' "$1" "$2"; }
 
+# host_of N: the name of host table entry N.
+host_of() { "$CXLCR" hosts --json | python3 -c 'import json, sys
+print([h["host"] for h in json.load(sys.stdin)["hosts"] if h["entry"] == int(sys.argv[1])][0])' "$1"; }
+
+# given_up_pod NAME SEED: three hosts; NAME (Redis, SEED's values) on h0
+# with recovery points; h0 crashes, and the host that fences it ($winner)
+# gives its recovery up (4 runs killed at their first step): NAME left
+# down, failed, and h0's recovery done. $hand: the third host, where an
+# operator's restore by hand can bring NAME back.
+given_up_pod() {
+	step_pod "$1" 3 "$2"
+	step_crash fenced
+	winner=$(host_of "$(fence_field h0 by_entry)")
+	case $winner in h1) hand=h2 ;; h2) hand=h1 ;; *) die "h0 was fenced by '$winner'" ;; esac
+	give_up_recovery "$winner"
+	until_true 30 test "$(fence_field h0 recovered)" = True ||
+		die "$winner did not give h0's recovery up: $("$CXLCR" hosts --json)"
+	[ "$(status_field "$1" state)" = failed ] || die "$1 is $(status_field "$1" state), not failed"
+	ok "$winner's recovery of h0 killed 4 times: given up, $1 left down, the recovery done"
+}
+
 # until_true SECONDS CMD...: waits (bounded) until CMD succeeds; the last
 # try's status.
 until_true() {
