@@ -652,6 +652,16 @@ int cxlcr_host_fence_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t fen
 	return 0;
 }
 
+int cxlcr_host_fence_guard_by_hand(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, uint64_t by_hand,
+				   struct cxlcr_hosts_map *m)
+{
+	if (cxlcr_host_fence_guard(pool, index, fence, m) < 0)
+		return -1;
+	if (by_hand)
+		cxlcr_pool_guard_also(pool, &m->entries[index].fence_done, by_hand);
+	return 0;
+}
+
 int cxlcr_host_done_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, struct cxlcr_hosts_map *m)
 {
 	if (index >= CXLCR_HOSTS_MAX || cxlcr_hosts_open(pool, false, m) != 0)

@@ -153,6 +153,13 @@ int cxlcr_host_fence_take_over(struct cxlcr_pool *pool, uint32_t index, uint64_t
  * over: cxlcr_pool_guard). m keeps the table mapped meanwhile; the caller
  * ends it with host_fence_unguard. */
 int cxlcr_host_fence_guard(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, struct cxlcr_hosts_map *m);
+/* The same for a recovery reopened by a restore by hand (by_hand: its
+ * fence_done word, cxlcr_fence_by_hand(); 0: as host_fence_guard): its
+ * changes are refused too once the reopening was closed (the restore's
+ * process ended, and its host's daemon marked the recovery done again),
+ * even if a later restore by hand has reopened it since. */
+int cxlcr_host_fence_guard_by_hand(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, uint64_t by_hand,
+				   struct cxlcr_hosts_map *m);
 /* The fenced host frees what it left quarantined only while the recovery
  * of fence word `fence` is done (the same guard on its fence_done word):
  * a recovery reopened meanwhile stops its frees. */

@@ -557,6 +557,13 @@ void cxlcr_pool_guard(struct cxlcr_pool *pool, const uint64_t *word, uint64_t wa
 {
 	pool->guard_word = word;
 	pool->guard_want = want;
+	pool->guard_also_word = NULL;
+}
+
+void cxlcr_pool_guard_also(struct cxlcr_pool *pool, const uint64_t *word, uint64_t want)
+{
+	pool->guard_also_word = word;
+	pool->guard_also_want = want;
 }
 
 void cxlcr_pool_host_unguard(struct cxlcr_pool *pool)
@@ -627,7 +634,8 @@ static int word_holds(const uint64_t *word, uint64_t want, const char *whose)
  * cxlcr_pool_guard, cxlcr_pool_host_guard); the lock is held. */
 static int guard_holds(struct cxlcr_pool *pool)
 {
-	if (word_holds(pool->guard_word, pool->guard_want, "the work of this process was taken over") < 0)
+	if (word_holds(pool->guard_word, pool->guard_want, "the work of this process was taken over") < 0 ||
+	    word_holds(pool->guard_also_word, pool->guard_also_want, "the work of this process was taken over") < 0)
 		return -1;
 	return word_holds(pool->host_word, pool->host_want,
 			  "the host this process works for was declared dead and fenced");

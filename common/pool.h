@@ -48,6 +48,9 @@ struct cxlcr_pool {
 	/* A fence this process works under (cxlcr_pool_guard), NULL if none. */
 	const uint64_t *guard_word;
 	uint64_t guard_want;
+	/* A second word the same work must still read (cxlcr_pool_guard_also). */
+	const uint64_t *guard_also_word;
+	uint64_t guard_also_want;
 	/* The fence word of the host this process works for, mapped from
 	 * the host table (cxlcr_pool_host_guard), NULL if none. */
 	void *host_map;
@@ -74,6 +77,11 @@ struct cxlcr_pool {
  * recovery taken over by another host: common/hosts.h) stops this one
  * before its next step. word NULL: no guard. */
 void cxlcr_pool_guard(struct cxlcr_pool *pool, const uint64_t *word, uint64_t want);
+/* A second word of the same guard (cleared with it by cxlcr_pool_guard):
+ * a recovery reopened by a restore by hand is that restore's only while
+ * the recovery's fence word is the one it reopened and its done word is
+ * the restore's own (common/hosts.h, cxlcr_host_fence_guard_by_hand). */
+void cxlcr_pool_guard_also(struct cxlcr_pool *pool, const uint64_t *word, uint64_t want);
 
 /* The host a daemon's worker works for may be declared dead and fenced
  * while the worker is still under way (its host frozen, cut off, slow):

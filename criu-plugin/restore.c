@@ -283,18 +283,27 @@ static int claim_all(struct cxlcr_pool *pool, const struct task *tasks, size_t c
  * (recovery/takeover.c) takes the fresh arena over only while that
  * recovery's fence is still its own ($CXLCR_RECOVERY_FENCE, "ENTRY:FENCE"):
  * of a winner that stalled here and the host that took its recovery over,
- * only one brings the service up.
+ * only one brings the service up. A restore by hand adds the word of its
+ * reopening (":BY_HAND", recovery/restore_elsewhere.c): once that was
+ * closed (its restore's process ended), a later restore by hand owns the
+ * recovery, and this CRIU takes nothing.
  */
 static int recovery_guard(struct cxlcr_pool *pool, struct cxlcr_hosts_map *m)
 {
 	const char *v = getenv("CXLCR_RECOVERY_FENCE");
-	unsigned index;
-	unsigned long long fence;
 	if (!v || !*v)
 		return 0;
-	if (sscanf(v, "%u:%llu", &index, &fence) != 2)
-		return cxlcr_error("$CXLCR_RECOVERY_FENCE is not ENTRY:FENCE: %s", v);
-	return cxlcr_host_fence_guard(pool, index, fence, m);
+	char *p;
+	errno = 0;
+	unsigned long index = strtoul(v, &p, 10);
+	unsigned long long fence = 0, by_hand = 0;
+	if (p != v && *p == ':')
+		fence = strtoull(p + 1, &p, 10);
+	if (*p == ':')
+		by_hand = strtoull(p + 1, &p, 10);
+	if (errno || *p || !fence || index >= CXLCR_HOSTS_MAX)
+		return cxlcr_error("$CXLCR_RECOVERY_FENCE is not ENTRY:FENCE[:BY_HAND]: %s", v);
+	return cxlcr_host_fence_guard_by_hand(pool, (uint32_t)index, fence, by_hand, m);
 }
 
 /*

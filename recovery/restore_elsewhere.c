@@ -68,14 +68,16 @@ static const char *dead_owner(struct cxlcr_pool *pool, const char *name, const c
 /* The restore itself, with the service's lease held and the dead host's
  * recovery reopened: 0, or -1 with one line (nothing changed then). */
 static int restore_guarded(struct cxlcr_pool *pool, const struct cxlcr_region *arena, uint32_t index,
-			   uint64_t fence, char *point, size_t len, pid_t *pid)
+			   uint64_t fence, uint64_t by_hand, char *point, size_t len, pid_t *pid)
 {
 	struct cxlcr_hosts_map guard;
-	if (cxlcr_host_fence_guard(pool, index, fence, &guard) < 0)
+	if (cxlcr_host_fence_guard_by_hand(pool, index, fence, by_hand, &guard) < 0)
 		return -1;
-	/* The CRIU plugin takes the fresh arena over under the same fence. */
-	char env[48];
-	snprintf(env, sizeof(env), "%u:%llu", index, (unsigned long long)fence);
+	/* The CRIU plugin takes the fresh arena over under the same guard:
+	 * a CRIU that outlived this process (its keeper stalled) takes
+	 * nothing once the reopening was closed. */
+	char env[72];
+	snprintf(env, sizeof(env), "%u:%llu:%llu", index, (unsigned long long)fence, (unsigned long long)by_hand);
 	setenv("CXLCR_RECOVERY_FENCE", env, 1);
 	static struct recovery_fresh fresh;
 	char owner[CXLCR_HOST_MAX + 1];
@@ -143,15 +145,23 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 	 * host dies, the others take the recovery over (pod/liveness.c). */
 	uint64_t incarnation, start = 0;
 	int me = cxlcr_host_lookup(&pool, this_host(), &incarnation);
-	if (me < 0 || !cxlcr_process_start(getpid(), &start) ||
-	    cxlcr_host_fence_reopen(&pool, index, fence, cxlcr_fence_by_hand((uint32_t)me, getpid(), start)) != 1) {
+	if (me < 0) {
+		verb_lease_release(&l);
+		cxlcr_pool_close(&pool);
+		return fail(EXIT_FAIL, "restore of %s from its recovery point: this host (%s) is not running in the pod "
+			    "(its daemon stopped or left): restore it on a host that is", a->name, this_host());
+	}
+	uint64_t by_hand = 0;
+	if (!cxlcr_process_start(getpid(), &start) ||
+	    cxlcr_host_fence_reopen(&pool, index, fence, by_hand = cxlcr_fence_by_hand((uint32_t)me, getpid(), start)) !=
+		    1) {
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
 		return fail(EXIT_FAIL, "restore of %s from its recovery point: host %s acknowledged its fence or was "
 			    "fenced again meanwhile: try again", a->name, from);
 	}
 	uint64_t t0 = cxlcr_mono_ns();
-	int got = restore_guarded(&pool, &arena, index, fence, point, len, pid);
+	int got = restore_guarded(&pool, &arena, index, fence, by_hand, point, len, pid);
 	*ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	if (got < 0) {
 		snprintf(why, sizeof(why), "restore on %s by hand failed: %s", this_host(), cxlcr_last_error());

@@ -1194,12 +1194,30 @@ static void test_fence_by_hand(void)
 	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 0, "done again while its restore runs");
 	CHECK(cxlcr_host_fence_close_by_hand(&pool, w.index, NULL, 0) == 0, "done again by another host");
 	CHECK(cxlcr_host_fenced(&pool, dead.index, NULL, &done) && !done, "done while its restore runs");
+	/* What works under the restore's reopening (its CRIU) changes the
+	 * pool while the reopening is its own. */
+	struct cxlcr_pool old;
+	struct cxlcr_hosts_map m;
+	struct cxlcr_region a;
+	CHECK(cxlcr_pool_open(&old, path) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_host_fence_guard_by_hand(&old, dead.index, f, by, &m) == 0, "%s", cxlcr_last_error());
+	CHECK(cxlcr_region_alloc(&old, CXLCR_KIND_QUARANTINE, "svc", 4 * MiB, &a) == 0, "%s", cxlcr_last_error());
 	/* The restore ends without marking it done. */
 	close(go[1]);
 	int status;
 	CHECK(waitpid(restore, &status, 0) == restore, "waitpid: %s", strerror(errno));
 	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 1, "not done again once its restore ended");
 	CHECK(cxlcr_host_fenced(&pool, dead.index, &word, &done) && word == f && done, "not done again");
+	/* Its CRIU, still there, changes nothing from now on: not even once a
+	 * later restore by hand has reopened the recovery (the fence word is
+	 * the same). */
+	CHECK_ERROR(cxlcr_region_free(&old, a.generation), "fenced");
+	CHECK(cxlcr_host_fence_reopen(&pool, dead.index, f, reused) == 1, "not reopened by a later restore");
+	CHECK_ERROR(cxlcr_region_free(&old, a.generation), "fenced");
+	cxlcr_host_fence_unguard(&old, &m);
+	cxlcr_pool_close(&old);
+	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 1, "the later reopening (a reused pid) not closed");
+	CHECK(cxlcr_region_free(&pool, a.generation) == 0, "%s", cxlcr_last_error());
 	CHECK(cxlcr_host_fence_close_by_hand(&pool, h.index, NULL, 0) == 0, "done again twice");
 	/* Reopened by hand, then its host judged gone: taken over; the new
 	 * winner's recovery is not marked done in the old restore's name. */
