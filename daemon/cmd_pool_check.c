@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "../common/arena.h"
@@ -33,6 +34,7 @@
 #include "../common/hosts.h"
 #include "../common/util.h"
 #include "../control/lease.h"
+#include "../recovery/recovery.h"
 #include "cli.h"
 #include "json.h"
 
@@ -45,6 +47,15 @@ struct check {
 	uint64_t region_bytes;
 	uint32_t quarantined;     /* regions of fenced hosts, kept until they acknowledge */
 	char quarantine[PROBLEMS_MAX][CXLCR_NAME_MAX + CXLCR_HOST_MAX + 40]; /* "NAME of HOST[ (being made ...)]" */
+	/* The quarantined arenas, with what their headers say became of them
+	 * (recovery/marks.c): the question after a recovery that went wrong. */
+	unsigned arenas;
+	struct quarantined_arena {
+		unsigned region;          /* its index in quarantine[] */
+		uint64_t generation;
+		uint64_t recovered_into;  /* 0: not replaced; CXLCR_RECOVERY_MAKING: itself half made */
+		bool given_up;            /* lost or failed */
+	} arena[PROBLEMS_MAX];
 };
 
 static void problem(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -79,6 +90,22 @@ static bool live_region(const struct cxlcr_region *t, uint32_t kind, const char 
 	return false;
 }
 
+/* A quarantined region that is an arena (its own header): its recovery
+ * marks, for the report. */
+static void note_arena(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct check *c)
+{
+	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
+	if (!h)
+		return;
+	c->arena[c->arenas++] = (struct quarantined_arena){
+		.region = c->quarantined,
+		.generation = r->generation,
+		.recovered_into = __atomic_load_n(&h->recovered_into, __ATOMIC_ACQUIRE),
+		.given_up = __atomic_load_n(&h->lost, __ATOMIC_ACQUIRE) || __atomic_load_n(&h->failed, __ATOMIC_ACQUIRE),
+	};
+	munmap(h, sizeof(*h));
+}
+
 static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, struct check *c)
 {
 	static struct cxlcr_region taken[CXLCR_REGION_MAX];
@@ -100,6 +127,8 @@ static void check_table(struct cxlcr_pool *pool, const struct cxlcr_region *t, s
 				snprintf(c->quarantine[c->quarantined], sizeof(c->quarantine[0]), "%.*s of %.*s%s",
 					 (int)CXLCR_NAME_MAX, r->name, (int)CXLCR_HOST_MAX, r->owner_host,
 					 r->kind == CXLCR_KIND_MAKING ? " (being made by a recovery)" : "");
+			if (r->kind == CXLCR_KIND_QUARANTINE && c->quarantined < PROBLEMS_MAX)
+				note_arena(pool, r, c);
 			c->quarantined += cxlcr_kind_held_back(r->kind);
 		}
 		if (r->offset % CXLCR_POOL_ALIGN || r->offset < CXLCR_DATA_OFFSET || r->size == 0 ||
@@ -323,6 +352,21 @@ int pool_check(int argc, char **argv)
 		json_array_begin(&j, "quarantined_regions");
 		for (unsigned i = 0; i < c.quarantined && i < PROBLEMS_MAX; i++)
 			json_str(&j, NULL, c.quarantine[i]);
+		json_array_end(&j);
+		json_array_begin(&j, "quarantined_arenas");
+		for (unsigned i = 0; i < c.arenas; i++) {
+			const struct quarantined_arena *a = &c.arena[i];
+			json_object_begin(&j, NULL);
+			json_str(&j, "region", c.quarantine[a->region]);
+			json_u64(&j, "generation", a->generation);
+			if (a->recovered_into && a->recovered_into != CXLCR_RECOVERY_MAKING)
+				json_u64(&j, "recovered_into", a->recovered_into);
+			else
+				json_null_value(&j, "recovered_into");
+			json_bool(&j, "half_made", a->recovered_into == CXLCR_RECOVERY_MAKING);
+			json_bool(&j, "given_up", a->given_up);
+			json_object_end(&j);
+		}
 		json_array_end(&j);
 		json_u64(&j, "snapshots", c.snapshots);
 		json_u64(&j, "catalog_entries", c.catalog_entries);

@@ -133,8 +133,8 @@ static int undo_committed(struct cxlcr_pool *pool, const struct cxlcr_region *g,
 		    (mapped_here(pool, &e) || cxlcr_region_free(pool, e.generation) < 0))
 			goto out;
 	}
-	recovery_mark_recovered(pool, &q, 0);
-	rc = cxlcr_region_free(pool, g->generation);
+	if (recovery_mark_recovered(pool, &q, 0) == 0)
+		rc = cxlcr_region_free(pool, g->generation);
 out:
 	verb_lease_release(&l);
 	return rc;

@@ -275,10 +275,9 @@ int recovery_fresh_arena(struct cxlcr_pool *pool, const struct cxlcr_region *old
 	 * this host; its address is the dead service's (nobody else may have
 	 * it: the quarantined arena is no service any more). */
 	uint32_t ip = 0;
-	if (fresh_commit(pool, f) < 0)
+	if (fresh_commit(pool, f) < 0 || recovery_mark_recovered(pool, &arena, 0) < 0 ||
+	    recovery_mark_recovered(pool, old, arena.generation) < 0)
 		goto undo;
-	recovery_mark_recovered(pool, &arena, 0);
-	recovery_mark_recovered(pool, old, arena.generation);
 	if ((old->service_ip &&
 	     (cxlcr_region_assign_net(pool, arena.generation, ntohl(old->service_ip), 1, "", &ip) < 0 ||
 	      htonl(ip) != old->service_ip)) ||

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../common/error.h"
 #include "../common/persist.h"
+#include "../common/util.h"
 #include "recovery.h"
 
 struct cxlcr_arena_header *recovery_arena_header(struct cxlcr_pool *pool, const struct cxlcr_region *r)
@@ -23,41 +25,77 @@ struct cxlcr_arena_header *recovery_arena_header(struct cxlcr_pool *pool, const 
 	return NULL;
 }
 
-void recovery_mark_lost(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+/* A mark is written under the pool lock, right after the lock and every
+ * guard this process works under are found still to hold, as a change to
+ * the region table is: a recovery whose work was taken over (its winner
+ * only frozen, woken after the fence moved on) must not change what the
+ * one that took over reads (that an old arena was replaced, or is to be
+ * recovered still). -1 with one line if refused. */
+static int mark(struct cxlcr_pool *pool, const struct cxlcr_region *r,
+		void (*write)(struct cxlcr_arena_header *h, const void *arg), const void *arg)
 {
 	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
 	if (!h)
-		return;
-	__atomic_store_n(&h->lost, 1, __ATOMIC_RELEASE);
-	cxlcr_publish(&h->lost, sizeof(h->lost));
+		return 0;
+	int rc = cxlcr_pool_lock(pool);
+	if (rc == 0) {
+		if ((rc = cxlcr_pool_held(pool)) == 0)
+			write(h, arg);
+		char why[CXLCR_ERROR_MAX];
+		cxlcr_copy_field(why, sizeof(why), cxlcr_last_error());
+		if (cxlcr_pool_unlock(pool) == 0 && rc < 0)
+			cxlcr_error("%s", why);
+	}
 	munmap(h, sizeof(*h));
+	return rc;
 }
 
-void recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r, const char *why, bool give_up)
+static void write_lost(struct cxlcr_arena_header *h, const void *arg)
 {
-	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
-	if (!h)
-		return;
-	if (why) {
+	(void)arg;
+	__atomic_store_n(&h->lost, 1, __ATOMIC_RELEASE);
+	cxlcr_publish(&h->lost, sizeof(h->lost));
+}
+
+int recovery_mark_lost(struct cxlcr_pool *pool, const struct cxlcr_region *r)
+{
+	return mark(pool, r, write_lost, NULL);
+}
+
+struct failed_mark {
+	const char *why;
+	bool give_up;
+};
+
+static void write_failed(struct cxlcr_arena_header *h, const void *arg)
+{
+	const struct failed_mark *f = arg;
+	if (f->why) {
 		memset(h->failed_reason, 0, sizeof(h->failed_reason));
-		snprintf(h->failed_reason, sizeof(h->failed_reason), "%s", why);
+		snprintf(h->failed_reason, sizeof(h->failed_reason), "%s", f->why);
 		cxlcr_publish(h->failed_reason, sizeof(h->failed_reason));
 	}
-	if (give_up) {
+	if (f->give_up) {
 		__atomic_store_n(&h->failed, 1, __ATOMIC_RELEASE);
 		cxlcr_publish(&h->failed, sizeof(h->failed));
 	}
-	munmap(h, sizeof(*h));
 }
 
-void recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t into)
+int recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r, const char *why, bool give_up)
 {
-	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);
-	if (!h)
-		return;
-	__atomic_store_n(&h->recovered_into, into, __ATOMIC_RELEASE);
+	struct failed_mark f = { why, give_up };
+	return mark(pool, r, write_failed, &f);
+}
+
+static void write_recovered(struct cxlcr_arena_header *h, const void *arg)
+{
+	__atomic_store_n(&h->recovered_into, *(const uint64_t *)arg, __ATOMIC_RELEASE);
 	cxlcr_publish(&h->recovered_into, sizeof(h->recovered_into));
-	munmap(h, sizeof(*h));
+}
+
+int recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t into)
+{
+	return mark(pool, r, write_recovered, &into);
 }
 
 bool recovery_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *r)

@@ -148,12 +148,15 @@ struct cxlcr_arena_header *recovery_arena_header(struct cxlcr_pool *pool, const 
 /* What became of a service's recovery, in its arena header (marks.c;
  * status says it): lost, its host died and it had no recovery point;
  * failed, why its last recovery failed (why: NULL leaves the reason), and
- * with give_up, that it is left down for an operator (status: failed). */
-void recovery_mark_lost(struct cxlcr_pool *pool, const struct cxlcr_region *r);
-void recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r, const char *why, bool give_up);
+ * with give_up, that it is left down for an operator (status: failed).
+ * Each is written under the pool lock while the guards of this process
+ * hold (-1 with one line if not: fenced, its work taken over); 0 also
+ * when r has no arena header of its own (nothing to mark). */
+int recovery_mark_lost(struct cxlcr_pool *pool, const struct cxlcr_region *r);
+int recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r, const char *why, bool give_up);
 /* The old arena r was replaced by the fresh arena of generation into (0:
  * not, or not any more; on a fresh arena, that it is made). */
-void recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t into);
+int recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t into);
 /* A quarantined arena that is no old arena still to recover: replaced by
  * a fresh one, a fresh one itself left half made, or no arena at all. */
 bool recovery_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *r);
@@ -214,6 +217,9 @@ int recovery_host_dead(struct cxlcr_pool *pool, uint32_t index, uint64_t incarna
 int recovery_winner_gone(struct cxlcr_pool *pool, uint32_t index, const char *host, uint64_t fence, uint32_t gone,
 			 uint32_t my_index,
 			 void (*log)(int priority, const char *fmt, ...));
+/* Whether this daemon holds a recovery worker (a run of `host recover`,
+ * watched by recovery_watch_workers()) for the dead host of entry index. */
+bool recovery_worker_held(uint32_t index);
 /* Every tick of the daemon (entry my_index): a recovery worker it started
  * that ended while its recovery is still its own and not done (killed,
  * crashed, past its deadline) is started again, at most a few times; then
@@ -225,8 +231,9 @@ void recovery_watch_workers(struct cxlcr_pool *pool, uint32_t my_index,
  * under way); once the winner's recovery is done, frees its quarantined
  * regions and acknowledges. If gone(winner) says the winner is dead too
  * before it was done, this host takes its own recovery over
- * (recovery_winner_gone). 1 while it is fenced (the daemon then does
- * nothing else), 0 if not. */
+ * (recovery_winner_gone). gone NULL (a daemon leaving the pod): it
+ * takes nothing over, nor runs its own recovery again. 1 while it is
+ * fenced (the daemon then does nothing else), 0 if not. */
 int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, void (*stop_work)(void),
 		    bool (*gone)(uint32_t index), void (*log)(int priority, const char *fmt, ...));
 /* How the daemon runs a verb in the background as one of its workers
