@@ -439,7 +439,10 @@ static int pod_down(int argc, char **argv)
 			continue;
 		size_t running = pool_open ? services_running_on(&pool, host, gens) : 0;
 		if (pid) {
-			kill(pid, SIGTERM);
+			/* The whole pod goes: each daemon leaves at once
+			 * (SIGINT), not after the recoveries its host works
+			 * on (SIGTERM would wait for them). */
+			kill(pid, SIGINT);
 			if (pid_wait_exit(pid, STOP_WAIT_MS) != 1)
 				kill(pid, SIGKILL);
 		}

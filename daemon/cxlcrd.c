@@ -61,13 +61,28 @@
 #include "workers.h"
 #include "../api/protocol.h"
 
-static volatile sig_atomic_t stopping;
+static volatile sig_atomic_t stopping; /* 1: in order (SIGTERM); 2: at once (SIGINT, a second SIGTERM) */
+
+/* The daemon's listening sockets (0: verbs, 1: the API's Unix socket, 2:
+ * the API over TCP; -1: none). Every process the daemon forks without an
+ * exec closes them first (close_listeners()): one that kept them would
+ * keep the port bound, and requests queued unanswered, after the daemon
+ * stopped listening or ended. */
+static int listeners[3] = { -1, -1, -1 };
+
+static void close_listeners(void)
+{
+	for (int i = 0; i < 3; i++)
+		if (listeners[i] >= 0)
+			close(listeners[i]), listeners[i] = -1;
+}
 
 static void on_term(int sig)
 {
-	(void)sig;
-	if (stopping < 2)
-		stopping++; /* a second one: leave at once */
+	if (sig == SIGINT || stopping)
+		stopping = 2;
+	else
+		stopping = 1;
 }
 
 static void on_child(int sig)
@@ -121,6 +136,7 @@ static void serve(int conn, bool over_tcp)
 {
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
 	/* rpc_serve() hands stdout and stderr to the client. */
 	dlog_set_fd(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3));
 	uint64_t t0 = cxlcr_mono_ns();
@@ -148,8 +164,10 @@ static pid_t run_verb(int argc, char **argv)
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
+		close_listeners();
 		signal(SIGCHLD, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
 		uint64_t t0 = cxlcr_mono_ns();
 		if (enter_pod_network() < 0) {
 			dlog(LOG_ERR, "%s", cxlcr_last_error());
@@ -173,6 +191,7 @@ static void serve_api(int conn, bool over_tcp)
 {
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
 	char summary[1024];
 	/* The TCP port serves the control protocol too (rpc_tcp.h). */
 	if (over_tcp && rpc_tcp_is_control(conn))
@@ -221,8 +240,10 @@ static void worker_died(pid_t pid, int sig, bool overdue)
 			     strerror(errno));
 		return;
 	}
+	close_listeners();
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
 	/* It resumes in the pod's network, as a worker would (its link). */
 	struct cxlcr_pool pool;
 	int n = -1;
@@ -279,7 +300,7 @@ static void refuse(int conn, int kind, const char *why)
 
 /* Hands a connection to a worker process, which serves it and exits;
  * unless the endpoint or the peer has as many workers as it may. */
-static void spawn_worker(int conn, int kind, const int *listeners, int n)
+static void spawn_worker(int conn, int kind)
 {
 	char why[128];
 	uint64_t peer = workers_peer_of(conn);
@@ -290,9 +311,7 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
-		for (int i = 0; i < n; i++)
-			if (listeners[i] >= 0)
-				close(listeners[i]);
+		close_listeners();
 		if (kind == 0)
 			serve(conn, false);
 		else
@@ -305,44 +324,60 @@ static void spawn_worker(int conn, int kind, const int *listeners, int n)
 	close(conn);
 }
 
-/* The control address the host table gives the other hosts: where the
- * TCP listener is bound ("" if on every address, or not listening). */
 /* How long a daemon that stops in order waits for the recoveries its host
- * works on ($CXLCR_STOP_WAIT_MS; systemd's default stop timeout is 90 s). */
+ * works on ($CXLCR_STOP_WAIT_MS, 0..600000; the systemd unit's stop
+ * timeout is 90 s). */
 #define STOP_WAIT_DEFAULT_MS 60000
+#define STOP_WAIT_MAX_MS 600000
+
+static long stop_wait_ms(void)
+{
+	const char *v = getenv("CXLCR_STOP_WAIT_MS");
+	if (!v || !*v)
+		return STOP_WAIT_DEFAULT_MS;
+	char *end;
+	errno = 0;
+	long ms = strtol(v, &end, 10);
+	if (errno || *end || ms < 0 || ms > STOP_WAIT_MAX_MS) {
+		dlog(LOG_WARNING, "CXLCR_STOP_WAIT_MS='%s' is not 0..%d: waiting %d ms", v, STOP_WAIT_MAX_MS,
+		     STOP_WAIT_DEFAULT_MS);
+		return STOP_WAIT_DEFAULT_MS;
+	}
+	return ms;
+}
 
 /*
- * Stopping in order, before the entry says `left`: the recoveries of dead
- * hosts that this host works on (a fence it won whose recovery is still
- * running, a restore by hand here that reopened one) are finished first.
- * A host that left is gone to the others, who take such a recovery over
- * at once and fence it: the restore by hand an operator is running here
- * would fail at its next change, for no fault of its own. Meanwhile the
- * daemon goes on beating (it is alive), takes no new request (its
- * listeners are closed) and no new recovery, and reaps its workers.
- * Bounded by $CXLCR_STOP_WAIT_MS, or ended by a second SIGTERM: then it
- * leaves anyway, and the others take over what is left.
+ * Stopping in order (SIGTERM), before the entry says `left`: the
+ * recoveries of dead hosts that this host works on (a fence it won whose
+ * recovery worker still runs, a restore by hand here that reopened one)
+ * are finished first. A host that left is gone to the others, who take
+ * such a recovery over at once and fence it: the restore by hand an
+ * operator is running here would fail at its next change, for no fault of
+ * its own. Meanwhile the daemon goes on beating (it is alive), takes no
+ * new request (its listeners are closed, in its forks too), fences
+ * nobody and takes no recovery over, and reaps (and kills past their
+ * deadline) its workers. Bounded by $CXLCR_STOP_WAIT_MS, or ended by
+ * SIGINT or a second SIGTERM: then it leaves anyway, and the others take
+ * over what is left.
  */
-static void finish_recoveries(int *listeners, int n, void (*tick_died)(pid_t, int, bool))
+static void finish_recoveries(void (*died)(pid_t, int, bool), uint64_t deadline_ns)
 {
 	uint32_t host = 0;
-	if (liveness_own_recoveries(&host) == 0)
+	if (stopping > 1 || liveness_own_recoveries(&host) == 0)
 		return;
-	for (int i = 0; i < n; i++)
-		if (listeners[i] >= 0)
-			close(listeners[i]), listeners[i] = -1;
+	close_listeners();
 	liveness_stop_taking_recoveries();
-	const char *v = getenv("CXLCR_STOP_WAIT_MS");
-	long wait_ms = v && *v ? strtol(v, NULL, 10) : STOP_WAIT_DEFAULT_MS;
+	long wait_ms = stop_wait_ms();
 	int period = liveness_period_ms();
-	uint64_t end = cxlcr_mono_ns() + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000ull;
+	uint64_t end = cxlcr_mono_ns() + (uint64_t)wait_ms * 1000000ull;
 	dlog(LOG_NOTICE, "stopping: waiting for the recovery of host entry %u's services that this host works on "
 	     "to finish before leaving (at most %ld ms)", host, wait_ms);
 	int open = 1;
 	while (stopping < 2 && cxlcr_mono_ns() < end) {
-		workers_reap(tick_died);
+		workers_reap(died);
+		workers_kill_overdue(cxlcr_mono_ns(), deadline_ns, worker_overdue);
 		if (liveness_tick(dlog))
-			break; /* fenced: its work is the winner's now */
+			break; /* fenced meanwhile: what it did is the others' now */
 		if ((open = liveness_own_recoveries(&host)) == 0)
 			break;
 		poll(NULL, 0, period);
@@ -354,6 +389,8 @@ static void finish_recoveries(int *listeners, int n, void (*tick_died)(pid_t, in
 		dlog(LOG_NOTICE, "stopping: the recoveries this host worked on are done");
 }
 
+/* The control address the host table gives the other hosts: where the
+ * TCP listener is bound ("" if on every address, or not listening). */
 static void register_identity(int tcp, int port)
 {
 	struct sockaddr_in a;
@@ -387,9 +424,12 @@ static void usage(void)
 	       "             else any)\n"
 	       "  --port     the TCP port (the control protocol and the fork API; $%s, default %d; 0: no TCP)\n"
 	       "  --lease    ms: a host whose heartbeat stood still that long is dead and its services\n"
-	       "             are recovered elsewhere ($CXLCR_LEASE_MS, default %d)\n",
+	       "             are recovered elsewhere ($CXLCR_LEASE_MS, default %d)\n"
+	       "SIGTERM stops it in order: the recoveries of dead hosts it runs (or a restore by\n"
+	       "hand here) are finished first, at most $CXLCR_STOP_WAIT_MS (default %d), then the\n"
+	       "host leaves the pod; SIGINT (or a second SIGTERM) leaves at once.\n",
 	       DAEMON_CONFIG_DEFAULT, PAGER_CPUS_ENV, AHEAD_ENV, AHEAD_MB_DEFAULT, PAGER_FAULT_AROUND_ENV,
-	       PAGER_FAULT_AROUND_MAX, HUGE_AFTER_ENV, HUGE_AFTER_DEFAULT_S, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS);
+	       PAGER_FAULT_AROUND_MAX, HUGE_AFTER_ENV, HUGE_AFTER_DEFAULT_S, CXLCR_POOL_DEFAULT_PATH, API_PORT_ENV, CXLCR_API_PORT, DAEMON_LEASE_DEFAULT_MS, STOP_WAIT_DEFAULT_MS);
 }
 
 /* The flags, then the file they override: what the daemon runs with. */
@@ -638,7 +678,7 @@ int main(int argc, char **argv)
 		close(ready_fd);
 	}
 	/* 0: the verb socket, 1: the API's Unix socket, 2: the API over TCP. */
-	int listeners[3] = { s, api_unix, api_tcp };
+	listeners[0] = s, listeners[1] = api_unix, listeners[2] = api_tcp;
 	struct pollfd p[3];
 	for (int i = 0; i < 3; i++)
 		p[i] = (struct pollfd){ .fd = listeners[i], .events = POLLIN };
@@ -677,10 +717,10 @@ int main(int argc, char **argv)
 				continue;
 			int conn = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
 			if (conn >= 0)
-				spawn_worker(conn, i, listeners, 3);
+				spawn_worker(conn, i);
 		}
 	}
-	finish_recoveries(listeners, 3, worker_died);
+	finish_recoveries(worker_died, worker_deadline_ns);
 	liveness_leave();
 	unlink(path);
 	unlink(api_path);

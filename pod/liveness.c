@@ -230,7 +230,7 @@ bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 	/* Declared dead while it was away (frozen, cut off, or a crash before
 	 * this start): its old services go before anything else. */
 	if (me.incarnation)
-		fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, host_gone, log) == 1;
+		fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, leaving ? NULL : host_gone, log) == 1;
 	/* A host that handed itself over while it lives on (its tombstone
 	 * written by a drain that ran out of time) and has acknowledged the
 	 * fence that followed starts a new incarnation at once, which the
@@ -256,7 +256,7 @@ bool liveness_tick(void (*log)(int priority, const char *fmt, ...))
 			log(LOG_INFO, "registered in the host table: entry %u, incarnation %llu, heartbeat every %llu ms",
 			    me.index, (unsigned long long)me.incarnation, (unsigned long long)(period / 1000000));
 			tombstone_arm(&pool, me.index, log);
-			fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, host_gone, log) == 1;
+			fenced = recovery_fenced(&pool, me.index, cxlcr_host_name(), stop_work, leaving ? NULL : host_gone, log) == 1;
 		}
 	}
 	/* Also in the tick that acknowledged a fence: from the ack on, new
@@ -306,8 +306,15 @@ int liveness_own_recoveries(uint32_t *first)
 			cxlcr_refresh(&e->fence, 24);
 			uint64_t fence = __atomic_load_n(&e->fence, __ATOMIC_SEQ_CST);
 			uint64_t done = __atomic_load_n(&e->fence_done, __ATOMIC_SEQ_CST);
-			if (fence && fence != done && cxlcr_fence_worker(fence, done) == me.index && !n++)
-				*first = i;
+			/* (Not this host's own recovery, taken over by itself
+			 * while fenced: it is leaving, the others take it.) */
+			if (i == me.index || !fence || fence == done || cxlcr_fence_worker(fence, done) != me.index)
+				continue;
+			/* A fence it won counts while a worker of this daemon
+			 * runs its recovery (none left: nothing to wait for). */
+			if ((done & CXLCR_FENCE_BY_HAND) || recovery_worker_held(i))
+				if (!n++)
+					*first = i;
 		}
 		cxlcr_hosts_close(&m);
 	}

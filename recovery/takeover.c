@@ -261,6 +261,11 @@ static void watch_worker(struct cxlcr_pool *pool, uint32_t i, uint32_t my_index,
 	start_recovery(i, host, fence, log);
 }
 
+bool recovery_worker_held(uint32_t index)
+{
+	return index < CXLCR_HOSTS_MAX && workers[index].held;
+}
+
 void recovery_watch_workers(struct cxlcr_pool *pool, uint32_t my_index,
 			    void (*log)(int priority, const char *fmt, ...))
 {
@@ -523,7 +528,7 @@ int recovery_fenced(struct cxlcr_pool *pool, uint32_t index, const char *host, v
 	if (!done) {
 		if ((!ourselves || worker != winner) && gone && gone(worker))
 			recovery_winner_gone(pool, index, host, fence, worker, index, log);
-		else if (ourselves)
+		else if (ourselves && gone)
 			recovery_keep_own(pool, index, host, fence, log);
 		else if (said != fence)
 			log(LOG_NOTICE, "waiting for host entry %u to finish recovering this host's services", worker);

@@ -39,13 +39,7 @@ on_other() { [ "$(status_field rd state)" = running ] && [ "$(status_field rd ho
 step_pod rd 3 29
 step_crash copied
 read -r worker _ <"$STEP_DIR/stopped"
-winner=
-for h in h1 h2; do
-	logs "$h" | grep -q "host h0 .* is dead .*fenced by this host" && winner=$h
-done
-[ -n "$winner" ] || die "neither h1 nor h2 says it fenced h0"
-other=h1
-[ "$winner" = h1 ] && other=h2
+h0_winner
 dpid=$(daemon_of "$winner")
 kill -STOP "$dpid"
 until_true 60 on_other ||

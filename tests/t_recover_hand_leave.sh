@@ -25,8 +25,6 @@ is_recovered() { [ "$(fence_field h0 recovered)" = True ]; }
 stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 host_state() { "$CXLCR" hosts --json | python3 -c 'import json, sys
 print([h["state"] for h in json.load(sys.stdin)["hosts"] if h.get("host") == sys.argv[1]][0])' "$1"; }
-daemon_pid() { "$CXLCR" pod up --hosts 3 --json | python3 -c 'import json, sys
-print([h for h in json.load(sys.stdin)["hosts"] if h["host"] == sys.argv[1]][0]["daemon_pid"])' "$1"; }
 said_waiting() { "$CXLCR" pod logs "$hand" | grep -q "stopping: waiting for the recovery of host entry [0-9]*'s services"; }
 
 given_up_pod rw 23
@@ -37,8 +35,7 @@ cli=$!
 until_true 30 stopped_here || die "the restore by hand did not stop at quarantined: $(cat "$POOL_DIR/hand.err")"
 read -r worker _ <"$STEP_DIR/stopped"
 is_recovered && die "the restore by hand did not reopen h0's recovery"
-dpid=$(daemon_pid "$hand")
-[ -n "$dpid" ] || die "no daemon pid for $hand"
+dpid=$(daemon_of "$hand")
 kill -TERM "$dpid"
 until_true 30 said_waiting ||
 	die "$hand's daemon did not wait for the restore by hand before leaving: $("$CXLCR" pod logs "$hand" | tail -n 3)"

@@ -29,13 +29,7 @@ one_step() {
 	step_pod rd 3 11
 	dir=$STEP_DIR
 	step_crash "$step"
-	winner=
-	for h in h1 h2; do
-		logs "$h" | grep -q "host h0 .* is dead .*fenced by this host" && winner=$h
-	done
-	[ -n "$winner" ] || die "$step: neither h1 nor h2 says it fenced h0"
-	other=h1
-	[ "$winner" = h1 ] && other=h2
+	h0_winner
 	"$CXLCR" pod crash "$winner" >/dev/null || die "$step: pod crash $winner failed"
 
 	local end=$((SECONDS + 60))

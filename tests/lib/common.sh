@@ -157,6 +157,15 @@ machine_pid() {
 	python3 "$HOSTPID" machine "$1" "$2" || die "$1 has no process $2"
 }
 
+# daemon_of HOST: this machine's pid of HOST's daemon (the oldest cxlcrd
+# there: its workers are forks of it). Unlike `pod up --json`, it starts
+# no host that crashed.
+daemon_of() {
+	local pid
+	pid=$(on "$1" pgrep -o -x cxlcrd) || die "$1 runs no cxlcrd"
+	machine_pid "$1" "$pid"
+}
+
 # reuse_pid_on HOST PID [COMMAND...]: on emulated host HOST, whose pids
 # are its own (emulation/hostpid.h), once HOST's process PID has ended, a
 # new process there gets PID (ns_last_pid): COMMAND (default: sleep 3600).
@@ -464,6 +473,13 @@ for h in json.load(sys.stdin)["hosts"]:
 host_of() { "$CXLCR" hosts --json | python3 -c 'import json, sys
 print([h["host"] for h in json.load(sys.stdin)["hosts"] if h["entry"] == int(sys.argv[1])][0])' "$1"; }
 
+# h0_winner: $winner, the host that fenced the crashed h0 (its fence in
+# `cxlcr hosts --json`), and $other, the third host of h0, h1, h2.
+h0_winner() {
+	winner=$(host_of "$(fence_field h0 by_entry)")
+	case $winner in h1) other=h2 ;; h2) other=h1 ;; *) die "h0 was fenced by '$winner'" ;; esac
+}
+
 # given_up_pod NAME SEED: three hosts; NAME (Redis, SEED's values) on h0
 # with recovery points; h0 crashes, and the host that fences it ($winner)
 # gives its recovery up (4 runs killed at their first step): NAME left
@@ -472,8 +488,8 @@ print([h["host"] for h in json.load(sys.stdin)["hosts"] if h["entry"] == int(sys
 given_up_pod() {
 	step_pod "$1" 3 "$2"
 	step_crash fenced
-	winner=$(host_of "$(fence_field h0 by_entry)")
-	case $winner in h1) hand=h2 ;; h2) hand=h1 ;; *) die "h0 was fenced by '$winner'" ;; esac
+	h0_winner
+	hand=$other
 	give_up_recovery "$winner"
 	until_true 30 test "$(fence_field h0 recovered)" = True ||
 		die "$winner did not give h0's recovery up: $("$CXLCR" hosts --json)"
