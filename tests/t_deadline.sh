@@ -37,11 +37,6 @@ intact() {
 		die "$2: the service takes no writes"
 }
 
-daemon_of() { # HOST: its daemon's pid, as `pod up` gives it (the host stays as it is)
-	"$CXLCR" pod up --hosts 2 --json | python3 -c '
-import json, sys
-print([h["daemon_pid"] for h in json.load(sys.stdin)["hosts"] if h["host"] == sys.argv[1]][0])' "$1"
-}
 
 # ---- a: the destination does not accept ----------------------------------------------------
 say "a: h1's daemon stopped; migrate to h1"

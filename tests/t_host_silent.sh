@@ -51,11 +51,6 @@ host_field() {
 import json, sys
 print([h[sys.argv[2]] for h in json.load(sys.stdin)["hosts"] if h["host"] == sys.argv[1]][0])' "$1" "$2"
 }
-daemon_of() { # HOST: its daemon's pid, as `pod up` gives it
-	"$CXLCR" pod up --hosts 2 --json | python3 -c '
-import json, sys
-print([h["daemon_pid"] for h in json.load(sys.stdin)["hosts"] if h["host"] == sys.argv[1]][0])' "$1"
-}
 H1_PORT=$(host_field h1 port)
 H1_DAEMON=$(daemon_of h1)
 if [ -z "$H1_PORT" ] || [ -z "$H1_DAEMON" ]; then die "h1's control port or daemon not found"; fi
