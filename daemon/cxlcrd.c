@@ -136,7 +136,6 @@ static void serve(int conn, bool over_tcp)
 {
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
 	/* rpc_serve() hands stdout and stderr to the client. */
 	dlog_set_fd(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3));
 	uint64_t t0 = cxlcr_mono_ns();
@@ -167,7 +166,6 @@ static pid_t run_verb(int argc, char **argv)
 		close_listeners();
 		signal(SIGCHLD, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
-		signal(SIGINT, SIG_DFL);
 		uint64_t t0 = cxlcr_mono_ns();
 		if (enter_pod_network() < 0) {
 			dlog(LOG_ERR, "%s", cxlcr_last_error());
@@ -191,7 +189,6 @@ static void serve_api(int conn, bool over_tcp)
 {
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
 	char summary[1024];
 	/* The TCP port serves the control protocol too (rpc_tcp.h). */
 	if (over_tcp && rpc_tcp_is_control(conn))
@@ -243,7 +240,6 @@ static void worker_died(pid_t pid, int sig, bool overdue)
 	close_listeners();
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
 	/* It resumes in the pod's network, as a worker would (its link). */
 	struct cxlcr_pool pool;
 	int n = -1;
@@ -325,10 +321,10 @@ static void spawn_worker(int conn, int kind)
 }
 
 /* How long a daemon that stops in order waits for the recoveries its host
- * works on ($CXLCR_STOP_WAIT_MS, 0..600000; the systemd unit's stop
+ * works on ($CXLCR_STOP_WAIT_MS, 0..80000; the systemd unit's stop
  * timeout is 90 s). */
 #define STOP_WAIT_DEFAULT_MS 60000
-#define STOP_WAIT_MAX_MS 600000
+#define STOP_WAIT_MAX_MS 80000 /* under the unit's TimeoutStopSec=90: a SIGKILL there is a host death */
 
 static long stop_wait_ms(void)
 {
@@ -608,6 +604,8 @@ int main(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	struct sigaction sa = { .sa_handler = on_term };
+	sigaddset(&sa.sa_mask, SIGTERM); /* on_term reads, then writes: one at a time */
+	sigaddset(&sa.sa_mask, SIGINT);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	/* Workers are counted (workers.c) and reaped as they end: SIGCHLD

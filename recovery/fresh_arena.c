@@ -140,7 +140,15 @@ void recovery_fresh_undo(struct cxlcr_pool *pool, struct recovery_fresh *f)
 {
 	char why[CXLCR_ERROR_MAX];
 	snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-	recovery_mark_recovered(pool, &f->old, 0); /* to be recovered still */
+	/* Not marked (fenced, or no lock to be had): nothing more is undone
+	 * here. The old arena still names the fresh one, which is then what
+	 * the next recovery on this host undoes (ended_runs.c), or, fenced,
+	 * the recovery that took this one over deals with. */
+	if (recovery_mark_recovered(pool, &f->old, 0) < 0) { /* to be recovered still */
+		f->n = f->nq = 0;
+		cxlcr_error("%s", why);
+		return;
+	}
 	for (size_t i = f->n; i-- > 0;)
 		cxlcr_region_free(pool, f->moves[i].new_generation);
 	f->n = 0;

@@ -30,7 +30,10 @@ struct cxlcr_arena_header *recovery_arena_header(struct cxlcr_pool *pool, const 
  * the region table is: a recovery whose work was taken over (its winner
  * only frozen, woken after the fence moved on) must not change what the
  * one that took over reads (that an old arena was replaced, or is to be
- * recovered still). -1 with one line if refused. */
+ * recovered still). And only into r while it is still live and its
+ * header still its own, judged under the lock too: the wait for the lock
+ * may last leases, in which r could be freed and its space given to
+ * another region. -1 with one line if refused. */
 static int mark(struct cxlcr_pool *pool, const struct cxlcr_region *r,
 		void (*write)(struct cxlcr_arena_header *h, const void *arg), const void *arg)
 {
@@ -39,8 +42,13 @@ static int mark(struct cxlcr_pool *pool, const struct cxlcr_region *r,
 		return 0;
 	int rc = cxlcr_pool_lock(pool);
 	if (rc == 0) {
-		if ((rc = cxlcr_pool_held(pool)) == 0)
-			write(h, arg);
+		struct cxlcr_region now;
+		if ((rc = cxlcr_pool_held(pool)) == 0 && cxlcr_region_get(pool, r->generation, &now) == 0 &&
+		    now.offset == r->offset) {
+			cxlcr_refresh(h, sizeof(*h));
+			if (h->magic == CXLCR_ARENA_MAGIC && h->region_generation == r->generation)
+				write(h, arg);
+		}
 		char why[CXLCR_ERROR_MAX];
 		cxlcr_copy_field(why, sizeof(why), cxlcr_last_error());
 		if (cxlcr_pool_unlock(pool) == 0 && rc < 0)

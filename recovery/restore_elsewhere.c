@@ -90,9 +90,17 @@ static int restore_guarded(struct cxlcr_pool *pool, const struct cxlcr_region *a
 			swept.made_freed, swept.undone);
 	int got = restore_recovered(pool, arena->generation, owner, point, len, pid, &fresh);
 	unsetenv("CXLCR_RECOVERY_FENCE");
-	cxlcr_host_fence_unguard(pool, &guard);
 	if (got == 1)
-		return cxlcr_error("%.*s has no recovery point", (int)CXLCR_NAME_MAX, arena->name);
+		cxlcr_error("%.*s has no recovery point", (int)CXLCR_NAME_MAX, arena->name), got = -1;
+	/* Why, for status: marked under the same guard (refused if this
+	 * restore's reopening was taken over meanwhile). */
+	if (got < 0) {
+		char why[CXLCR_ERROR_MAX];
+		snprintf(why, sizeof(why), "restore on %s by hand failed: %s", this_host(), cxlcr_last_error());
+		recovery_mark_failed(pool, arena, why, false);
+		cxlcr_error("%s", why);
+	}
+	cxlcr_host_fence_unguard(pool, &guard);
 	return got;
 }
 
@@ -163,10 +171,8 @@ static int restore_elsewhere(const struct verb_args *a, double *ms, char *point,
 	uint64_t t0 = cxlcr_mono_ns();
 	int got = restore_guarded(&pool, &arena, index, fence, by_hand, point, len, pid);
 	*ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
-	if (got < 0) {
-		snprintf(why, sizeof(why), "restore on %s by hand failed: %s", this_host(), cxlcr_last_error());
-		recovery_mark_failed(&pool, &arena, why, false);
-	}
+	if (got < 0)
+		cxlcr_copy_field(why, sizeof(why), cxlcr_last_error());
 	/* Done again (unless another host took the recovery over: then it
 	 * is that host's to finish; the word is compared under the lock). */
 	cxlcr_host_fence_done(&pool, index, fence);

@@ -113,20 +113,39 @@ static bool left_behind(struct cxlcr_pool *pool, const char *host)
 	return to_recover(pool, host, false, gens) > 0;
 }
 
-/* The recovery of host is given up on: each service left behind is
- * marked failed (status says so, with the reason its last try left). */
-static void give_up(struct cxlcr_pool *pool, const char *host, void (*log)(int priority, const char *fmt, ...))
+/* The recovery of host (entry index, fence word fence) is given up on:
+ * each service left behind is marked failed (status says so, with the
+ * reason its last try left). The marks are made under that recovery's
+ * fence, not under the daemon's own host guard: a fenced host that took
+ * its own recovery over works under a host word that has moved on, and
+ * every mark would be refused. */
+static void give_up(struct cxlcr_pool *pool, uint32_t index, uint64_t fence, const char *host,
+		    void (*log)(int priority, const char *fmt, ...))
 {
 	static uint64_t gens[CXLCR_REGION_MAX];
-	uint32_t n = to_recover(pool, host, false, gens);
-	for (uint32_t i = 0; i < n; i++) {
-		struct cxlcr_region r;
-		if (cxlcr_region_get(pool, gens[i], &r) < 0)
-			continue;
-		recovery_mark_failed(pool, &r, NULL, true);
-		log(LOG_ERR, "%.*s (of host %s) is left down: its recovery failed %u times; `cxlcr status %.*s` says why",
-		    (int)CXLCR_NAME_MAX, r.name, host, RETRIES_MAX + 1, (int)CXLCR_NAME_MAX, r.name);
+	uint32_t host_entry = pool->host_entry;
+	uint64_t host_want = pool->host_want;
+	bool host_guarded = pool->host_word != NULL;
+	struct cxlcr_hosts_map m;
+	cxlcr_pool_host_unguard(pool);
+	if (cxlcr_host_fence_guard(pool, index, fence, &m) == 0) {
+		uint32_t n = to_recover(pool, host, false, gens);
+		for (uint32_t i = 0; i < n; i++) {
+			struct cxlcr_region r;
+			if (cxlcr_region_get(pool, gens[i], &r) < 0)
+				continue;
+			if (recovery_mark_failed(pool, &r, NULL, true) < 0)
+				log(LOG_ERR, "%.*s (of host %s): cannot mark it failed: %s", (int)CXLCR_NAME_MAX, r.name,
+				    host, cxlcr_last_error());
+			else
+				log(LOG_ERR, "%.*s (of host %s) is left down: its recovery failed %u times; `cxlcr status "
+					     "%.*s` says why", (int)CXLCR_NAME_MAX, r.name, host, RETRIES_MAX + 1,
+				    (int)CXLCR_NAME_MAX, r.name);
+		}
+		cxlcr_host_fence_unguard(pool, &m);
 	}
+	if (host_guarded && host_entry && cxlcr_pool_host_guard(pool, host_entry - 1, host_want) < 0)
+		log(LOG_ERR, "%s", cxlcr_last_error());
 }
 
 /* A host we fenced whose recovery is over but left services behind: once
@@ -145,7 +164,7 @@ static bool retry_due(struct cxlcr_pool *pool, uint32_t index, const char *host,
 	if (t->given_up || (t->tries < RETRIES_MAX && cxlcr_mono_ns() < t->at_ns) || !left_behind(pool, host))
 		return false;
 	if (t->tries >= RETRIES_MAX) {
-		give_up(pool, host, log);
+		give_up(pool, index, *fence, host, log);
 		t->given_up = true;
 		return false;
 	}
@@ -247,7 +266,7 @@ static void watch_worker(struct cxlcr_pool *pool, uint32_t i, uint32_t my_index,
 	    cxlcr_fence_reopened_by_hand(pool, i, NULL))
 		return;
 	if (w->restarts >= RETRIES_MAX) {
-		give_up(pool, w->host, log);
+		give_up(pool, i, fence, w->host, log);
 		cxlcr_host_fence_done(pool, i, fence);
 		log(LOG_ERR, "host %s: the recovery of its services (fence %llu) ended before it was done %u times: "
 			     "given up on, and done", w->host, (unsigned long long)fence, RETRIES_MAX + 1);

@@ -24,7 +24,6 @@ need redis-server
 
 PORT=6379
 h0_fence() { fence_field h0 "$1"; }
-is_recovered() { [ "$(h0_fence recovered)" = True ]; }
 stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 
 given_up_pod rw 17
@@ -35,13 +34,13 @@ echo quarantined >"$STEP_DIR/stop-at"
 "$CXLCR" restore rw --host "$hand" --recovery-point >/dev/null 2>"$POOL_DIR/hand.err" &
 cli=$!
 until_true 30 stopped_here || die "the restore by hand did not stop at quarantined: $(cat "$POOL_DIR/hand.err")"
-is_recovered && die "the restore by hand did not reopen h0's recovery"
+h0_recovery_done && die "the restore by hand did not reopen h0's recovery"
 [ "$(host_of "$(h0_fence reopened_by_hand_on_entry)")" = "$hand" ] ||
 	die "hosts --json does not say h0's recovery is reopened by hand on $hand: $("$CXLCR" hosts --json)"
 "$CXLCR" pod crash "$hand" >/dev/null || die "pod crash $hand failed"
 wait "$cli" && die "the restore by hand on the crashed $hand succeeded"
 
-until_true 30 is_recovered ||
+until_true 30 h0_recovery_done ||
 	die "h0's recovery stays reopened after $hand died in its restore by hand: $("$CXLCR" hosts --json); $winner: $("$CXLCR" pod logs "$winner" | tail -n 5)"
 "$CXLCR" pod logs "$winner" | grep -q "host h0: the recovery of its services (fence [0-9]*) was reopened by a restore by hand on host entry [0-9]*, and that host is gone: this host takes it over" ||
 	die "$winner's log does not say it took the recovery over: $("$CXLCR" pod logs "$winner" | tail -n 5)"
@@ -59,5 +58,5 @@ python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "rw does not an
 python3 "$KV" verify --host "$addr" --port $PORT --count 2000 --size 300 --seed 17 --quiet ||
 	die "rw lacks values written before its point"
 [ "$(redis_copies)" = 1 ] || die "$(redis_copies) redis-server processes map the pool, not 1"
-is_recovered || die "h0's recovery is not done after the restore by hand: $("$CXLCR" hosts --json)"
+h0_recovery_done || die "h0's recovery is not done after the restore by hand: $("$CXLCR" hosts --json)"
 ok "the next restore by hand, on $winner: rw answers at $addr with its values, one copy, h0's recovery done"

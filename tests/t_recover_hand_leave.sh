@@ -21,7 +21,6 @@ export CXLCR_LEASE_MS=300
 need redis-server
 
 PORT=6379
-is_recovered() { [ "$(fence_field h0 recovered)" = True ]; }
 stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 host_state() { "$CXLCR" hosts --json | python3 -c 'import json, sys
 print([h["state"] for h in json.load(sys.stdin)["hosts"] if h.get("host") == sys.argv[1]][0])' "$1"; }
@@ -34,7 +33,7 @@ echo quarantined >"$STEP_DIR/stop-at"
 cli=$!
 until_true 30 stopped_here || die "the restore by hand did not stop at quarantined: $(cat "$POOL_DIR/hand.err")"
 read -r worker _ <"$STEP_DIR/stopped"
-is_recovered && die "the restore by hand did not reopen h0's recovery"
+h0_recovery_done && die "the restore by hand did not reopen h0's recovery"
 dpid=$(daemon_of "$hand")
 kill -TERM "$dpid"
 until_true 30 said_waiting ||
@@ -51,7 +50,7 @@ timeout 60 tail --pid="$dpid" -f /dev/null || die "$hand's daemon did not stop o
 [ "$(host_state "$hand")" = left ] || die "$hand is $(host_state "$hand") after its daemon stopped, not left"
 "$CXLCR" pod logs "$winner" | grep -q "host h0: the recovery of its services .* this host takes it over" &&
 	die "$winner took h0's recovery over from the restore by hand on $hand"
-is_recovered || die "h0's recovery is not done after the restore by hand: $("$CXLCR" hosts --json)"
+h0_recovery_done || die "h0's recovery is not done after the restore by hand: $("$CXLCR" hosts --json)"
 [ "$(status_field rw host)" = "$hand" ] || die "rw is on $(status_field rw host), not $hand"
 [ "$(status_field rw address)" = "$addr" ] || die "rw came back at $(status_field rw address), not $addr"
 python3 "$KV" wait --host "$addr" --port $PORT >/dev/null || die "rw does not answer at $addr"

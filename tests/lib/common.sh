@@ -473,6 +473,10 @@ for h in json.load(sys.stdin)["hosts"]:
 host_of() { "$CXLCR" hosts --json | python3 -c 'import json, sys
 print([h["host"] for h in json.load(sys.stdin)["hosts"] if h["entry"] == int(sys.argv[1])][0])' "$1"; }
 
+# h0_recovery_done: the recovery of the crashed h0 is done (its fence word
+# says recovered), and not reopened.
+h0_recovery_done() { [ "$(fence_field h0 recovered)" = True ]; }
+
 # h0_winner: $winner, the host that fenced the crashed h0 (its fence in
 # `cxlcr hosts --json`), and $other, the third host of h0, h1, h2.
 h0_winner() {
@@ -491,7 +495,7 @@ given_up_pod() {
 	h0_winner
 	hand=$other
 	give_up_recovery "$winner"
-	until_true 30 test "$(fence_field h0 recovered)" = True ||
+	until_true 30 h0_recovery_done ||
 		die "$winner did not give h0's recovery up: $("$CXLCR" hosts --json)"
 	[ "$(status_field "$1" state)" = failed ] || die "$1 is $(status_field "$1" state), not failed"
 	ok "$winner's recovery of h0 killed 4 times: given up, $1 left down, the recovery done"
