@@ -241,11 +241,14 @@ $(O)/daemon/paths.o: BASE += -DCXLCR_CRIU_PLUGIN_DIR='"$(CRIU_PLUGIN_DIR)"'
 CRIU_PROTO_DIR   ?= /usr/local/share/cxlcr/criu-images
 REBASE_PROTOS    := rpc opts stats mm vma pagemap fdinfo regfile fown sk-inet sk-opts tcp-stream ns \
                     packet-sock sk-netlink eventfd eventpoll signalfd tun timerfd fsnotify fh \
-                    ext-file sk-unix fifo pipe pidfd tty memfd bpfmap-file netdev macvlan sysctl sit pstree
+                    ext-file sk-unix fifo pipe pidfd tty memfd bpfmap-file netdev macvlan sysctl sit pstree \
+                    core core-x86 core-arm core-aarch64 core-ppc64 core-s390 core-mips core-loongarch64 \
+                    core-riscv64 rlimit timer creds sa siginfo rseq
 REBASE_GEN       := $(REBASE_PROTOS:%=$(O)/rebase/gen/%.pb-c.c) \
                     $(O)/rebase/gen/google/protobuf/descriptor.pb-c.c
 REBASE_SRC       := rebase/image_io.c rebase/criu_stats.c rebase/mm.c rebase/regfile.c rebase/fork_record.c \
-                    rebase/netid.c rebase/rebase.c rebase/files_under.c rebase/relocate.c rebase/proc_self.c
+                    rebase/netid.c rebase/rebase.c rebase/files_under.c rebase/relocate.c rebase/proc_self.c \
+                    rebase/stopped.c
 REBASE_OBJS      := $(REBASE_SRC:%.c=$(O)/%.o) $(REBASE_GEN:.c=.o) $(O)/common/record.o
 REBASE_GEN_FLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -w $(CFLAGS) $(EXTRA_CFLAGS) -I$(O)/rebase/gen
 

@@ -256,7 +256,33 @@ static bool same_pid_ns(pid_t pid, const struct stat *ns)
 	return stat(path, &st) == 0 && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev;
 }
 
+/* Task pid's pid in its own (innermost) PID namespace: the last field of
+ * /proc/PID/status's NSpid line; 0 if unknown. */
+static pid_t inner_pid(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	pid_t inner = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		char *last = strrchr(line, '\t');
+		inner = last ? (pid_t)atoi(last + 1) : 0;
+		break;
+	}
+	fclose(f);
+	return inner;
+}
+
 int container_signal_all(pid_t init, int sig)
+{
+	return container_signal_all_but(init, sig, NULL, 0);
+}
+
+int container_signal_all_but(pid_t init, int sig, const pid_t *skip, size_t n)
 {
 	char path[64];
 	struct stat ns;
@@ -269,7 +295,15 @@ int container_signal_all(pid_t init, int sig)
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		pid_t pid = atoi(e->d_name);
-		if (pid > 0 && same_pid_ns(pid, &ns))
+		if (pid <= 0 || !same_pid_ns(pid, &ns))
+			continue;
+		bool skipped = false;
+		if (n) {
+			pid_t inner = inner_pid(pid);
+			for (size_t i = 0; i < n && !skipped; i++)
+				skipped = inner == skip[i];
+		}
+		if (!skipped)
 			kill(pid, sig);
 	}
 	closedir(d);

@@ -65,5 +65,9 @@ int container_link_attach(const struct pod *pod, const char *link);
 
 /* Sends sig to every task of the PID namespace whose init is `init`. */
 int container_signal_all(pid_t init, int sig);
+/* The same, but not to the processes whose pid in that namespace is one of
+ * skip's n (a restored service's processes that were stopped when it was
+ * checkpointed stay stopped). */
+int container_signal_all_but(pid_t init, int sig, const pid_t *skip, size_t n);
 
 #endif

@@ -132,7 +132,7 @@ int criu_swrk_restore(struct criu_swrk *w, const struct criu_restore_opts *o, in
 	if (rc == 0)
 		rc = sent < 0 ? cxlcr_error("%s", why) : read_answer(w->sk, pid);
 	if (rc != 0)
-		exec_held_release(false); /* a success without an answer: never let run */
+		exec_held_release(false, NULL, 0); /* a success without an answer: never let run */
 	close(w->sk);
 	w->sk = -1;
 	return rc;

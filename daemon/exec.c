@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -74,6 +75,13 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
  * A held keeper (report >= 0) does not pass a success on by exiting: see
  * hold_made().
  */
+/* A held keeper's go (hold_made): one write, well under PIPE_BUF, so a
+ * verb that dies in the middle of it said nothing. */
+struct held_go {
+	char word;      /* 'g' */
+	uint32_t n;     /* processes that stay stopped */
+	pid_t stopped[EXEC_HELD_STOPPED_MAX];
+};
 _Noreturn static void hold_made(int report, int go);
 _Noreturn static void run_kept(char *const argv[], pid_t verb, int report, int go)
 {
@@ -141,10 +149,14 @@ _Noreturn static void hold_made(int report, int go)
 		exec_kill_orphans();
 		_exit(1);
 	}
+	/* The go: 'g', then how many processes stay stopped and their pids
+	 * in the restored tree's namespace, in one write (exec_held_release). */
+	struct held_go g;
 	ssize_t n;
-	while ((n = read(go, &word, 1)) < 0 && errno == EINTR)
+	while ((n = read(go, &g, sizeof(g))) < 0 && errno == EINTR)
 		;
-	if (n != 1 || word != 'g') {
+	if (n < (ssize_t)offsetof(struct held_go, stopped) || g.word != 'g' || g.n > EXEC_HELD_STOPPED_MAX ||
+	    (size_t)n != offsetof(struct held_go, stopped) + g.n * sizeof(pid_t)) {
 		exec_kill_orphans();
 		_exit(1);
 	}
@@ -156,7 +168,7 @@ _Noreturn static void hold_made(int report, int go)
 		siginfo_t si = { 0 };
 		if (waitid(P_PID, (id_t)kids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == kids[i])
 			rc = 1;
-		else if (container_signal_all(kids[i], SIGCONT) < 0)
+		else if (container_signal_all_but(kids[i], SIGCONT, g.stopped, g.n) < 0)
 			rc = 1;
 	}
 	_exit(rc);
@@ -385,11 +397,15 @@ void exec_tool_abort(struct exec_child *c)
 	close(c->err);
 }
 
-int exec_held_release(bool go)
+int exec_held_release(bool go, const pid_t *stopped, size_t n)
 {
 	if (held.keeper <= 0)
 		return 0;
-	bool said = go && write(held.go, "g", 1) == 1;
+	struct held_go g = { .word = 'g', .n = n <= EXEC_HELD_STOPPED_MAX ? (uint32_t)n : 0 };
+	if (g.n)
+		memcpy(g.stopped, stopped, g.n * sizeof(pid_t));
+	size_t len = offsetof(struct held_go, stopped) + g.n * sizeof(pid_t);
+	bool said = go && write(held.go, &g, len) == (ssize_t)len;
 	close(held.go);
 	int status = 0;
 	while (waitpid(held.keeper, &status, 0) < 0 && errno == EINTR)

@@ -57,9 +57,12 @@ void exec_tool_abort(struct exec_child *c);
 /* The held keeper (if any) lets the stopped tasks its tool made run (go:
  * SIGCONT to each, which it waits for), or ends them. Until then, and if
  * this process dies first, they never run: the keeper ends them when our
- * end of its "go" pipe closes without a go. 0, or -1 if they could not
- * be let run (gone). */
-int exec_held_release(bool go);
+ * end of its "go" pipe closes without a go. stopped (n of them, at most
+ * EXEC_HELD_STOPPED_MAX; pids in the restored tree's PID namespace): the
+ * processes that were stopped when they were checkpointed, which stay
+ * stopped. 0, or -1 if they could not be let run (gone). */
+#define EXEC_HELD_STOPPED_MAX 64
+int exec_held_release(bool go, const pid_t *stopped, size_t n);
 
 /* The next tool run from this thread takes fd over (pass it among its fds
  * too): this process closes its own copy as soon as the tool has one, so

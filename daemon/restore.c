@@ -11,6 +11,7 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "../control/fence.h"
+#include "../rebase/rebase.h"
 #include "../recovery/recovery.h"
 #include "../tracking/track.h"
 #include "cli.h"
@@ -159,8 +160,13 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 	 * killed meanwhile, or the lease moved on, nothing ran: a failed
 	 * restore (the keeper ends them). */
 	if (restored == 0) {
-		bool ours = verb_lease_check(l, "letting the restored service run") == 0;
-		if (exec_held_release(ours) < 0 || !ours)
+		/* A process that was stopped when it was checkpointed stays
+		 * stopped (CRIU, on its own, stops it again). */
+		pid_t stopped[EXEC_HELD_STOPPED_MAX];
+		size_t nstopped = 0;
+		bool ours = cxlcr_rebase_stopped_tasks(dir, stopped, EXEC_HELD_STOPPED_MAX, &nstopped) == 0 &&
+			    verb_lease_check(l, "letting the restored service run") == 0;
+		if (exec_held_release(ours, stopped, nstopped) < 0 || !ours)
 			restored = -1;
 	}
 	unsetenv("CXLCR_RECOVERY_POINT");

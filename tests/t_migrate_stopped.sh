@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A service that an operator stopped (SIGSTOP) comes back stopped from a
+# migrate, as CRIU on its own brings a stopped process back: the restore
+# lets the restored tasks run only once it is judged a success, and it
+# used to let them all run alike (docs/control-plane.md). Here Redis on h0
+# is filled and stopped, migrated to h1: there it must be stopped (state
+# T), answer nothing, and once continued (SIGCONT) answer with every value.
+# Migrated back to h0 while it runs, it must run there at once (a running
+# process is not left stopped).
+set -euo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+need redis-server
+
+PORT=6379
+# state HOST PID: the state letter of process PID of HOST (R, S, T...).
+state() { on "$1" cat "/proc/$2/stat" | sed 's/^.*) //' | cut -d' ' -f1; }
+
+new_pool 4G
+pod_up 2
+pod_redis redis h0 256M
+python3 "$KV" fill --host "$addr" --port $PORT --count 5000 --size 200 --seed 41 --quiet
+
+on h0 kill -STOP "$(status_field redis pid)" || die "cannot stop redis on h0"
+[ "$(state h0 "$(status_field redis pid)")" = T ] || die "redis on h0 is not stopped"
+"$CXLCR" migrate redis --to h1 >/dev/null 2>"$POOL_DIR/migrate.err" ||
+	die "the migrate of a stopped redis failed: $(cat "$POOL_DIR/migrate.err")"
+[ "$(status_field redis host)" = h1 ] || die "redis is on $(status_field redis host), not h1"
+pid=$(status_field redis pid)
+[ "$(state h1 "$pid")" = T ] || die "redis was stopped on h0 and runs on h1 (state $(state h1 "$pid"))"
+timeout 2 redis-cli -h "$addr" -p $PORT ping >/dev/null 2>&1 && die "the stopped redis answered on h1"
+ok "stopped on h0, migrated to h1: still stopped there, answers nothing"
+
+on h1 kill -CONT "$pid" || die "cannot continue redis on h1"
+python3 "$KV" verify --host "$addr" --port $PORT --count 5000 --size 200 --seed 41 --quiet ||
+	die "redis lacks values after it was continued on h1"
+ok "continued on h1: every value at $addr"
+
+"$CXLCR" migrate redis --to h0 >/dev/null 2>"$POOL_DIR/migrate.err" ||
+	die "the migrate back to h0 failed: $(cat "$POOL_DIR/migrate.err")"
+pid=$(status_field redis pid)
+[ "$(state h0 "$pid")" != T ] || die "redis ran on h1 and is stopped on h0"
+python3 "$KV" verify --host "$addr" --port $PORT --count 5000 --size 200 --seed 41 --quiet ||
+	die "redis lacks values back on h0"
+ok "running on h1, migrated back to h0: it runs there with every value"
