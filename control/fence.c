@@ -64,7 +64,7 @@ static void finish_taken_over(struct cxlcr_pool *pool, const struct cxlcr_region
  * waits), so that neither the SIGCONT nor the SIGKILL at their end can
  * reach a process that got the pid after the source ended meanwhile. */
 int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
-			    const char *veth, char *where, size_t len)
+			    const char *veth, const pid_t *stopped, size_t nstopped, char *where, size_t len)
 {
 	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	for (int tries = 0; tries < 8; tries++) {
@@ -87,7 +87,7 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 		if (pod)
 			container_link_attach(pod, veth);
 		if (cxlcr_pidfd_running(pfd))
-			container_signal_all(pid, SIGCONT);
+			container_signal_all_but(pid, SIGCONT, stopped, nstopped);
 		/* A migrate ends its source's tracker before the freeze
 		 * (cmd_migrate.c): tracked again, from a full round. Only a
 		 * help: without it, snapshots compare. */
@@ -170,7 +170,9 @@ int verb_begin(struct cxlcr_pool *pool, struct service *s, const char *verb, con
 		char veth[sizeof(now.veth) + 1] = "", where[CXLCR_HOST_MAX + 64];
 		if (cxlcr_region_get(pool, s->region.generation, &now) == 0)
 			memcpy(veth, now.veth, sizeof(now.veth));
-		service_resume_or_fence(pool, s->region.generation, l->frozen_pid, l->dead_host, veth, where,
+		/* (Which of its processes were stopped before that freeze died
+		 * with the verb: all of them run again.) */
+		service_resume_or_fence(pool, s->region.generation, l->frozen_pid, l->dead_host, veth, NULL, 0, where,
 					sizeof(where));
 	}
 	if (l->took_over)

@@ -16,10 +16,12 @@
  * own again, which it makes sure of with a compare-and-set of the epoch
  * *before* it resumes (so a restore still under way, whose take-over
  * expects the old epoch, fails); fenced if another process owns and runs
- * it. Writes where the service runs now into where. Returns 1 when the
- * source was resumed, 0 when it was fenced. */
+ * it. Resumed: every process of it but the nstopped of stopped (pids in
+ * its namespace, container_stopped(): stopped before the freeze, they
+ * stay so; NULL, 0: all of them). Writes where the service runs now into
+ * where. Returns 1 when the source was resumed, 0 when it was fenced. */
 int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
-			    const char *veth, char *where, size_t len);
+			    const char *veth, const pid_t *stopped, size_t nstopped, char *where, size_t len);
 
 /*
  * A restore that failed after the plugin took the arena over (CRIU killed

@@ -42,6 +42,12 @@
 #define KILL_WAIT_MS 10000
 #define SHED_TIMEOUT_MS 50 /* a service that does not answer is dumped as it is */
 
+/* The source's processes that were stopped before the freeze (an
+ * operator's SIGSTOP), taken by checkpoint_service(): a failed verb
+ * resumes only the others. */
+static pid_t source_stopped[EXEC_HELD_STOPPED_MAX];
+static size_t source_nstopped;
+
 /* After a failed checkpoint or migrate: the source resumes with its arena,
  * or is fenced if a restored copy owns and runs it (control/fence.h).
  * Writes where the service runs now into where. */
@@ -49,7 +55,7 @@ static int resume_source(struct cxlcr_pool *pool, const struct service *s, struc
 			 size_t len)
 {
 	int resumed = service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(),
-					      s->region.veth, where, len);
+					      s->region.veth, source_stopped, source_nstopped, where, len);
 	verb_lease_note_frozen(l, 0, 0);
 	return resumed;
 }
@@ -95,6 +101,7 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	char dir[PATH_MAX];
 	if (verb_lease_check(l, "the freeze") < 0)
 		return -1;
+	source_nstopped = container_stopped(s->region.owner_pid, source_stopped, EXEC_HELD_STOPPED_MAX);
 	if (image_work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
 	/* The images' region, before the freeze (image_store.h): CRIU dumps

@@ -427,6 +427,8 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	uint64_t f0 = cxlcr_mono_ns();
 	if (recovery_point)
 		setenv(CXLCR_SNAPSHOT_DRAFT_ONLY_ENV, "1", 1);
+	static pid_t stopped[EXEC_HELD_STOPPED_MAX]; /* before the freeze: they stay stopped after a failure */
+	size_t nstopped = container_stopped(s->region.owner_pid, stopped, EXEC_HELD_STOPPED_MAX);
 	int dumped = service_fence_growth(pool, s, GROW_FENCE_TIMEOUT_MS);
 	if (dumped == 0) {
 		dumped = criu_dump_for_fork(s->region.owner_pid, dir, out->name);
@@ -437,8 +439,9 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		free(hot);
-		/* CRIU lets the tasks go on a failed dump; make sure. */
-		container_signal_all(s->region.owner_pid, SIGCONT);
+		/* CRIU lets the tasks go on a failed dump; make sure (but
+		 * not those that were stopped before it). */
+		container_signal_all_but(s->region.owner_pid, SIGCONT, stopped, nstopped);
 		drop_snapshot(pool, out->name);
 		image_work_dir_failed(dir); /* CRIU's log stays */
 		return cxlcr_error("%s", why);

@@ -69,5 +69,10 @@ int container_signal_all(pid_t init, int sig);
  * skip's n (a restored service's processes that were stopped when it was
  * checkpointed stay stopped). */
 int container_signal_all_but(pid_t init, int sig, const pid_t *skip, size_t n);
+/* The processes of that PID namespace that are stopped now (state T: a
+ * SIGSTOP, not a tracer's stop), by their pids in it, at most max: taken
+ * before a verb freezes a service, so that its failure resumes only those
+ * that ran. */
+size_t container_stopped(pid_t init, pid_t *stopped, size_t max);
 
 #endif

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -75,13 +76,14 @@ int exec_argv_fds(char *const argv[], int timeout_s, const int *fds, int nfds)
  * A held keeper (report >= 0) does not pass a success on by exiting: see
  * hold_made().
  */
-/* A held keeper's go (hold_made): one write, well under PIPE_BUF, so a
- * verb that dies in the middle of it said nothing. */
+/* A held keeper's go (hold_made): one write of at most PIPE_BUF bytes,
+ * so a verb that dies in the middle of it said nothing. */
 struct held_go {
 	char word;      /* 'g' */
 	uint32_t n;     /* processes that stay stopped */
 	pid_t stopped[EXEC_HELD_STOPPED_MAX];
 };
+_Static_assert(sizeof(struct held_go) <= PIPE_BUF, "a keeper's go fits one atomic pipe write");
 _Noreturn static void hold_made(int report, int go);
 _Noreturn static void run_kept(char *const argv[], pid_t verb, int report, int go)
 {
@@ -401,9 +403,12 @@ int exec_held_release(bool go, const pid_t *stopped, size_t n)
 {
 	if (held.keeper <= 0)
 		return 0;
-	struct held_go g = { .word = 'g', .n = n <= EXEC_HELD_STOPPED_MAX ? (uint32_t)n : 0 };
-	if (g.n)
-		memcpy(g.stopped, stopped, g.n * sizeof(pid_t));
+	static struct held_go g;
+	g = (struct held_go){ .word = 'g', .n = (uint32_t)n };
+	if (n > EXEC_HELD_STOPPED_MAX)
+		go = false; /* (no caller names more: restore.c reads at most as many) */
+	else if (n)
+		memcpy(g.stopped, stopped, n * sizeof(pid_t));
 	size_t len = offsetof(struct held_go, stopped) + g.n * sizeof(pid_t);
 	bool said = go && write(held.go, &g, len) == (ssize_t)len;
 	close(held.go);

@@ -61,7 +61,7 @@ void exec_tool_abort(struct exec_child *c);
  * EXEC_HELD_STOPPED_MAX; pids in the restored tree's PID namespace): the
  * processes that were stopped when they were checkpointed, which stay
  * stopped. 0, or -1 if they could not be let run (gone). */
-#define EXEC_HELD_STOPPED_MAX 64
+#define EXEC_HELD_STOPPED_MAX 1000 /* the go is one write of at most PIPE_BUF (4096) bytes */
 int exec_held_release(bool go, const pid_t *stopped, size_t n);
 
 /* The next tool run from this thread takes fd over (pass it among its fds

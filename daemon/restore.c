@@ -108,6 +108,18 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 		return -1;
 	}
 	*image_bytes = meta.payload_bytes;
+	/* Which processes were stopped when they were checkpointed: they stay
+	 * stopped (CRIU, on its own, stops them again). Read before CRIU
+	 * runs; not readable, or too many to name, they all run (with a
+	 * warning) rather than the restore failing after the arena was taken
+	 * over. */
+	static pid_t stopped[EXEC_HELD_STOPPED_MAX];
+	size_t nstopped = 0;
+	if (cxlcr_rebase_stopped_tasks(dir, stopped, EXEC_HELD_STOPPED_MAX, &nstopped) < 0) {
+		fprintf(stderr, "warning: %s: which processes were stopped is unknown, all of them will run: %s\n", name,
+			cxlcr_last_error());
+		nstopped = 0;
+	}
 	uint64_t t1 = cxlcr_mono_ns();
 	parts->fetch_ns = t1 - t0;
 	/* A recovery point's dump says the epoch of its instant; the arena,
@@ -160,12 +172,7 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 	 * killed meanwhile, or the lease moved on, nothing ran: a failed
 	 * restore (the keeper ends them). */
 	if (restored == 0) {
-		/* A process that was stopped when it was checkpointed stays
-		 * stopped (CRIU, on its own, stops it again). */
-		pid_t stopped[EXEC_HELD_STOPPED_MAX];
-		size_t nstopped = 0;
-		bool ours = cxlcr_rebase_stopped_tasks(dir, stopped, EXEC_HELD_STOPPED_MAX, &nstopped) == 0 &&
-			    verb_lease_check(l, "letting the restored service run") == 0;
+		bool ours = verb_lease_check(l, "letting the restored service run") == 0;
 		if (exec_held_release(ours, stopped, nstopped) < 0 || !ours)
 			restored = -1;
 	}

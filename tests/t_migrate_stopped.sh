@@ -6,11 +6,13 @@
 # is filled and stopped, migrated to h1: there it must be stopped (state
 # T), answer nothing, and once continued (SIGCONT) answer with every value.
 # Migrated back to h0 while it runs, it must run there at once (a running
-# process is not left stopped).
+# process is not left stopped). And a migrate that fails (its destination's
+# daemon killed) resumes only what ran before it: the stopped Redis stays
+# stopped on h0 (the old code continued every process of the source).
 set -euo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
-need redis-server
+need redis-server redis-cli
 
 PORT=6379
 # state HOST PID: the state letter of process PID of HOST (R, S, T...).
@@ -21,14 +23,26 @@ pod_up 2
 pod_redis redis h0 256M
 python3 "$KV" fill --host "$addr" --port $PORT --count 5000 --size 200 --seed 41 --quiet
 
+is_stopped() { [ "$(state "$1" "$2")" = T ]; }
 on h0 kill -STOP "$(status_field redis pid)" || die "cannot stop redis on h0"
-[ "$(state h0 "$(status_field redis pid)")" = T ] || die "redis on h0 is not stopped"
+until_true 10 is_stopped h0 "$(status_field redis pid)" || die "redis on h0 is not stopped"
+
+kill -KILL "$(daemon_of h1)"
+"$CXLCR" migrate redis --to h1 >/dev/null 2>&1 && die "a migrate to a host whose daemon is dead succeeded"
+[ "$(status_field redis host)" = h0 ] || die "redis is on $(status_field redis host) after the failed migrate"
+is_stopped h0 "$(status_field redis pid)" ||
+	die "a failed migrate continued the stopped redis (state $(state h0 "$(status_field redis pid)"))"
+"$CXLCR" pod up --hosts 2 >/dev/null || die "pod up did not bring h1 back"
+ok "a migrate to h1 whose daemon was dead failed: redis still stopped on h0"
+
 "$CXLCR" migrate redis --to h1 >/dev/null 2>"$POOL_DIR/migrate.err" ||
 	die "the migrate of a stopped redis failed: $(cat "$POOL_DIR/migrate.err")"
 [ "$(status_field redis host)" = h1 ] || die "redis is on $(status_field redis host), not h1"
 pid=$(status_field redis pid)
 [ "$(state h1 "$pid")" = T ] || die "redis was stopped on h0 and runs on h1 (state $(state h1 "$pid"))"
-timeout 2 redis-cli -h "$addr" -p $PORT ping >/dev/null 2>&1 && die "the stopped redis answered on h1"
+rc=0
+timeout 2 redis-cli -h "$addr" -p $PORT ping >/dev/null 2>&1 || rc=$?
+[ $rc = 124 ] || die "the stopped redis on h1 did not keep a ping waiting (redis-cli: $rc)"
 ok "stopped on h0, migrated to h1: still stopped there, answers nothing"
 
 on h1 kill -CONT "$pid" || die "cannot continue redis on h1"
