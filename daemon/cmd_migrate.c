@@ -99,9 +99,11 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 			      uint64_t *image_bytes, struct freeze_parts *parts)
 {
 	char dir[PATH_MAX];
+	/* (Taken again right before the shed: an operator's stop or continue
+	 * meanwhile is the state the freeze finds.) */
+	source_nstopped = container_stopped(s->region.owner_pid, source_stopped, EXEC_HELD_STOPPED_MAX);
 	if (verb_lease_check(l, "the freeze") < 0)
 		return -1;
-	source_nstopped = container_stopped(s->region.owner_pid, source_stopped, EXEC_HELD_STOPPED_MAX);
 	if (image_work_dir("dump", s->region.name, dir, sizeof(dir)) < 0)
 		return -1;
 	/* The images' region, before the freeze (image_store.h): CRIU dumps
@@ -131,6 +133,7 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	 * not to share the CPUs with its CRIU's start (restore_session.c). */
 	if (parts->session)
 		parts->ready_wait_ms = session_ready(parts->session, &parts->readied);
+	source_nstopped = container_stopped(s->region.owner_pid, source_stopped, EXEC_HELD_STOPPED_MAX);
 	uint64_t s0 = cxlcr_mono_ns();
 	service_shed_page_tables(pool, s, SHED_TIMEOUT_MS);
 	uint64_t t0 = cxlcr_mono_ns();

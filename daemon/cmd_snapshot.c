@@ -421,14 +421,14 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 		return cxlcr_error("recovery point %s not taken: %s", out->name, out->full_because);
 	}
 	precopy(pool, s, dir, out);
+	static pid_t stopped[EXEC_HELD_STOPPED_MAX]; /* before the freeze: they stay stopped after a failure */
+	size_t nstopped = container_stopped(s->region.owner_pid, stopped, EXEC_HELD_STOPPED_MAX);
 	uint64_t s0 = cxlcr_mono_ns();
 	if (snapshot_may_shed(pool, recovery_point) && service_shed_page_tables(pool, s, SERVICE_SHED_ANSWER_MS))
 		out->shed_ms = (double)(cxlcr_mono_ns() - s0) / 1e6;
 	uint64_t f0 = cxlcr_mono_ns();
 	if (recovery_point)
 		setenv(CXLCR_SNAPSHOT_DRAFT_ONLY_ENV, "1", 1);
-	static pid_t stopped[EXEC_HELD_STOPPED_MAX]; /* before the freeze: they stay stopped after a failure */
-	size_t nstopped = container_stopped(s->region.owner_pid, stopped, EXEC_HELD_STOPPED_MAX);
 	int dumped = service_fence_growth(pool, s, GROW_FENCE_TIMEOUT_MS);
 	if (dumped == 0) {
 		dumped = criu_dump_for_fork(s->region.owner_pid, dir, out->name);

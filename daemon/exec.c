@@ -404,10 +404,10 @@ int exec_held_release(bool go, const pid_t *stopped, size_t n)
 	if (held.keeper <= 0)
 		return 0;
 	static struct held_go g;
-	g = (struct held_go){ .word = 'g', .n = (uint32_t)n };
 	if (n > EXEC_HELD_STOPPED_MAX)
-		go = false; /* (no caller names more: restore.c reads at most as many) */
-	else if (n)
+		n = 0; /* (no caller names more: restore.c reads at most as many) all run */
+	g = (struct held_go){ .word = 'g', .n = (uint32_t)n };
+	if (n)
 		memcpy(g.stopped, stopped, n * sizeof(pid_t));
 	size_t len = offsetof(struct held_go, stopped) + g.n * sizeof(pid_t);
 	bool said = go && write(held.go, &g, len) == (ssize_t)len;

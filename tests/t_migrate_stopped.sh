@@ -28,7 +28,11 @@ on h0 kill -STOP "$(status_field redis pid)" || die "cannot stop redis on h0"
 until_true 10 is_stopped h0 "$(status_field redis pid)" || die "redis on h0 is not stopped"
 
 kill -KILL "$(daemon_of h1)"
-"$CXLCR" migrate redis --to h1 >/dev/null 2>&1 && die "a migrate to a host whose daemon is dead succeeded"
+"$CXLCR" migrate redis --to h1 >/dev/null 2>"$POOL_DIR/migrate.err" &&
+	die "a migrate to a host whose daemon is dead succeeded"
+# (Failed after the freeze: the source was dumped and resumed.)
+grep -q "to h1 failed.*goes on running on h0" "$POOL_DIR/migrate.err" ||
+	die "the migrate did not fail after its freeze: $(cat "$POOL_DIR/migrate.err")"
 [ "$(status_field redis host)" = h0 ] || die "redis is on $(status_field redis host) after the failed migrate"
 is_stopped h0 "$(status_field redis pid)" ||
 	die "a failed migrate continued the stopped redis (state $(state h0 "$(status_field redis pid)"))"
