@@ -42,6 +42,8 @@ ok "a migrate to h1 whose daemon was dead failed: redis still stopped on h0"
 "$CXLCR" migrate redis --to h1 >/dev/null 2>"$POOL_DIR/migrate.err" ||
 	die "the migrate of a stopped redis failed: $(cat "$POOL_DIR/migrate.err")"
 [ "$(status_field redis host)" = h1 ] || die "redis is on $(status_field redis host), not h1"
+grep -q "did not answer a tracking request" "$POOL_DIR/migrate.err" &&
+	die "the migrate waited for a stopped redis to answer its tracker: $(cat "$POOL_DIR/migrate.err")"
 pid=$(status_field redis pid)
 [ "$(state h1 "$pid")" = T ] || die "redis was stopped on h0 and runs on h1 (state $(state h1 "$pid"))"
 rc=0
