@@ -22,7 +22,6 @@ export CXLCR_LEASE_MS=300
 need redis-server
 
 PORT=6379
-stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 runs_on_h1() { [ "$(status_field rw state)" = running ] && [ "$(status_field rw host)" = h1 ]; }
 recovered_from() { "$CXLCR" status rw --json | python3 -c 'import json, sys
 r = json.load(sys.stdin).get("recovered") or {}

@@ -26,7 +26,6 @@ PORT=6379
 # Whether the recovery of h0's last fence is done (`cxlcr hosts --json`).
 h0_recovered() { fence_field h0 recovered; }
 is_recovered() { [ "$(h0_recovered)" = True ]; }
-stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 
 step_pod rw 2 13
 # h1's recovery, killed at "fenced" in each of its 4 runs (the first and 3

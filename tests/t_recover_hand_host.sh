@@ -24,7 +24,6 @@ need redis-server
 
 PORT=6379
 h0_fence() { fence_field h0 "$1"; }
-stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 
 given_up_pod rw 17
 

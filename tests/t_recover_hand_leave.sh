@@ -21,7 +21,6 @@ export CXLCR_LEASE_MS=300
 need redis-server
 
 PORT=6379
-stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
 host_state() { "$CXLCR" hosts --json | python3 -c 'import json, sys
 print([h["state"] for h in json.load(sys.stdin)["hosts"] if h.get("host") == sys.argv[1]][0])' "$1"; }
 said_waiting() { "$CXLCR" pod logs "$hand" | grep -q "stopping: waiting for the recovery of host entry [0-9]*'s services"; }

@@ -529,6 +529,10 @@ give_up_recovery() {
 	done
 }
 
+# stopped_here: a recovery (or a restore) stopped at the step the test
+# named in $STEP_DIR/stop-at (recovery/test_step.c).
+stopped_here() { [ -s "$STEP_DIR/stopped" ]; }
+
 # step_crash STEP: the next recovery stops at STEP (step_pod); h0 crashes;
 # waits (bounded) until a recovery has stopped there, or dies with the
 # other hosts' last log lines.
