@@ -1315,7 +1315,7 @@ int cxlcr_region_set_veth(struct cxlcr_pool *pool, uint64_t generation, const ch
  * and never into a second live region of one kind and name. let_go: their
  * owner's pid is forgotten in the same change (a made region's maker). */
 static int change_kinds(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, uint32_t from,
-			const uint32_t *to, bool let_go)
+			const uint32_t *to, bool let_go, void (*also)(void *arg), void *arg)
 {
 	if (cxlcr_pool_lock(pool) < 0)
 		return -1;
@@ -1345,12 +1345,14 @@ static int change_kinds(struct cxlcr_pool *pool, size_t n, const uint64_t *gener
 		}
 		end_change(r, seq);
 	}
+	if (rc == 0 && also)
+		also(arg);
 	return finish(pool, rc);
 }
 
 int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t from, uint32_t to)
 {
-	return change_kinds(pool, 1, &generation, from, &to, false);
+	return change_kinds(pool, 1, &generation, from, &to, false, NULL, NULL);
 }
 
 /* The maker is not the regions' owner once they are made: a service is
@@ -1363,7 +1365,13 @@ int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t
  * recovery on its host undoes. */
 int cxlcr_region_commit_made(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, const uint32_t *to)
 {
-	return change_kinds(pool, n, generations, CXLCR_KIND_MAKING, to, true);
+	return change_kinds(pool, n, generations, CXLCR_KIND_MAKING, to, true, NULL, NULL);
+}
+
+int cxlcr_region_commit_made_and(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, const uint32_t *to,
+				 void (*also)(void *arg), void *arg)
+{
+	return change_kinds(pool, n, generations, CXLCR_KIND_MAKING, to, true, also, arg);
 }
 
 void *cxlcr_pool_map(struct cxlcr_pool *pool, uint64_t off, size_t len, size_t align, size_t head)

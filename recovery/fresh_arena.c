@@ -184,16 +184,24 @@ static int fresh_like(struct cxlcr_pool *pool, uint32_t kind, const struct cxlcr
 }
 
 /* The new regions become what they stand for, owned by nobody yet, the
- * arena and its extents in one guarded change: a recovery taken over
- * meanwhile stops here, its regions all left being made (one killed in
- * the middle of it may leave the arena made and extents not, which the
- * next recovery on this host undoes). */
-static int fresh_commit(struct cxlcr_pool *pool, struct recovery_fresh *f)
+ * arena and its extents in one guarded change, with the marks that makes
+ * true (the fresh arena made, the old one replaced by it) in the same
+ * hold of the lock: a recovery taken over meanwhile stops here, its
+ * regions all left being made (one killed in the middle of it may leave
+ * the arena made and extents not, which the next recovery on this host
+ * undoes). */
+static int fresh_commit(struct cxlcr_pool *pool, struct recovery_fresh *f, const struct cxlcr_region *arena,
+			const struct cxlcr_region *old)
 {
 	uint64_t gens[CXLCR_ARENA_EXTENTS_MAX];
 	for (size_t i = 0; i < f->n; i++)
 		gens[i] = f->moves[i].new_generation;
-	return cxlcr_region_commit_made(pool, f->n, gens, f->kinds_new);
+	struct recovery_made m;
+	if (recovery_made_begin(pool, arena, old, &m) < 0)
+		return -1;
+	int rc = cxlcr_region_commit_made_and(pool, f->n, gens, f->kinds_new, recovery_made_write, &m);
+	recovery_made_end(&m);
+	return rc;
 }
 
 /* Was the arena old made from recovery point snapshot_generation (a fresh
@@ -283,8 +291,7 @@ int recovery_fresh_arena(struct cxlcr_pool *pool, const struct cxlcr_region *old
 	 * this host; its address is the dead service's (nobody else may have
 	 * it: the quarantined arena is no service any more). */
 	uint32_t ip = 0;
-	if (fresh_commit(pool, f) < 0 || recovery_mark_recovered(pool, &arena, 0) < 0 ||
-	    recovery_mark_recovered(pool, old, arena.generation) < 0)
+	if (fresh_commit(pool, f, &arena, old) < 0)
 		goto undo;
 	if ((old->service_ip &&
 	     (cxlcr_region_assign_net(pool, arena.generation, ntohl(old->service_ip), 1, "", &ip) < 0 ||

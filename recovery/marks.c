@@ -106,6 +106,39 @@ int recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *
 	return mark(pool, r, write_recovered, &into);
 }
 
+int recovery_made_begin(struct cxlcr_pool *pool, const struct cxlcr_region *fresh, const struct cxlcr_region *old,
+			struct recovery_made *m)
+{
+	/* (An old arena whose header is not its own has no mark to take,
+	 * as recovery_mark_recovered() leaves it.) */
+	*m = (struct recovery_made){ .fresh = recovery_arena_header(pool, fresh), .old = recovery_arena_header(pool, old),
+				     .fresh_generation = fresh->generation };
+	if (m->fresh)
+		return 0;
+	recovery_made_end(m);
+	return cxlcr_error("arena %.*s: its header is not its own", (int)CXLCR_NAME_MAX, fresh->name);
+}
+
+void recovery_made_write(void *arg)
+{
+	struct recovery_made *m = arg;
+	__atomic_store_n(&m->fresh->recovered_into, 0, __ATOMIC_RELEASE);
+	cxlcr_publish(&m->fresh->recovered_into, sizeof(m->fresh->recovered_into));
+	if (m->old) {
+		__atomic_store_n(&m->old->recovered_into, m->fresh_generation, __ATOMIC_RELEASE);
+		cxlcr_publish(&m->old->recovered_into, sizeof(m->old->recovered_into));
+	}
+}
+
+void recovery_made_end(struct recovery_made *m)
+{
+	if (m->fresh)
+		munmap(m->fresh, sizeof(*m->fresh));
+	if (m->old)
+		munmap(m->old, sizeof(*m->old));
+	m->fresh = m->old = NULL;
+}
+
 bool recovery_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *r)
 {
 	struct cxlcr_arena_header *h = recovery_arena_header(pool, r);

@@ -157,6 +157,23 @@ int recovery_mark_failed(struct cxlcr_pool *pool, const struct cxlcr_region *r, 
 /* The old arena r was replaced by the fresh arena of generation into (0:
  * not, or not any more; on a fresh arena, that it is made). */
 int recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *r, uint64_t into);
+/* The marks a fresh arena's commit makes true, written in the commit's
+ * own hold of the pool lock (cxlcr_region_commit_made_and(pool, ...,
+ * recovery_made_write, &m)), so that no stall between the two leaves a
+ * committed arena marked as still being made (which a later recovery of
+ * its host would have taken for a half-made one, and skipped) or the old
+ * arena not marked replaced: the fresh arena is made, the old one
+ * replaced by it. begin maps both headers (-1 with one line if the fresh
+ * one's is not its own; an old one not its own is not marked), end
+ * unmaps them. */
+struct recovery_made {
+	struct cxlcr_arena_header *fresh, *old;
+	uint64_t fresh_generation;
+};
+int recovery_made_begin(struct cxlcr_pool *pool, const struct cxlcr_region *fresh, const struct cxlcr_region *old,
+			struct recovery_made *m);
+void recovery_made_write(void *m);
+void recovery_made_end(struct recovery_made *m);
 /* A quarantined arena that is no old arena still to recover: replaced by
  * a fresh one, a fresh one itself left half made, or no arena at all. */
 bool recovery_replaced(struct cxlcr_pool *pool, const struct cxlcr_region *r);

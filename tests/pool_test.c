@@ -972,10 +972,17 @@ static void test_born_owned(void)
  * them of their kind, owned by nobody, with the epoch they were born with
  * (what tells a made arena that no restore took over, ended_runs.c), and
  * never a second live arena of one name. */
+static unsigned also_calls; /* what a commit wrote with it (recovery/marks.c's marks) */
+static void also(void *arg)
+{
+	(void)arg;
+	also_calls++;
+}
+
 static int commit1(struct cxlcr_pool *pool, uint64_t generation)
 {
 	uint32_t to = CXLCR_KIND_ARENA;
-	return cxlcr_region_commit_made(pool, 1, &generation, &to);
+	return cxlcr_region_commit_made_and(pool, 1, &generation, &to, also, NULL);
 }
 
 static void test_commit_made(void)
@@ -996,8 +1003,10 @@ static void test_commit_made(void)
 		    "still being made");
 	CHECK_ERROR(commit1(&pool, made.generation), "already exists");
 	CHECK_ERROR(commit1(&pool, live.generation), "not 11");
+	CHECK(also_calls == 0, "what a refused commit writes with it was written");
 	CHECK(cxlcr_region_free(&pool, live.generation) == 0, "%s", cxlcr_last_error());
 	CHECK(commit1(&pool, made.generation) == 0, "%s", cxlcr_last_error());
+	CHECK(also_calls == 1, "what a commit writes with it was written %u times", also_calls);
 	CHECK(cxlcr_region_get(&pool, made.generation, &now) == 0, "%s", cxlcr_last_error());
 	CHECK(now.kind == CXLCR_KIND_ARENA && now.owner_pid == 0 && now.owner_start == 0 &&
 		      now.owner_epoch == CXLCR_EPOCH_BORN && !strcmp(now.owner_host, here),
