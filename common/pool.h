@@ -231,7 +231,10 @@ int cxlcr_region_set_kind(struct cxlcr_pool *pool, uint64_t generation, uint32_t
 int cxlcr_region_commit_made(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, const uint32_t *to);
 /* The same, then also(arg) in the same hold of the lock, once the change
  * is made: what must be written with the commit or not at all (the
- * recovery marks a commit of a fresh arena makes true, recovery/marks.c). */
+ * recovery marks a commit of a fresh arena makes true, recovery/marks.c).
+ * also must not take the pool lock, nor call what does (the lock is not
+ * re-entrant: it would wait for itself, then take itself over); reading
+ * the table (cxlcr_region_get) is fine. */
 int cxlcr_region_commit_made_and(struct cxlcr_pool *pool, size_t n, const uint64_t *generations, const uint32_t *to,
 				 void (*also)(void *arg), void *arg);
 #define CXLCR_EPOCH_BORN 1 /* owner_epoch of a region born with its owner (cxlcr_region_alloc_owned) */

@@ -82,9 +82,10 @@ static bool never_taken(struct cxlcr_pool *pool, const struct cxlcr_region *g, c
 
 /* The quarantined arena of dead_host that g was made for, if it is still
  * there (*q): it names g as its replacement (the commit marks it so in
- * the same hold of the lock), or none (an undo took its mark back, and
- * its maker died before it freed g). A quarantined arena names no other
- * live arena of g's name:
+ * the same hold of the lock), or none (an undo took its mark back and its
+ * maker died before it freed g; or its maker was killed inside the
+ * commit's hold, after g's kind changed and before the marks). A
+ * quarantined arena names no other live arena of g's name:
  * there is only one. */
 static bool replaced_by(struct cxlcr_pool *pool, const struct cxlcr_region *g, const char *dead_host,
 			struct cxlcr_region *q)

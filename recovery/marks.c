@@ -111,20 +111,33 @@ int recovery_made_begin(struct cxlcr_pool *pool, const struct cxlcr_region *fres
 {
 	/* (An old arena whose header is not its own has no mark to take,
 	 * as recovery_mark_recovered() leaves it.) */
-	*m = (struct recovery_made){ .fresh = recovery_arena_header(pool, fresh), .old = recovery_arena_header(pool, old),
-				     .fresh_generation = fresh->generation };
+	*m = (struct recovery_made){ .pool = pool,
+				     .fresh = recovery_arena_header(pool, fresh),
+				     .old = recovery_arena_header(pool, old),
+				     .fresh_generation = fresh->generation,
+				     .old_region = *old };
 	if (m->fresh)
 		return 0;
 	recovery_made_end(m);
 	return cxlcr_error("arena %.*s: its header is not its own", (int)CXLCR_NAME_MAX, fresh->name);
 }
 
+/* Under the commit's hold of the lock: the fresh arena's header is its
+ * own (its region was just committed); the old arena's is judged again,
+ * as mark() does (mapped before the lock, it may have been freed and its
+ * space given to another region meanwhile). No pool lock is taken here. */
 void recovery_made_write(void *arg)
 {
 	struct recovery_made *m = arg;
+	cxlcr_refresh(m->fresh, sizeof(*m->fresh));
 	__atomic_store_n(&m->fresh->recovered_into, 0, __ATOMIC_RELEASE);
 	cxlcr_publish(&m->fresh->recovered_into, sizeof(m->fresh->recovered_into));
-	if (m->old) {
+	struct cxlcr_region now;
+	if (m->old && cxlcr_region_get(m->pool, m->old_region.generation, &now) == 0 &&
+	    now.offset == m->old_region.offset) {
+		cxlcr_refresh(m->old, sizeof(*m->old));
+		if (m->old->magic != CXLCR_ARENA_MAGIC || m->old->region_generation != now.generation)
+			return;
 		__atomic_store_n(&m->old->recovered_into, m->fresh_generation, __ATOMIC_RELEASE);
 		cxlcr_publish(&m->old->recovered_into, sizeof(m->old->recovered_into));
 	}

@@ -167,8 +167,10 @@ int recovery_mark_recovered(struct cxlcr_pool *pool, const struct cxlcr_region *
  * one's is not its own; an old one not its own is not marked), end
  * unmaps them. */
 struct recovery_made {
+	struct cxlcr_pool *pool;
 	struct cxlcr_arena_header *fresh, *old;
 	uint64_t fresh_generation;
+	struct cxlcr_region old_region;
 };
 int recovery_made_begin(struct cxlcr_pool *pool, const struct cxlcr_region *fresh, const struct cxlcr_region *old,
 			struct recovery_made *m);
