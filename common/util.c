@@ -159,24 +159,41 @@ uint64_t cxlcr_pid_namespace(void)
 	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-int cxlcr_process_start_known(int32_t pid, uint64_t *start)
+/* /proc/PID/stat from its state on ("R 1 ..."), into line: 1, 0 if pid has
+ * no such process, -1 if the look failed otherwise. "pid (comm) state
+ * ...": comm may hold anything, so it is found from the last ')'. */
+static int stat_fields(int32_t pid, char *line, size_t len, char **state)
 {
-	char path[64], line[1024];
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT || errno == ESRCH ? 0 : -1;
-	ssize_t n = read(fd, line, sizeof(line) - 1);
+	ssize_t n = read(fd, line, len - 1);
 	int err = errno;
 	close(fd);
 	if (n <= 0)
 		return n == 0 || err == ESRCH ? 0 : -1; /* (it ended between the open and the read) */
 	line[n] = 0;
-	/* "pid (comm) state ...": comm may hold anything, so parse from its end. */
 	char *p = strrchr(line, ')');
 	if (!p || p[1] != ' ')
 		return -1;
-	p += 2;
+	*state = p + 2;
+	return 1;
+}
+
+char cxlcr_process_state(int32_t pid)
+{
+	char line[1024], *p;
+	return stat_fields(pid, line, sizeof(line), &p) == 1 ? *p : 0;
+}
+
+int cxlcr_process_start_known(int32_t pid, uint64_t *start)
+{
+	char line[1024], *p;
+	int rc = stat_fields(pid, line, sizeof(line), &p);
+	if (rc != 1)
+		return rc;
 	if (*p == 'Z' || *p == 'X' || *p == 'x')
 		return 0;
 	for (int field = 3; field < 22; field++) { /* starttime is field 22 */
@@ -217,6 +234,19 @@ bool cxlcr_pidfd_kill_wait(int fd, int timeout_ms)
 	syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0); /* fails only if it has ended */
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	return poll(&p, 1, timeout_ms) == 1;
+}
+
+int32_t cxlcr_pidfd_pid(int fd)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	FILE *f = fopen(path, "re");
+	int pid = 0;
+	while (f && fgets(line, sizeof(line), f) && sscanf(line, "Pid: %d", &pid) != 1)
+		;
+	if (f)
+		fclose(f);
+	return pid > 0 ? pid : 0;
 }
 
 bool cxlcr_pidfd_running(int fd)

@@ -45,6 +45,9 @@ bool cxlcr_process_start(int32_t pid, uint64_t *start);
 /* cxlcr_process_start(), telling an ended process (0) from a look that
  * failed for another reason (-1: no fd, no memory); 1 with *start. */
 int cxlcr_process_start_known(int32_t pid, uint64_t *start);
+/* pid's state letter (/proc/PID/stat: R, S, T stopped by a signal, t by a
+ * tracer, Z...), 0 if there is no such process or the look failed. */
+char cxlcr_process_state(int32_t pid);
 /* Whether pid maps any of bytes [lo, hi) of the file (dev, ino): hi 0 means
  * any part of it. /proc/PID/maps names a mapping's device and inode,
  * whatever path it was opened by. */
@@ -61,6 +64,9 @@ bool cxlcr_pidfd_kill_wait(int fd, int timeout_ms);
 /* Whether the process of pidfd fd has not ended yet (while it has not, its
  * pid is its own). */
 bool cxlcr_pidfd_running(int fd);
+/* The pid of pidfd fd's process as this process's /proc sees it
+ * (/proc/self/fdinfo), 0 if unknown or it ended. */
+int32_t cxlcr_pidfd_pid(int fd);
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 if unknown. */
 uint64_t cxlcr_pid_namespace(void);
 

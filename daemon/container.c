@@ -277,23 +277,6 @@ static pid_t inner_pid(pid_t pid)
 	return inner;
 }
 
-/* The state letter of task pid (/proc/PID/stat: R, S, T...), 0 if gone. */
-static char task_state(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	const char *paren = strrchr(buf, ')'); /* the command may hold anything */
-	return paren && paren[1] == ' ' ? paren[2] : 0;
-}
-
 size_t container_stopped(pid_t init, pid_t *stopped, size_t max)
 {
 	char path[64];
@@ -306,7 +289,7 @@ size_t container_stopped(pid_t init, pid_t *stopped, size_t max)
 	struct dirent *e;
 	while ((e = readdir(d)) && n < max) {
 		pid_t pid = atoi(e->d_name);
-		if (pid > 0 && same_pid_ns(pid, &ns) && task_state(pid) == 'T') {
+		if (pid > 0 && same_pid_ns(pid, &ns) && cxlcr_process_state(pid) == 'T') {
 			pid_t inner = inner_pid(pid);
 			if (inner > 0)
 				stopped[n++] = inner;

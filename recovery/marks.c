@@ -25,6 +25,17 @@ struct cxlcr_arena_header *recovery_arena_header(struct cxlcr_pool *pool, const 
 	return NULL;
 }
 
+/* Under the lock: r is still live at its offset, and h, its header mapped
+ * before the lock, is still its own (refreshed). */
+static bool still_its_header(struct cxlcr_pool *pool, const struct cxlcr_region *r, struct cxlcr_arena_header *h)
+{
+	struct cxlcr_region now;
+	if (cxlcr_region_get(pool, r->generation, &now) < 0 || now.offset != r->offset)
+		return false;
+	cxlcr_refresh(h, sizeof(*h));
+	return h->magic == CXLCR_ARENA_MAGIC && h->region_generation == r->generation;
+}
+
 /* A mark is written under the pool lock, right after the lock and every
  * guard this process works under are found still to hold, as a change to
  * the region table is: a recovery whose work was taken over (its winner
@@ -42,13 +53,8 @@ static int mark(struct cxlcr_pool *pool, const struct cxlcr_region *r,
 		return 0;
 	int rc = cxlcr_pool_lock(pool);
 	if (rc == 0) {
-		struct cxlcr_region now;
-		if ((rc = cxlcr_pool_held(pool)) == 0 && cxlcr_region_get(pool, r->generation, &now) == 0 &&
-		    now.offset == r->offset) {
-			cxlcr_refresh(h, sizeof(*h));
-			if (h->magic == CXLCR_ARENA_MAGIC && h->region_generation == r->generation)
-				write(h, arg);
-		}
+		if ((rc = cxlcr_pool_held(pool)) == 0 && still_its_header(pool, r, h))
+			write(h, arg);
 		char why[CXLCR_ERROR_MAX];
 		cxlcr_copy_field(why, sizeof(why), cxlcr_last_error());
 		if (cxlcr_pool_unlock(pool) == 0 && rc < 0)
@@ -132,12 +138,7 @@ void recovery_made_write(void *arg)
 	cxlcr_refresh(m->fresh, sizeof(*m->fresh));
 	__atomic_store_n(&m->fresh->recovered_into, 0, __ATOMIC_RELEASE);
 	cxlcr_publish(&m->fresh->recovered_into, sizeof(m->fresh->recovered_into));
-	struct cxlcr_region now;
-	if (m->old && cxlcr_region_get(m->pool, m->old_region.generation, &now) == 0 &&
-	    now.offset == m->old_region.offset) {
-		cxlcr_refresh(m->old, sizeof(*m->old));
-		if (m->old->magic != CXLCR_ARENA_MAGIC || m->old->region_generation != now.generation)
-			return;
+	if (m->old && still_its_header(m->pool, &m->old_region, m->old)) {
 		__atomic_store_n(&m->old->recovered_into, m->fresh_generation, __ATOMIC_RELEASE);
 		cxlcr_publish(&m->old->recovered_into, sizeof(m->old->recovered_into));
 	}

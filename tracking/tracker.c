@@ -40,33 +40,6 @@
 #define END_TIMEOUT_MS 5000
 #define TRACKER_NAME "cxlcr-tracker"
 
-/* Whether the process of pidfd is stopped (SIGSTOP: state T), as its
- * pid in /proc/self/fdinfo and its /proc/PID/stat say. */
-static bool pidfd_stopped(int pidfd)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	int pid = 0;
-	while (fgets(buf, sizeof(buf), f))
-		if (sscanf(buf, "Pid: %d", &pid) == 1)
-			break;
-	fclose(f);
-	if (pid <= 0)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' && paren[2] == 'T';
-}
-
 /* Waits until the service's helper thread has answered request `want`,
  * or the service has ended, or ASK_TIMEOUT_MS have gone by. A service
  * stopped by a signal answers nothing until it is continued: not waited
@@ -81,7 +54,7 @@ static int await_answer(struct cxlcr_arena_header *h, int pidfd, uint32_t want)
 		struct pollfd p = { .fd = pidfd, .events = POLLIN };
 		if (poll(&p, 1, 0) > 0)
 			return cxlcr_error("the service ended");
-		if (pidfd_stopped(pidfd))
+		if (cxlcr_process_state(cxlcr_pidfd_pid(pidfd)) == 'T')
 			return cxlcr_error("the service is stopped (SIGSTOP): it answers no tracking request until it "
 					   "is continued");
 		uint64_t now = cxlcr_mono_ns();
