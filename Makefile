@@ -24,7 +24,7 @@ VERBS_SRC   := daemon/dispatch.c daemon/rpc.c daemon/cmd_pool.c daemon/cmd_pool_
                daemon/criu.c daemon/criu_swrk.c daemon/image_store.c daemon/services.c daemon/exec.c daemon/json.c \
                daemon/pod.c daemon/fork.c daemon/cmd_snapshot.c daemon/cmd_gc.c daemon/prefetch.c \
                daemon/paths.c daemon/cmd_hosts.c pod/membership.c tracking/tracker.c tracking/since.c tracking/zap_probe.c tracking/huge_again.c tracking/idle.c daemon/cmd_huge_pages.c emulation/hostgroup.c emulation/hostfs.c emulation/hostpid.c emulation/host_start.c \
-               control/lease.c control/fence.c control/outcome.c control/owner_state.c recovery/drain.c recovery/kmsg.c recovery/points.c recovery/restore_point.c recovery/tombstone.c \
+               control/lease.c control/frozen.c control/fence.c control/outcome.c control/owner_state.c recovery/drain.c recovery/kmsg.c recovery/points.c recovery/restore_point.c recovery/tombstone.c \
                recovery/spawn.c recovery/fresh_arena.c recovery/restore_elsewhere.c recovery/takeover.c recovery/test_step.c recovery/marks.c recovery/ended_runs.c \
                daemon/config.c daemon/rpc_tcp.c daemon/rpc_wire.c pager/inject.c pager/pager.c pager/ahead.c daemon/cmd_tier.c daemon/snapshot_tier.c
 # The cold tier (tier/, docs/cold-tier.md): its libfabric client, the tier
@@ -91,8 +91,8 @@ $(O)/tests/tier_table_test: tests/tier_table_test.c tests/test.h tier/*.h $(O)/t
 	$(CC) $(BASE) -o $@ $< $(O)/tier/table.o $(O)/libcxlcr-common.a -ldl -lpthread
 # The verb lease's own test (a holder on another host, fenced).
 all: $(O)/tests/lease_test
-$(O)/tests/lease_test: tests/lease_test.c tests/test.h control/lease.h $(O)/control/lease.o $(O)/libcxlcr-common.a | $(O)/tests
-	$(CC) $(BASE) -o $@ $< $(O)/control/lease.o $(O)/libcxlcr-common.a -ldl -lpthread
+$(O)/tests/lease_test: tests/lease_test.c tests/test.h control/lease.h $(O)/control/lease.o $(O)/control/frozen.o $(O)/libcxlcr-common.a | $(O)/tests
+	$(CC) $(BASE) -o $@ $< $(O)/control/lease.o $(O)/control/frozen.o $(O)/libcxlcr-common.a -ldl -lpthread
 # The cold tier's test tool: RMA round trips, reading, checking and
 # damaging tiered snapshots, timing cold reads (tests/t_tier.sh, bench/tier.sh).
 $(O)/tests/tier_tool: tests/tier_tool.c tier/*.h $(TIER_SRC:%.c=$(O)/%.o) $(O)/libcxlcr-common.a | $(O)/tests

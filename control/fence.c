@@ -13,6 +13,7 @@
 #include "../daemon/rpc.h"
 #include "../tracking/track.h"
 #include "fence.h"
+#include "frozen.h"
 #include "outcome.h"
 #include "owner_state.h"
 
@@ -170,13 +171,21 @@ int verb_begin(struct cxlcr_pool *pool, struct service *s, const char *verb, con
 		char veth[sizeof(now.veth) + 1] = "", where[CXLCR_HOST_MAX + 64];
 		if (cxlcr_region_get(pool, s->region.generation, &now) == 0)
 			memcpy(veth, now.veth, sizeof(now.veth));
-		/* (Which of its processes were stopped before that freeze died
-		 * with the verb: all of them run again.) */
-		service_resume_or_fence(pool, s->region.generation, l->frozen_pid, l->dead_host, veth, NULL, 0, where,
-					sizeof(where));
+		/* What an operator had stopped before that freeze stays
+		 * stopped, as the dead verb's host recorded it; unknown, every
+		 * process runs again. */
+		static pid_t stopped[FROZEN_STOPPED_MAX];
+		ssize_t nstopped = verb_lease_frozen_stopped(l, stopped, FROZEN_STOPPED_MAX);
+		if (nstopped < 0) {
+			fprintf(stderr, "cxlcr: warning: %s: every process of %.*s is continued\n", cxlcr_last_error(),
+				(int)CXLCR_NAME_MAX, s->region.name);
+			nstopped = 0;
+		}
+		service_resume_or_fence(pool, s->region.generation, l->frozen_pid, l->dead_host, veth, stopped,
+					(size_t)nstopped, where, sizeof(where));
 	}
 	if (l->took_over)
-		verb_lease_note_frozen(l, 0, 0);
+		verb_lease_note_frozen(l, 0, 0, NULL, 0);
 	/* A restore that died after its task took the arena over, before
 	 * the task ran (its keeper ended it): the checkpoint is renewed. */
 	struct cxlcr_region images;

@@ -15,6 +15,7 @@
 #include "../common/hosts.h"
 #include "../common/persist.h"
 #include "../common/util.h"
+#include "frozen.h"
 #include "lease.h"
 
 struct cxlcr_verb_lease *verb_lease_table(struct cxlcr_pool *pool, bool create)
@@ -243,20 +244,36 @@ void verb_lease_release(struct verb_lease *l)
 	unmap(l);
 }
 
-void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch)
+void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch, const pid_t *stopped, size_t n)
 {
 	if (!l->entry || verb_lease_check(l, "recording a freeze") < 0)
 		return;
 	struct cxlcr_verb_lease *e = l->entry;
-	e->frozen_start = 0;
+	uint64_t start = 0;
 	if (pid)
-		cxlcr_process_start(pid, &e->frozen_start);
+		cxlcr_process_start(pid, &start);
+	/* What was stopped is on this host before the pool says frozen: a
+	 * taker that reads the lease finds the record. A record that cannot
+	 * be written leaves the taker to continue every process. */
+	if (pid && frozen_record_write(pid, start, stopped, n) < 0)
+		fprintf(stderr, "cxlcr: warning: %s\n", cxlcr_last_error());
+	int32_t was_pid = l->frozen_pid;
+	uint64_t was_start = l->frozen_start;
+	e->frozen_start = start;
 	e->frozen_epoch = epoch;
 	__atomic_store_n(&e->frozen_pid, pid, __ATOMIC_RELEASE);
 	cxlcr_publish(e, sizeof(*e));
 	l->frozen_pid = pid;
-	l->frozen_start = e->frozen_start;
+	l->frozen_start = start;
 	l->frozen_epoch = epoch;
+	/* (A dead holder's record too, once its freeze is ended.) */
+	if (was_pid && (was_pid != pid || was_start != start))
+		frozen_record_remove(was_pid, was_start);
+}
+
+ssize_t verb_lease_frozen_stopped(const struct verb_lease *l, pid_t *stopped, size_t max)
+{
+	return frozen_record_read(l->frozen_pid, l->frozen_start, stopped, max);
 }
 
 bool verb_lease_frozen_alive(const struct verb_lease *l)

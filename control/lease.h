@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "../common/pool.h"
 
 struct verb_lease {
@@ -48,8 +49,16 @@ int verb_lease_check(const struct verb_lease *l, const char *step);
 void verb_lease_release(struct verb_lease *l);
 /* Records in the lease that the holder froze the service's process pid at
  * owner epoch epoch (pid 0: it runs again, or is gone), so that whoever
- * takes the lease over from a dead holder knows what to resume or fence. */
-void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch);
+ * takes the lease over from a dead holder knows what to resume or fence;
+ * and, on this host (control/frozen.h), which of the service's processes
+ * were stopped before the freeze (stopped, n: pids in its namespace,
+ * container_stopped()), which the taker leaves stopped. Called again for
+ * the same freeze with a list read later, it replaces the list. */
+void verb_lease_note_frozen(struct verb_lease *l, int32_t pid, uint64_t epoch, const pid_t *stopped, size_t n);
+/* What the dead holder that l took over from had stopped before its
+ * freeze (verb_lease_note_frozen): into stopped, at most max; how many, or
+ * -1 with one line when the record of it is not whole. */
+ssize_t verb_lease_frozen_stopped(const struct verb_lease *l, pid_t *stopped, size_t max);
 /* Whether the process recorded as frozen is still that process. */
 bool verb_lease_frozen_alive(const struct verb_lease *l);
 /* The services (their region generations, at most max) whose lease the

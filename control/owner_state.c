@@ -9,6 +9,7 @@
 #include "../common/error.h"
 #include "../common/util.h"
 #include "../daemon/cli.h"
+#include "../daemon/exec.h"
 #include "../daemon/rpc.h"
 #include "owner_state.h"
 
@@ -19,26 +20,40 @@
 static const char *const STATE_WORD[] = { [OWNER_RUNS] = "runs", [OWNER_GONE] = "gone", [OWNER_MOVED] = "moved" };
 
 /* Is pid a restored task that has not been let run: held by a tracer
- * (CRIU, at work), or stopped (CRIU is done, and its keeper holds it until
- * the restore says go, or ends it: daemon/criu.c)? */
+ * (CRIU, at work), or stopped as a child of its held keeper (CRIU is done,
+ * and the keeper holds it until the restore says go, or ends it:
+ * daemon/exec.c)? A task stopped after the go (an operator had stopped
+ * it before its checkpoint, and it came back stopped) is not held: its
+ * keeper has ended. */
 static bool held(int32_t pid)
 {
 	char path[64], line[128];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	FILE *f = fopen(path, "re");
-	bool yes = false;
+	bool stopped = false, traced = false;
+	int parent = 0;
 	while (f && fgets(line, sizeof(line), f)) {
 		char state;
-		if (sscanf(line, "State: %c", &state) == 1 && state == 'T')
-			yes = true;
+		if (sscanf(line, "State: %c", &state) == 1)
+			stopped = state == 'T';
+		sscanf(line, "PPid: %d", &parent);
 		if (!strncmp(line, "TracerPid:", 10)) {
-			yes = yes || atoi(line + 10) != 0;
+			traced = atoi(line + 10) != 0;
 			break;
 		}
 	}
 	if (f)
 		fclose(f);
-	return yes;
+	if (traced || !stopped || parent <= 0)
+		return traced;
+	char comm[32] = "";
+	snprintf(path, sizeof(path), "/proc/%d/comm", parent);
+	f = fopen(path, "re");
+	if (f && fgets(comm, sizeof(comm), f))
+		comm[strcspn(comm, "\n")] = 0;
+	if (f)
+		fclose(f);
+	return !strcmp(comm, EXEC_KEEPER_NAME);
 }
 
 /* pid, a task of this machine, after the wait owner_state() describes. */

@@ -56,7 +56,7 @@ static int resume_source(struct cxlcr_pool *pool, const struct service *s, struc
 {
 	int resumed = service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(),
 					      s->region.veth, source_stopped, source_nstopped, where, len);
-	verb_lease_note_frozen(l, 0, 0);
+	verb_lease_note_frozen(l, 0, 0, NULL, 0);
 	return resumed;
 }
 
@@ -115,7 +115,7 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	bool have_reserved = image_store_reserve(pool, &meta, anon + anon / 4 + (2u << 20), &reserved) == 0;
 	/* Whoever takes the lease over from a dead holder resumes or fences
 	 * what it froze. */
-	verb_lease_note_frozen(l, s->region.owner_pid, s->region.owner_epoch);
+	verb_lease_note_frozen(l, s->region.owner_pid, s->region.owner_epoch, source_stopped, source_nstopped);
 	/* Fewer page tables for CRIU to walk in the freeze: none at all once
 	 * the tracker is gone. A tracked heap's dropped tables stay, full of
 	 * the write-protect markers that keep what tracking knows (CRIU's
@@ -134,6 +134,7 @@ static int checkpoint_service(struct cxlcr_pool *pool, const struct service *s, 
 	if (parts->session)
 		parts->ready_wait_ms = session_ready(parts->session, &parts->readied);
 	source_nstopped = container_stopped(s->region.owner_pid, source_stopped, EXEC_HELD_STOPPED_MAX);
+	verb_lease_note_frozen(l, s->region.owner_pid, s->region.owner_epoch, source_stopped, source_nstopped);
 	uint64_t s0 = cxlcr_mono_ns();
 	service_shed_page_tables(pool, s, SHED_TIMEOUT_MS);
 	uint64_t t0 = cxlcr_mono_ns();
@@ -212,7 +213,7 @@ int cmd_checkpoint(int argc, char **argv)
 	kill(s.region.owner_pid, SIGKILL);
 	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
 	host_wd_remove(a.name); /* the host that restores it makes its own */
-	verb_lease_note_frozen(&l, 0, 0);
+	verb_lease_note_frozen(&l, 0, 0, NULL, 0);
 	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	if (a.json) {
@@ -703,7 +704,7 @@ int cmd_migrate(int argc, char **argv)
 	kill(s.region.owner_pid, SIGKILL);
 	pid_wait_exit(s.region.owner_pid, KILL_WAIT_MS);
 	host_wd_remove(a.name); /* its own on the destination now */
-	verb_lease_note_frozen(&l, 0, 0);
+	verb_lease_note_frozen(&l, 0, 0, NULL, 0);
 	verb_lease_release(&l);
 	cxlcr_pool_close(&pool);
 	uint64_t t3 = cxlcr_mono_ns();

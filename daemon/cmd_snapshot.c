@@ -380,8 +380,8 @@ static bool snapshot_may_shed(const struct cxlcr_pool *pool, bool recovery_point
 	return want && !pool->devdax && (!cxlcr_tracking_enabled() || cxlcr_track_zap_keeps_writes());
 }
 
-int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
-		     uint32_t tier_window_ms, struct snapshot_result *out)
+int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l, bool full,
+		     bool recovery_point, uint32_t tier_window_ms, struct snapshot_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	drop_strays(pool, s->region.name);
@@ -423,6 +423,7 @@ int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full
 	precopy(pool, s, dir, out);
 	static pid_t stopped[EXEC_HELD_STOPPED_MAX]; /* before the freeze: they stay stopped after a failure */
 	size_t nstopped = container_stopped(s->region.owner_pid, stopped, EXEC_HELD_STOPPED_MAX);
+	verb_lease_note_frozen(l, s->region.owner_pid, s->region.owner_epoch, stopped, nstopped);
 	uint64_t s0 = cxlcr_mono_ns();
 	if (snapshot_may_shed(pool, recovery_point) && service_shed_page_tables(pool, s, SERVICE_SHED_ANSWER_MS))
 		out->shed_ms = (double)(cxlcr_mono_ns() - s0) / 1e6;
@@ -564,9 +565,11 @@ int cmd_snapshot(int argc, char **argv)
 	struct snapshot_result r;
 	int rc = verb_lease_check(&l, "the freeze");
 	if (rc == 0) {
-		verb_lease_note_frozen(&l, s.region.owner_pid, s.region.owner_epoch);
-		rc = snapshot_service(&pool, &s, a.full, a.recovery_point, window_ms, &r);
-		verb_lease_note_frozen(&l, 0, 0);
+		static pid_t stopped[EXEC_HELD_STOPPED_MAX];
+		size_t nstopped = container_stopped(s.region.owner_pid, stopped, EXEC_HELD_STOPPED_MAX);
+		verb_lease_note_frozen(&l, s.region.owner_pid, s.region.owner_epoch, stopped, nstopped);
+		rc = snapshot_service(&pool, &s, &l, a.full, a.recovery_point, window_ms, &r);
+		verb_lease_note_frozen(&l, 0, 0, NULL, 0);
 	}
 	verb_lease_release(&l);
 	if (rc < 0) {

@@ -95,6 +95,10 @@ _Noreturn static void run_kept(char *const argv[], pid_t verb, int report, int g
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || prctl(PR_SET_PDEATHSIG, SIGUSR2) < 0 || getppid() != verb)
 		_exit(127);
+	/* What a held keeper holds is its children that wait for the go:
+	 * known by their parent's name (EXEC_KEEPER_NAME). */
+	if (report >= 0)
+		prctl(PR_SET_NAME, EXEC_KEEPER_NAME);
 	pid_t keeper = getpid();
 	pid_t tool = fork();
 	if (tool == 0) {

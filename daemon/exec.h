@@ -61,6 +61,11 @@ void exec_tool_abort(struct exec_child *c);
  * EXEC_HELD_STOPPED_MAX; pids in the restored tree's PID namespace): the
  * processes that were stopped when they were checkpointed, which stay
  * stopped. 0, or -1 if they could not be let run (gone). */
+/* A held keeper's process name: a stopped task whose parent has it waits
+ * for its restore's go (control/owner_state.c); once the keeper has let
+ * the rest run and ended, a task left stopped (an operator's) is not
+ * held. */
+#define EXEC_KEEPER_NAME "cxlcr-keeper"
 #define EXEC_HELD_STOPPED_MAX 1000 /* the go is one write of at most PIPE_BUF (4096) bytes */
 int exec_held_release(bool go, const pid_t *stopped, size_t n);
 

@@ -138,10 +138,12 @@ struct snapshot_result {
 	char tier_server[32];
 };
 struct service;
+struct verb_lease;
 /* Snapshots service s, which runs on this host, and publishes the snapshot
- * in the catalog under the service's name. */
-int snapshot_service(struct cxlcr_pool *pool, const struct service *s, bool full, bool recovery_point,
-		     uint32_t tier_window_ms, struct snapshot_result *out);
+ * in the catalog under the service's name. Its freeze is recorded in l,
+ * the verb's lease (control/lease.h). */
+int snapshot_service(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l, bool full,
+		     bool recovery_point, uint32_t tier_window_ms, struct snapshot_result *out);
 /* Tiered snapshots (daemon/snapshot_tier.c): the service's hot set, found
  * before the snapshot (its page tables dropped, then window_ms of running,
  * then the pages present: a malloc'd bitmap of *pages bits); then the full

@@ -13,6 +13,11 @@
  * host named "far"), holding two services' leases: one for a migrate (with
  * the service noted frozen), one for a recovery point (which other verbs
  * wait for rather than fail at once).
+ *
+ * And a holder on this host that dies with the service frozen: its
+ * taker learns which processes an operator had stopped before the freeze
+ * (control/frozen.h), the newest list the holder recorded, and nothing
+ * once the freeze is ended or the record is not whole.
  */
 #include <errno.h>
 #include <sched.h>
@@ -28,6 +33,7 @@
 #include "../common/hosts.h"
 #include "../common/pool.h"
 #include "../common/util.h"
+#include "../control/frozen.h"
 #include "../control/lease.h"
 #include "test.h"
 
@@ -56,10 +62,70 @@ _Noreturn static void far_holder(uint64_t gen1, uint64_t gen2, int ready)
 		dprintf(ready, "error: %s\n", cxlcr_last_error());
 		_exit(1);
 	}
-	verb_lease_note_frozen(&l1, getpid(), 7);
+	verb_lease_note_frozen(&l1, getpid(), 7, NULL, 0);
 	dprintf(ready, "ok\n");
 	for (;;)
 		pause();
+}
+
+/* A holder on this host: takes svc1's lease, notes this test frozen
+ * with processes 3 and 5 stopped, then again with 9 alone (a list read
+ * again right before the freeze), says so, and waits to be killed. */
+_Noreturn static void near_holder(uint64_t gen1, int ready)
+{
+	struct cxlcr_pool pool;
+	struct cxlcr_region r1;
+	struct verb_lease l1;
+	if (cxlcr_pool_open(&pool, path) < 0 || cxlcr_region_get(&pool, gen1, &r1) < 0 ||
+	    verb_lease_take(&pool, &r1, "snapshot", NULL, &l1) < 0) {
+		dprintf(ready, "error: %s\n", cxlcr_last_error());
+		_exit(1);
+	}
+	pid_t first[] = { 3, 5 }, then[] = { 9 };
+	verb_lease_note_frozen(&l1, getppid(), r1.owner_epoch, first, 2);
+	verb_lease_note_frozen(&l1, getppid(), r1.owner_epoch, then, 1);
+	dprintf(ready, "ok\n");
+	for (;;)
+		pause();
+}
+
+static void near_holder_dies(struct cxlcr_pool *pool, const struct cxlcr_region *s1)
+{
+	int ready[2];
+	CHECK(pipe(ready) == 0, "pipe: %s", strerror(errno));
+	pid_t holder = fork();
+	CHECK(holder >= 0, "fork: %s", strerror(errno));
+	if (holder == 0)
+		near_holder(s1->generation, ready[1]);
+	close(ready[1]);
+	char said[256] = "";
+	ssize_t n = read(ready[0], said, sizeof(said) - 1);
+	close(ready[0]);
+	CHECK(n > 0 && !strncmp(said, "ok", 2), "the holder here: %s", n > 0 ? said : "said nothing");
+	kill(holder, SIGKILL);
+	CHECK(waitpid(holder, NULL, 0) == holder, "waitpid %d: %s", (int)holder, strerror(errno));
+
+	struct verb_lease l;
+	pid_t stopped[FROZEN_STOPPED_MAX];
+	CHECK(verb_lease_take(pool, s1, "recover", NULL, &l) == 0, "%s", cxlcr_last_error());
+	CHECK(l.took_over && l.frozen_pid == getpid(), "took over %d, frozen pid %d (this test is %d)", l.took_over,
+	      (int)l.frozen_pid, (int)getpid());
+	ssize_t k = verb_lease_frozen_stopped(&l, stopped, FROZEN_STOPPED_MAX);
+	CHECK(k == 1 && stopped[0] == 9, "the taker read %zd stopped processes (first %d), not the newest list (9)", k,
+	      k > 0 ? (int)stopped[0] : 0);
+
+	SAY("a record that is not whole is not believed");
+	char record[128];
+	snprintf(record, sizeof(record), FROZEN_DIR "/%d.%llu", (int)l.frozen_pid, (unsigned long long)l.frozen_start);
+	CHECK(truncate(record, 20) == 0, "truncate %s: %s", record, strerror(errno));
+	CHECK_ERROR(verb_lease_frozen_stopped(&l, stopped, FROZEN_STOPPED_MAX), "not a whole record");
+
+	SAY("once the taker has ended the freeze, nothing is recorded");
+	pid_t again[] = { 4 };
+	CHECK(frozen_record_write(l.frozen_pid, l.frozen_start, again, 1) == 0, "%s", cxlcr_last_error());
+	verb_lease_note_frozen(&l, 0, 0, NULL, 0);
+	CHECK(access(record, F_OK) < 0 && errno == ENOENT, "%s is still there", record);
+	verb_lease_release(&l);
 }
 
 /* Starts the holder in namespaces of its own; returns its pid here. */
@@ -133,6 +199,9 @@ int main(void)
 
 	kill(holder, SIGKILL);
 	CHECK(waitpid(holder, NULL, 0) == holder, "waitpid %d: %s", (int)holder, strerror(errno));
+
+	SAY("a holder here that dies with the service frozen: its taker knows what was stopped");
+	near_holder_dies(&pool, &s1);
 	cxlcr_pool_close(&pool);
 	remove_dir();
 	printf("lease_test: all checks passed\n");

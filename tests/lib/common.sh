@@ -400,7 +400,7 @@ hook_pid_gone() {
 criu_worker() {
 	local chain=() p
 	p=$(ps -o ppid= -p "$1" | tr -d ' ')
-	while [ -n "$p" ] && [ "$p" != 1 ] && [ "$(ps -o comm= -p "$p")" = cxlcrd ]; do
+	while [ -n "$p" ] && [ "$p" != 1 ] && [[ "$(ps -o comm= -p "$p")" =~ ^(cxlcrd|cxlcr-keeper)$ ]]; do
 		chain+=("$p")
 		p=$(ps -o ppid= -p "$p" | tr -d ' ')
 	done
