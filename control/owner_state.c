@@ -19,41 +19,57 @@
 
 static const char *const STATE_WORD[] = { [OWNER_RUNS] = "runs", [OWNER_GONE] = "gone", [OWNER_MOVED] = "moved" };
 
+/* The parent of pid, and its name into comm; 0 if it cannot be read. */
+static int32_t parent_of(int32_t pid, char *comm, size_t len)
+{
+	char path[64], line[128];
+	int parent = 0;
+	comm[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f) && sscanf(line, "PPid: %d", &parent) != 1)
+		;
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "/proc/%d/comm", parent);
+	f = parent > 0 ? fopen(path, "re") : NULL;
+	if (f && fgets(comm, (int)len, f))
+		comm[strcspn(comm, "\n")] = 0;
+	if (f)
+		fclose(f);
+	return parent;
+}
+
 /* Is pid a restored task that has not been let run: held by a tracer
- * (CRIU, at work), or stopped as a child of its held keeper (CRIU is done,
- * and the keeper holds it until the restore says go, or ends it:
- * daemon/exec.c)? A task stopped after the go (an operator had stopped
- * it before its checkpoint, and it came back stopped) is not held: its
- * keeper has ended. */
+ * (CRIU, at work), or stopped below its held keeper (daemon/exec.c: CRIU
+ * has let it go and is ending, its parent, or CRIU is done and the keeper
+ * holds it until the restore says go, or ends it)? A task stopped after
+ * the go (an operator had stopped it before its checkpoint, and it came
+ * back stopped) is not held: its keeper has ended. */
 static bool held(int32_t pid)
 {
+	char state = cxlcr_process_state(pid);
 	char path[64], line[128];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	FILE *f = fopen(path, "re");
-	bool stopped = false, traced = false;
-	int parent = 0;
-	while (f && fgets(line, sizeof(line), f)) {
-		char state;
-		if (sscanf(line, "State: %c", &state) == 1)
-			stopped = state == 'T';
-		sscanf(line, "PPid: %d", &parent);
+	bool traced = false;
+	while (f && fgets(line, sizeof(line), f))
 		if (!strncmp(line, "TracerPid:", 10)) {
 			traced = atoi(line + 10) != 0;
 			break;
 		}
-	}
 	if (f)
 		fclose(f);
-	if (traced || !stopped || parent <= 0)
+	if (traced || state != 'T')
 		return traced;
-	char comm[32] = "";
-	snprintf(path, sizeof(path), "/proc/%d/comm", parent);
-	f = fopen(path, "re");
-	if (f && fgets(comm, sizeof(comm), f))
-		comm[strcspn(comm, "\n")] = 0;
-	if (f)
-		fclose(f);
-	return !strcmp(comm, EXEC_KEEPER_NAME);
+	/* Its keeper, or CRIU's parent (the restored tree's root is CRIU's
+	 * child until CRIU exits; a task below the root, the root's). */
+	char comm[32];
+	int32_t up = pid;
+	for (int level = 0; level < 3 && (up = parent_of(up, comm, sizeof(comm))) > 1; level++)
+		if (!strcmp(comm, EXEC_KEEPER_NAME))
+			return true;
+	return false;
 }
 
 /* pid, a task of this machine, after the wait owner_state() describes. */

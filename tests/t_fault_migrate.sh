@@ -21,7 +21,7 @@ fault_matrix \
 	"migrate pre-dump,post-dump criu:kill criu:stall src:kill cli:kill" \
 	"migrate pre-restore,setup-namespaces,post-setup-namespaces,post-restore,pre-resume
 	         criu:kill criu:stall src:kill dst:kill cli:kill" \
-	"migrate post-resume        criu:kill" \
+	"migrate post-resume        criu:kill src:kill" \
 	"migrate post-dump          src:stall" \
 	"migrate post-restore       src:stall dst:stall" \
 	"migrate pre-restore        dst:stall"

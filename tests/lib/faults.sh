@@ -78,13 +78,6 @@ fault_setup() {
 		die "after the first snapshot the pool holds '$STEADY'"
 }
 
-# The daemon of HOST (not one of its workers).
-daemon_of() {
-	"$CXLCR" pod up --hosts 2 --json | python3 -c '
-import json, sys
-print([h["daemon_pid"] for h in json.load(sys.stdin)["hosts"] if h["host"] == sys.argv[1]][0])' "$1"
-}
-
 # worker_of HOST: the one worker HOST's daemon runs now.
 worker_of() {
 	local d w
@@ -107,12 +100,15 @@ lease_holder() {
 }
 
 # Waits (bounded) until no worker of this pod's daemons runs: a daemon
-# answers a fork before it returns its own borrow.
+# answers a fork before it returns its own borrow. (A restore's held
+# keeper, a fork of a worker, is named cxlcr-keeper; it may outlive its
+# killed worker while it ends what it held.)
 workers_idle() {
 	local w
-	for w in $(pgrep -x cxlcrd); do
+	for w in $(pgrep -x cxlcrd) $(pgrep -x cxlcr-keeper); do
 		{ tr '\0' '\n' <"/proc/$w/environ"; } 2>/dev/null | grep -qx "CXLCR_POOL=$CXLCR_POOL" || continue
-		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$w" | tr -d ' ')")" != cxlcrd ] || wait_exit "$w" 60
+		[[ "$(ps -o comm= -p "$(ps -o ppid= -p "$w" | tr -d ' ')")" != cxlcrd && "$(ps -o comm= -p "$w")" != cxlcr-keeper ]] ||
+			wait_exit "$w" 60
 	done
 }
 
@@ -350,6 +346,16 @@ fault_case() {
 	# what it left frozen: the service is free again, by itself.
 	lease_free
 	outcome_recorded $(( (${EPOCHREALTIME/[.,]/} - ${t0/[.,]/}) / 1000 ))
+	# A migrate's source worker killed while the destination's CRIU ends
+	# (post-resume: the copy is stopped, CRIU's child, no longer traced):
+	# the copy is still held, and never runs (the lease went with the
+	# source's worker). The source's daemon waits for it, and resumes the
+	# source; had it judged the copy running, it would have fenced the
+	# source, and the service would be down until restored.
+	if [ "$VICTIM:$VERB:$STEP" = src:migrate:post-resume ]; then
+		[ "$(status_field "$NAME" state):$(status_field "$NAME" host)" = "running:$HOST" ] ||
+			die "$WHAT: the source was not resumed: $(cut -c1-300 "$POOL_DIR/outcome")"
+	fi
 	# shellcheck disable=SC2034 # read by the exit hook
 	STOPPED=''
 	settle

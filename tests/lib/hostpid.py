@@ -83,7 +83,7 @@ def main():
                 continue
             comm = read("/proc/%d/comm" % p).strip()
             w = where(p, pod)
-            if comm in ("cxlcr-tracker", "cxlcrd") or not w:
+            if comm in ("cxlcr-tracker", "cxlcrd", "cxlcr-keeper") or not w:
                 continue
             found.append("%s:%d" % w)
         print("".join(s + " " for s in sorted(found, key=lambda s: (s.split(":")[0], int(s.split(":")[1])))),
