@@ -117,7 +117,8 @@ rss_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
 pager_end() { # NAME PID
 	local l
 	for _ in $(seq 300); do
-		l=$("$CXLCR" pod logs h1 pager | grep " $1 (pid $2): " | tail -n 1) && [ -n "$l" ] && {
+		l=$("$CXLCR" pod logs h1 pager | grep " $1 (pid $2): " | grep -v ": background fetch done: " | tail -n 1) &&
+			[ -n "$l" ] && {
 			case $l in *": ended "*) echo "$l"; return 0 ;; *) die "the pager of $1: $l" ;; esac
 		}
 		sleep 0.1 # polling a condition, bounded: not a synchronisation

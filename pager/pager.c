@@ -1047,6 +1047,8 @@ static pid_t read_pid(int fd)
 	return pid > 0 ? pid : 0;
 }
 
+static void log_line(const char *name, pid_t pid, const char *what);
+
 /*
  * The pager proper: steps 1 to 4, then faults until the child ends.
  * Exits 0 when the child has ended, 1 with one line on why_fd (and on
@@ -1127,6 +1129,7 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 	uint64_t checked = cxlcr_mono_ns();
 	p.bg_t0 = checked;
 	cold_begin(&p);
+	bool bg_said = false;
 	for (;;) {
 		struct pollfd fds[2 + FORKED_MAX] = { { .fd = p.uffd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
 		int nfds = 2 + p.forked_count;
@@ -1154,6 +1157,17 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		}
 		if (p.background && background_step(&p) < 0)
 			goto fail;
+		/* Its end is logged as it happens (the child's end line says
+		 * it again): a test waits for it before it ends the child. */
+		if (!bg_said && c->fetch == PAGER_BACKGROUND && !p.background &&
+		    (!cold.running || __atomic_load_n(&cold.done_ns, __ATOMIC_ACQUIRE))) {
+			char done[128];
+			snprintf(done, sizeof(done), "background fetch done: %" PRIu64 " pages in %.1f ms",
+				 p.bg_pages + __atomic_load_n(&cold.pages, __ATOMIC_ACQUIRE),
+				 (double)(cxlcr_mono_ns() - p.bg_t0) / 1e6);
+			log_line(c->name, c->pid, done);
+			bg_said = true;
+		}
 		/* The fetch ahead's memory goes once every cold page is in. */
 		if (p.ahead && cold.running && __atomic_load_n(&cold.done_ns, __ATOMIC_ACQUIRE)) {
 			ahead_release(p.ahead);

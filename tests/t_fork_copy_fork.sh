@@ -47,6 +47,10 @@ ok "$kid forked (BGSAVE) during its background fetch; the dump holds every value
 
 verify "$addr" $PORT || die "$kid does not hold its parent's values after its fork"
 rm -f "$CXLCR_TEST_BG_HOLD"
+# The fetch goes on once the file is gone: its end is logged as it comes
+# (stopping the child first would end the pager before it).
+fetch_done() { "$CXLCR" pod logs h1 pager | grep -q " $kid (pid $pid): background fetch done: "; }
+until_true 60 fetch_done || die "the background fetch of $kid did not end once the hold was gone"
 "$CXLCR" stop "$kid" >/dev/null || die "cxlcr stop $kid failed"
 line=
 for _ in $(seq 100); do
