@@ -406,8 +406,27 @@ struct pagers {
 	unsigned spawned;
 };
 
+/* Whether the process of the checkpoint in dir was stopped (an operator's
+ * SIGSTOP) when it was taken. A share-mode child comes back so by CRIU on
+ * its own; a copy-mode child is let run by its pager, which must know. */
+static bool root_was_stopped(const char *dir)
+{
+	static pid_t stopped[EXEC_HELD_STOPPED_MAX];
+	size_t n;
+	pid_t root;
+	if (cxlcr_rebase_stopped_tasks(dir, stopped, EXEC_HELD_STOPPED_MAX, &n, &root) < 0) {
+		fprintf(stderr, "cxlcr: warning: %s: its children run\n", cxlcr_last_error());
+		return false;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (stopped[i] == root)
+			return true;
+	return false;
+}
+
 static int pagers_spawn(struct pagers *g, struct child_job *jobs, unsigned n, const struct cxlcr_snapshot *snap,
-			int fetch, const uint64_t *hot, uint64_t hot_count, struct cold_ahead *ahead, bool early)
+			int fetch, const uint64_t *hot, uint64_t hot_count, struct cold_ahead *ahead, bool early,
+			bool stay_stopped)
 {
 	g->pc = calloc(n, sizeof(*g->pc));
 	g->ph = calloc(n, sizeof(*g->ph));
@@ -418,7 +437,7 @@ static int pagers_spawn(struct pagers *g, struct child_job *jobs, unsigned n, co
 		g->pc[i] = (struct pager_child){ .pid = early ? 0 : jobs[i].pid, .name = jobs[i].name,
 						 .host = this_host(), .region_generation = jobs[i].region.generation,
 						 .snapshot = snap, .fetch = fetch, .hot = hot, .hot_count = hot_count,
-						 .ahead = ahead_on(ahead) ? ahead : NULL };
+						 .ahead = ahead_on(ahead) ? ahead : NULL, .stay_stopped = stay_stopped };
 		if (pager_spawn(&g->pc[i], &g->ph[i]) < 0)
 			return -1;
 		g->spawned++;
@@ -550,6 +569,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	}
 	if (verb_lease_check(l, "the children's restore") < 0)
 		goto undo;
+	bool stay_stopped = copy && n && root_was_stopped(jobs[0].dir);
 	warm_join(&warm);
 	if (fetch < 0)
 		fetch = pager_fetch_parse(getenv(PAGER_FETCH_ENV));
@@ -569,7 +589,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	if (early && fetch == PAGER_BACKGROUND && n > 1)
 		fetch_ahead(&snap, &ahead, &jobs[0]);
 	if (early && pagers_spawn(&pagers, jobs, n, &snap, fetch, have_list > 0 ? list.pages : NULL,
-				  have_list > 0 ? list.header.count : 0, &ahead, true) < 0)
+				  have_list > 0 ? list.header.count : 0, &ahead, true, stay_stopped) < 0)
 		goto undo;
 	restore_all(jobs, n, pod, image_store_renamed_pool(pool, &meta), pool, copy);
 	char why[CXLCR_ERROR_MAX] = "";
@@ -591,7 +611,7 @@ static int fork_here(struct cxlcr_pool *pool, const char *parent, unsigned n, in
 	 * pages (and dies with its pager). */
 	if (copy && !early &&
 	    pagers_spawn(&pagers, jobs, n, &snap, fetch, have_list > 0 ? list.pages : NULL,
-			 have_list > 0 ? list.header.count : 0, &ahead, false) < 0)
+			 have_list > 0 ? list.header.count : 0, &ahead, false, stay_stopped) < 0)
 		goto undo;
 	if (copy && pagers_wait(&pagers, jobs, n) < 0)
 		goto undo;

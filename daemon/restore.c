@@ -115,7 +115,7 @@ int restore_service(struct cxlcr_pool *pool, const char *name, const struct rest
 	 * over. */
 	static pid_t stopped[EXEC_HELD_STOPPED_MAX];
 	size_t nstopped = 0;
-	if (cxlcr_rebase_stopped_tasks(dir, stopped, EXEC_HELD_STOPPED_MAX, &nstopped) < 0) {
+	if (cxlcr_rebase_stopped_tasks(dir, stopped, EXEC_HELD_STOPPED_MAX, &nstopped, NULL) < 0) {
 		fprintf(stderr, "warning: %s: which processes were stopped is unknown, all of them will run: %s\n", name,
 			cxlcr_last_error());
 		nstopped = 0;

@@ -157,10 +157,10 @@ int inject_take_uffd(pid_t pid)
 	return uffd;
 }
 
-int inject_resume(pid_t pid)
+int inject_resume(pid_t pid, bool stay_stopped)
 {
-	if (kill(pid, SIGCONT) < 0)
-		return cxlcr_error("pid %d: SIGCONT: %s", (int)pid, strerror(errno));
+	if (kill(pid, stay_stopped ? SIGSTOP : SIGCONT) < 0)
+		return cxlcr_error("pid %d: %s: %s", (int)pid, stay_stopped ? "SIGSTOP" : "SIGCONT", strerror(errno));
 	if (ptrace(PTRACE_CONT, pid, 0, 0) < 0)
 		return cxlcr_error("pid %d: PTRACE_CONT: %s", (int)pid, strerror(errno));
 	return 0;

@@ -29,8 +29,12 @@
 int inject_take_uffd(pid_t pid);
 
 /* Lets the child run: SIGCONT for its other threads, then the main thread
- * resumed. The caller stays its tracer (inject_pass_signals()). */
-int inject_resume(pid_t pid);
+ * resumed. The caller stays its tracer (inject_pass_signals()). With
+ * stay_stopped (its process was stopped when its snapshot was taken) it
+ * stops again instead, as CRIU on its own restores a stopped process: its
+ * main thread is resumed into a SIGSTOP, which inject_pass_signals()
+ * turns into a group stop that lasts until a SIGCONT. */
+int inject_resume(pid_t pid, bool stay_stopped);
 
 /* The tracer's side of the child's life: waits (without blocking) for the
  * stops of the main thread and of the processes it forked, and passes

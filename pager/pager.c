@@ -1119,7 +1119,7 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		goto fail;
 	}
 	double ms = (double)(cxlcr_mono_ns() - t0) / 1e6;
-	if (inject_resume(c->pid) < 0)
+	if (inject_resume(c->pid, c->stay_stopped) < 0)
 		goto fail;
 	char ok[96];
 	snprintf(ok, sizeof(ok), "ok %" PRIu64 " %.3f\n", pages, ms);

@@ -56,6 +56,7 @@ struct pager_child {
 	const uint64_t *hot;                  /* background: heap pages installed before it runs */
 	uint64_t hot_count;
 	struct cold_ahead *ahead;             /* background: the cold pages fetched ahead (ahead.h), or NULL */
+	bool stay_stopped;                    /* its snapshot's process was stopped (an operator's SIGSTOP) */
 };
 
 enum pager_fetch {

@@ -78,8 +78,9 @@ int cxlcr_rebase_proc_self(const char *dir, pid_t pid, unsigned *rewritten);
 
 /* The processes of the checkpoint in dir that were stopped when it was
  * taken (their pids in its own PID namespace, pstree.img's), at most max
- * of them, into pids, *n of them (stopped.c). 0, or -1 with one line. */
-int cxlcr_rebase_stopped_tasks(const char *dir, pid_t *pids, size_t max, size_t *n);
+ * of them, into pids, *n of them (stopped.c); the root process's pid into
+ * *root unless root is NULL. 0, or -1 with one line. */
+int cxlcr_rebase_stopped_tasks(const char *dir, pid_t *pids, size_t max, size_t *n, pid_t *root);
 
 /*
  * A region of the pool whose contents were copied into another, mapped at

@@ -52,9 +52,11 @@ static int was_stopped(int dirfd, pid_t pid)
 	return rc;
 }
 
-int cxlcr_rebase_stopped_tasks(const char *dir, pid_t *pids, size_t max, size_t *n)
+int cxlcr_rebase_stopped_tasks(const char *dir, pid_t *pids, size_t max, size_t *n, pid_t *root)
 {
 	*n = 0;
+	if (root)
+		*root = 0;
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return cxlcr_error("%s: cannot open the image directory: %s", dir, strerror(errno));
@@ -69,6 +71,8 @@ int cxlcr_rebase_stopped_tasks(const char *dir, pid_t *pids, size_t max, size_t 
 	while ((rc = image_next(&f, &pstree_entry__descriptor, &m)) > 0) {
 		pid_t pid = (pid_t)((const PstreeEntry *)m)->pid;
 		protobuf_c_message_free_unpacked(m, NULL);
+		if (root && !*root)
+			*root = pid; /* the tree's first entry */
 		int stopped = was_stopped(dirfd, pid);
 		if (stopped < 0) {
 			rc = -1;
