@@ -19,25 +19,41 @@
 
 static const char *const STATE_WORD[] = { [OWNER_RUNS] = "runs", [OWNER_GONE] = "gone", [OWNER_MOVED] = "moved" };
 
-/* The parent of pid, and its name into comm; 0 if it cannot be read. */
-static int32_t parent_of(int32_t pid, char *comm, size_t len)
+/* From /proc/PID/status in one read: its state letter, whether it is
+ * traced, its parent. False if it cannot be read (gone). */
+static bool status_of(int32_t pid, char *state, bool *traced, int32_t *parent)
 {
 	char path[64], line[128];
-	int parent = 0;
-	comm[0] = 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	FILE *f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f) && sscanf(line, "PPid: %d", &parent) != 1)
-		;
-	if (f)
-		fclose(f);
-	snprintf(path, sizeof(path), "/proc/%d/comm", parent);
-	f = parent > 0 ? fopen(path, "re") : NULL;
-	if (f && fgets(comm, (int)len, f))
+	if (!f)
+		return false;
+	int have = 0, ppid = 0;
+	*state = 0;
+	*traced = false;
+	while (have < 3 && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "State: %c", state) == 1 || sscanf(line, "PPid: %d", &ppid) == 1)
+			have++;
+		else if (!strncmp(line, "TracerPid:", 10)) {
+			*traced = atoi(line + 10) != 0;
+			have++;
+		}
+	}
+	fclose(f);
+	*parent = ppid;
+	return have == 3;
+}
+
+static bool is_keeper(int32_t pid)
+{
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (f && fgets(comm, sizeof(comm), f))
 		comm[strcspn(comm, "\n")] = 0;
 	if (f)
 		fclose(f);
-	return parent;
+	return !strcmp(comm, EXEC_KEEPER_NAME);
 }
 
 /* Is pid a restored task that has not been let run: held by a tracer
@@ -45,30 +61,42 @@ static int32_t parent_of(int32_t pid, char *comm, size_t len)
  * has let it go and is ending, its parent, or CRIU is done and the keeper
  * holds it until the restore says go, or ends it)? A task stopped after
  * the go (an operator had stopped it before its checkpoint, and it came
- * back stopped) is not held: its keeper has ended. */
+ * back stopped) is not held: its keeper has ended. State and tracer come
+ * from one read: CRIU's detach turns a traced 't' into an untraced 'T'. */
 static bool held(int32_t pid)
 {
-	char state = cxlcr_process_state(pid);
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	bool traced = false;
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "TracerPid:", 10)) {
-			traced = atoi(line + 10) != 0;
-			break;
-		}
-	if (f)
-		fclose(f);
-	if (traced || state != 'T')
-		return traced;
+	char state;
+	bool traced;
+	int32_t parent;
+	if (!status_of(pid, &state, &traced, &parent))
+		return false;
+	if (traced || state == 't')
+		return true;
+	if (state != 'T')
+		return false;
 	/* Its keeper, or CRIU's parent (the restored tree's root is CRIU's
-	 * child until CRIU exits; a task below the root, the root's). */
-	char comm[32];
-	int32_t up = pid;
-	for (int level = 0; level < 3 && (up = parent_of(up, comm, sizeof(comm))) > 1; level++)
-		if (!strcmp(comm, EXEC_KEEPER_NAME))
+	 * child until CRIU exits; a task below the root, the root's). An
+	 * ancestor that ends during the walk (CRIU, exiting) re-parents what
+	 * was below it: the walk starts again, a few times at most. */
+	for (int walks = 0; walks < 4; walks++) {
+		int32_t up = parent;
+		bool broken = false;
+		for (int level = 0; level < 3 && up > 1 && !broken; level++) {
+			char s;
+			bool t;
+			int32_t next;
+			if (is_keeper(up))
+				return true;
+			broken = !status_of(up, &s, &t, &next);
+			up = next;
+		}
+		if (!broken || !status_of(pid, &state, &traced, &parent))
+			return false;
+		if (traced || state == 't')
 			return true;
+		if (state != 'T')
+			return false;
+	}
 	return false;
 }
 

@@ -45,6 +45,7 @@
 #define MSGS_PER_READ 64
 #define FORKED_MAX 64         /* userfaultfds of the child's own children at once */
 #define FORKED_CHECK_MS 1000  /* how often those of children that ended are closed */
+#define COLD_DONE_CHECK_MS 100 /* how often a pager looks whether its cold fetch has ended */
 #define END_LINE_MAX 1024     /* the pager's last line on its child (the keeper logs it) */
 #define LATER_MAX 256         /* faults put off until an event is read (one per thread at most) */
 
@@ -1138,6 +1139,10 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 		/* Faults first; the background fetch goes on when none waits.
 		 * Faults put off wait for an event that comes at once. */
 		int timeout = p.background || p.later_count ? 0 : p.forked_count ? FORKED_CHECK_MS : -1;
+		/* The cold lanes end on their own: their end is looked for
+		 * now and then, to be logged (bg_said). */
+		if (timeout < 0 && !bg_said && cold.running)
+			timeout = COLD_DONE_CHECK_MS;
 		if (poll(fds, (nfds_t)nfds, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1159,12 +1164,13 @@ _Noreturn static void pager_main(const struct pager_child *c, int ready_fd, int 
 			goto fail;
 		/* Its end is logged as it happens (the child's end line says
 		 * it again): a test waits for it before it ends the child. */
-		if (!bg_said && c->fetch == PAGER_BACKGROUND && !p.background &&
-		    (!cold.running || __atomic_load_n(&cold.done_ns, __ATOMIC_ACQUIRE))) {
+		uint64_t cold_end = cold.running ? __atomic_load_n(&cold.done_ns, __ATOMIC_ACQUIRE) : 0;
+		if (!bg_said && c->fetch == PAGER_BACKGROUND && !p.background && (!cold.running || cold_end)) {
 			char done[128];
+			uint64_t end = p.bg_t0 + p.bg_ns > cold_end ? p.bg_t0 + p.bg_ns : cold_end;
 			snprintf(done, sizeof(done), "background fetch done: %" PRIu64 " pages in %.1f ms",
 				 p.bg_pages + __atomic_load_n(&cold.pages, __ATOMIC_ACQUIRE),
-				 (double)(cxlcr_mono_ns() - p.bg_t0) / 1e6);
+				 (double)(end - p.bg_t0) / 1e6);
 			log_line(c->name, c->pid, done);
 			bg_said = true;
 		}

@@ -20,6 +20,13 @@ state() { on "$1" cat "/proc/$2/stat" | sed 's/^.*) //' | cut -d' ' -f1; }
 # stopped HOST PID: stopped by a signal ('T'), or so under its pager's
 # ptrace ('t', a group stop it listens to).
 stopped() { [[ "$(state "$1" "$2")" == [Tt] ]]; }
+# threads_running HOST PID: how many threads of process PID of HOST are
+# not stopped.
+threads_running() {
+	# shellcheck disable=SC2016 # expanded on the host
+	on "$1" sh -c 'for t in /proc/$1/task/*/stat; do sed "s/^.*) //" "$t" | cut -d" " -f1; done' sh "$2" |
+		grep -vc '^[Tt]$' || true
+}
 verify() { python3 "$KV" verify --host "$1" --port $PORT --count $COUNT --size $SIZE --seed 23 --quiet; }
 
 new_pool 4G
@@ -38,6 +45,7 @@ for mode in share copy; do
 	read -r kid addr pid < <(echo "$out" | kids_of)
 	SERVICES+=("$kid")
 	stopped h1 "$pid" || die "$mode mode: the child of a stopped redis runs (state $(state h1 "$pid"))"
+	[ "$(threads_running h1 "$pid")" = 0 ] || die "$mode mode: threads of the stopped child run"
 	rc=0
 	timeout 2 redis-cli -h "$addr" -p $PORT ping >/dev/null 2>&1 || rc=$?
 	[ $rc = 124 ] || die "$mode mode: the stopped child did not keep a ping waiting (redis-cli: $rc)"
