@@ -63,7 +63,8 @@ static void finish_taken_over(struct cxlcr_pool *pool, const struct cxlcr_region
 /* The caller has just checked that pid is the frozen source; a pidfd holds
  * it from here on, through judgements that may take seconds (owner_state()
  * waits), so that neither the SIGCONT nor the SIGKILL at their end can
- * reach a process that got the pid after the source ended meanwhile. */
+ * reach a process that got the pid after the source ended meanwhile. (A
+ * pidfd that cannot be had, e.g. out of fds, leaves the pid itself.) */
 int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
 			    const char *veth, const pid_t *stopped, size_t nstopped, char *where, size_t len)
 {
@@ -74,6 +75,16 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 			break; /* the arena is gone: nothing to resume into */
 		if (other_owner_runs(&now, pid, host))
 			break;
+		/* A source that ended while frozen is not given its arena
+		 * back: claimed for a dead process, the arena's epoch would
+		 * no longer be its checkpoint's, and nothing could restore
+		 * the service from it. */
+		if (pfd >= 0 ? !cxlcr_pidfd_running(pfd) : !pid_alive(pid)) {
+			snprintf(where, len, "nowhere (its process has ended)");
+			if (pfd >= 0)
+				close(pfd);
+			return -1;
+		}
 		/* Claim first, resume after: a restore that is still under way
 		 * (its worker dead or out of time, its CRIU not yet) expects the
 		 * epoch it read, and its take-over now fails. */
@@ -87,7 +98,7 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 		const struct pod *pod = pod_current(false);
 		if (pod)
 			container_link_attach(pod, veth);
-		if (cxlcr_pidfd_running(pfd))
+		if (pfd >= 0 ? cxlcr_pidfd_running(pfd) : pid_alive(pid))
 			container_signal_all_but(pid, SIGCONT, stopped, nstopped);
 		/* A migrate ends its source's tracker before the freeze
 		 * (cmd_migrate.c): tracked again, from a full round. Only a

@@ -19,7 +19,9 @@
  * it. Resumed: every process of it but the nstopped of stopped (pids in
  * its namespace, container_stopped(): stopped before the freeze, they
  * stay so; NULL, 0: all of them). Writes where the service runs now into
- * where. Returns 1 when the source was resumed, 0 when it was fenced. */
+ * where. Returns 1 when the source was resumed, 0 when it was fenced, -1
+ * when it had ended and nobody else owns the arena (neither: the arena
+ * and its epoch are left as they are, for a restore from its checkpoint). */
 int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
 			    const char *veth, const pid_t *stopped, size_t nstopped, char *where, size_t len);
 

@@ -50,14 +50,36 @@ static size_t source_nstopped;
 
 /* After a failed checkpoint or migrate: the source resumes with its arena,
  * or is fenced if a restored copy owns and runs it (control/fence.h).
- * Writes where the service runs now into where. */
+ * Writes where the service runs now into where. 1 resumed, 0 fenced, -1
+ * its process had ended (its pid, noted at the freeze with its start
+ * time, is not given the arena back even if another process has it now). */
 static int resume_source(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l, char *where,
 			 size_t len)
 {
-	int resumed = service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(),
-					      s->region.veth, source_stopped, source_nstopped, where, len);
+	int resumed = -1;
+	if (l->frozen_pid == s->region.owner_pid && !verb_lease_frozen_alive(l))
+		snprintf(where, len, "nowhere (its process has ended)");
+	else
+		resumed = service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(),
+						  s->region.veth, source_stopped, source_nstopped, where, len);
 	verb_lease_note_frozen(l, 0, 0, NULL, 0);
 	return resumed;
+}
+
+/* What became of a failed verb's source, for its one line: resumed is
+ * resume_source()'s answer, or -1 when the source was found dead. */
+static const char *source_after(int resumed, const char *name, const char *where, char *buf, size_t len)
+{
+	if (resumed > 0)
+		snprintf(buf, len, "it goes on running on %s with all its data", this_host());
+	else if (resumed == 0 && !strncmp(where, "nowhere", 7))
+		snprintf(buf, len, "it was fenced, and runs %s", where);
+	else if (resumed == 0)
+		snprintf(buf, len, "it goes on running on %s with all its data", where);
+	else
+		snprintf(buf, len, "its process has ended; its arena is kept, and a checkpoint of it, if one "
+			 "was published, restores it (cxlcr restore %s)", name);
+	return buf;
 }
 
 /* Dumps a service and publishes its images in the pool. */
@@ -200,14 +222,12 @@ int cmd_checkpoint(int argc, char **argv)
 	if (checkpoint_service(&pool, &s, &l, &bytes, &parts) < 0) {
 		char why[CXLCR_ERROR_MAX];
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-		bool alive = pid_alive(s.region.owner_pid);
-		char where[CXLCR_HOST_MAX + 64];
-		if (alive)
-			resume_source(&pool, &s, &l, where, sizeof(where));
+		char where[CXLCR_HOST_MAX + 64], after[CXLCR_ERROR_MAX];
+		int resumed = pid_alive(s.region.owner_pid) ? resume_source(&pool, &s, &l, where, sizeof(where)) : -1;
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
-		return fail(EXIT_FAIL, "checkpoint of %s failed: %s%s", a.name, why,
-			    alive ? "; it goes on running" : "");
+		return fail(EXIT_FAIL, "checkpoint of %s failed: %s; %s", a.name, why,
+			    source_after(resumed, a.name, where, after, sizeof(after)));
 	}
 	double total = (double)(cxlcr_mono_ns() - t0) / 1e6;
 	kill(s.region.owner_pid, SIGKILL);
@@ -656,9 +676,8 @@ int cmd_migrate(int argc, char **argv)
 	char why[CXLCR_ERROR_MAX], restored[1024] = "";
 	if (checkpoint_service(&pool, &s, &l, &bytes, &parts) < 0) {
 		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
-		char where[CXLCR_HOST_MAX + 64] = "";
-		if (pid_alive(s.region.owner_pid))
-			resume_source(&pool, &s, &l, where, sizeof(where));
+		char where[CXLCR_HOST_MAX + 64] = "", after[CXLCR_ERROR_MAX];
+		int resumed = pid_alive(s.region.owner_pid) ? resume_source(&pool, &s, &l, where, sizeof(where)) : -1;
 		/* The namespace the session made is asked away (under the lease,
 		 * named by the freeze's epoch); the lease let go, the session
 		 * ends, and undoes what else it made. */
@@ -667,8 +686,8 @@ int cmd_migrate(int argc, char **argv)
 		char ignored[CXLCR_ERROR_MAX];
 		session_wait(&session, restored, sizeof(restored), ignored, sizeof(ignored));
 		cxlcr_pool_close(&pool);
-		return fail(EXIT_FAIL, "migrate of %s failed: %s; it goes on running on %s", a.name, why,
-			    where[0] ? where : this_host());
+		return fail(EXIT_FAIL, "migrate of %s failed: %s; %s", a.name, why,
+			    source_after(resumed, a.name, where, after, sizeof(after)));
 	}
 	/* From here the destination restores (its session saw the images
 	 * complete; the source's link is off the bridge since the freeze: its
@@ -676,12 +695,15 @@ int cmd_migrate(int argc, char **argv)
 	 * meanwhile. */
 	uint64_t t1 = parts.published_ns;
 	if (session_wait(&session, restored, sizeof(restored), why, sizeof(why)) < 0) {
-		char where[CXLCR_HOST_MAX + 64];
+		char where[CXLCR_HOST_MAX + 64], after[CXLCR_ERROR_MAX];
 		/* Fenced: the destination's restore took the arena over, and the
 		 * image set is its to keep (a restore that dies after taking
-		 * over renews it, and the service is then checkpointed). */
-		if (resume_source(&pool, &s, &l, where, sizeof(where))) {
-			image_store_reclaim(&pool, a.name, 0);
+		 * over renews it, and the service is then checkpointed). Ended
+		 * while frozen: the image set is the service's only way back. */
+		int resumed = resume_source(&pool, &s, &l, where, sizeof(where));
+		if (resumed != 0) {
+			if (resumed > 0)
+				image_store_reclaim(&pool, a.name, 0);
 			/* A restore whose worker died leaves its namespace, its
 			 * link on the bridge with the service's address. */
 			prepare_on(a.host, a.name, lease, true, s.region.owner_epoch);
@@ -696,8 +718,8 @@ int cmd_migrate(int argc, char **argv)
 		}
 		verb_lease_release(&l);
 		cxlcr_pool_close(&pool);
-		return fail(EXIT_FAIL, "migrate of %s to %s failed: %s; it goes on running on %s with all its data",
-			    a.name, a.host, why, where);
+		return fail(EXIT_FAIL, "migrate of %s to %s failed: %s; %s", a.name, a.host, why,
+			    source_after(resumed, a.name, where, after, sizeof(after)));
 	}
 	uint64_t t2 = cxlcr_mono_ns();
 	/* 3. Only now does the frozen source end. */

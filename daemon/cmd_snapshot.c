@@ -563,19 +563,24 @@ int cmd_snapshot(int argc, char **argv)
 	if (a.tier && !window_ms)
 		window_ms = 1;
 	struct snapshot_result r;
+	char why[CXLCR_ERROR_MAX] = "";
 	int rc = verb_lease_check(&l, "the freeze");
+	if (rc < 0)
+		snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 	if (rc == 0) {
 		static pid_t stopped[EXEC_HELD_STOPPED_MAX];
 		size_t nstopped = container_stopped(s.region.owner_pid, stopped, EXEC_HELD_STOPPED_MAX);
 		verb_lease_note_frozen(&l, s.region.owner_pid, s.region.owner_epoch, stopped, nstopped);
 		rc = snapshot_service(&pool, &s, &l, a.full, a.recovery_point, window_ms, &r);
+		/* (The reason first: a lease lost meanwhile would say so over it.) */
+		if (rc < 0)
+			snprintf(why, sizeof(why), "%s", cxlcr_last_error());
 		verb_lease_note_frozen(&l, 0, 0, NULL, 0);
 	}
 	verb_lease_release(&l);
 	if (rc < 0) {
 		cxlcr_pool_close(&pool);
-		return fail(EXIT_FAIL, "snapshot of %s failed: %s; it goes on running", a.name,
-			    cxlcr_last_error());
+		return fail(EXIT_FAIL, "snapshot of %s failed: %s; it goes on running", a.name, why);
 	}
 	cxlcr_pool_close(&pool);
 	if (a.json) {
