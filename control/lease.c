@@ -89,6 +89,16 @@ static bool host_fenced(struct cxlcr_pool *pool, const char *host)
 	return index >= 0 && cxlcr_host_fenced(pool, (uint32_t)index, NULL, NULL) == 1;
 }
 
+/* Whether a lease entry's holder is a process of this host, whose pid this
+ * process can look at. Its pid namespace alone does not say so: on real
+ * machines every host's processes live in an initial pid namespace, and
+ * those have the same inode number everywhere; the host's name (unique in
+ * the pod) does. */
+static bool of_this_host(const struct cxlcr_verb_lease *e)
+{
+	return e->pid_ns == cxlcr_pid_namespace() && !strncmp(e->host, cxlcr_host_name(), sizeof(e->host));
+}
+
 /*
  * A holder of the lease that cannot act any more: dead (or its pid reused)
  * on our pid namespace, or of a host the pod has fenced. Of another host's
@@ -102,7 +112,7 @@ static bool host_fenced(struct cxlcr_pool *pool, const char *host)
  */
 static bool holder_gone(struct cxlcr_pool *pool, const struct cxlcr_verb_lease *e)
 {
-	if (e->pid_ns != cxlcr_pid_namespace())
+	if (!of_this_host(e))
 		return strncmp(e->host, cxlcr_host_name(), CXLCR_HOST_MAX) && host_fenced(pool, e->host);
 	uint64_t start;
 	return !cxlcr_process_start(e->pid, &start) || start != e->pid_start;
@@ -180,7 +190,7 @@ int verb_lease_take(struct cxlcr_pool *pool, const struct cxlcr_region *service,
 			cxlcr_copy_field(l->dead_host, sizeof(l->dead_host), e->host);
 			/* What it left frozen is for this host to end only if
 			 * it is of this host (a fenced one ends its own). */
-			bool here = e->pid_ns == cxlcr_pid_namespace();
+			bool here = of_this_host(e);
 			l->frozen_pid = here ? e->frozen_pid : 0;
 			l->frozen_start = here ? e->frozen_start : 0;
 			l->frozen_epoch = here ? e->frozen_epoch : 0;
@@ -291,8 +301,7 @@ int verb_lease_held_by(struct cxlcr_pool *pool, int32_t pid, uint64_t *generatio
 	int n = 0;
 	for (uint32_t i = 0; i < CXLCR_REGION_MAX && n < max; i++) {
 		const struct cxlcr_verb_lease *e = &t[i];
-		if (__atomic_load_n(&e->word, __ATOMIC_ACQUIRE) && e->pid == pid &&
-		    e->pid_ns == cxlcr_pid_namespace() && !strncmp(e->host, cxlcr_host_name(), sizeof(e->host)))
+		if (__atomic_load_n(&e->word, __ATOMIC_ACQUIRE) && e->pid == pid && of_this_host(e))
 			generations[n++] = e->service_generation;
 	}
 	munmap(t, CXLCR_LEASES_SIZE);

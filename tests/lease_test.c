@@ -18,6 +18,12 @@
  * taker learns which processes an operator had stopped before the freeze
  * (control/frozen.h), the newest list the holder recorded, and nothing
  * once the freeze is ended or the record is not whole.
+ *
+ * And a holder of another host that shares this process's pid namespace
+ * (on real machines every host's processes are in an initial pid
+ * namespace, whose inode number is the same everywhere): its pid is its
+ * own kernel's, so it must not be judged by this host's /proc (it is
+ * dead here, and was taken over as if it were this host's).
  */
 #include <errno.h>
 #include <sched.h>
@@ -128,6 +134,25 @@ static void near_holder_dies(struct cxlcr_pool *pool, const struct cxlcr_region 
 	verb_lease_release(&l);
 }
 
+/* A holder of host "twin" in this pid namespace takes svc2's lease and
+ * ends; that lease is busy to this host. */
+static void twin_holder(struct cxlcr_pool *pool, const struct cxlcr_region *s2)
+{
+	pid_t twin = fork();
+	CHECK(twin >= 0, "fork: %s", strerror(errno));
+	if (twin == 0) {
+		struct cxlcr_pool own;
+		struct verb_lease l2;
+		cxlcr_host_name_set("twin");
+		_exit(cxlcr_pool_open(&own, path) == 0 && verb_lease_take(&own, s2, "migrate", NULL, &l2) == 0 ? 0 : 1);
+	}
+	int st;
+	CHECK(waitpid(twin, &st, 0) == twin && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the twin took no lease");
+	struct verb_lease l;
+	CHECK_ERROR(verb_lease_take(pool, s2, "restore", NULL, &l), "busy: migrate by pid");
+	CHECK(verb_lease_held(pool, s2), "twin's lease reads as not held");
+}
+
 /* Starts the holder in namespaces of its own; returns its pid here. */
 static pid_t start_far(uint64_t gen1, uint64_t gen2)
 {
@@ -202,6 +227,9 @@ int main(void)
 
 	SAY("a holder here that dies with the service frozen: its taker knows what was stopped");
 	near_holder_dies(&pool, &s1);
+
+	SAY("a holder of another host in this pid namespace is not judged by this host's processes");
+	twin_holder(&pool, &s2);
 	cxlcr_pool_close(&pool);
 	remove_dir();
 	printf("lease_test: all checks passed\n");
