@@ -65,10 +65,19 @@ static void finish_taken_over(struct cxlcr_pool *pool, const struct cxlcr_region
  * waits), so that neither the SIGCONT nor the SIGKILL at their end can
  * reach a process that got the pid after the source ended meanwhile. (A
  * pidfd that cannot be had, e.g. out of fds, leaves the pid itself.) */
-int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
-			    const char *veth, const pid_t *stopped, size_t nstopped, char *where, size_t len)
+int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, uint64_t start,
+			    const char *host, const char *veth, const pid_t *stopped, size_t nstopped, char *where,
+			    size_t len)
 {
 	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	/* The pid is the source's only while its start time is the one noted
+	 * at the freeze: another process's is not resumed, nor killed. */
+	uint64_t now_start;
+	bool ended = start && (!cxlcr_process_start(pid, &now_start) || now_start != start);
+	if (ended && pfd >= 0) {
+		close(pfd);
+		pfd = -1;
+	}
 	for (int tries = 0; tries < 8; tries++) {
 		struct cxlcr_region now, after;
 		if (cxlcr_region_get(pool, generation, &now) < 0)
@@ -79,7 +88,7 @@ int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_
 		 * back: claimed for a dead process, the arena's epoch would
 		 * no longer be its checkpoint's, and nothing could restore
 		 * the service from it. */
-		if (pfd >= 0 ? !cxlcr_pidfd_running(pfd) : !pid_alive(pid)) {
+		if (ended || (pfd >= 0 ? !cxlcr_pidfd_running(pfd) : !pid_alive(pid))) {
 			snprintf(where, len, "nowhere (its process has ended)");
 			if (pfd >= 0)
 				close(pfd);
@@ -192,8 +201,8 @@ int verb_begin(struct cxlcr_pool *pool, struct service *s, const char *verb, con
 				(int)CXLCR_NAME_MAX, s->region.name);
 			nstopped = 0;
 		}
-		service_resume_or_fence(pool, s->region.generation, l->frozen_pid, l->dead_host, veth, stopped,
-					(size_t)nstopped, where, sizeof(where));
+		service_resume_or_fence(pool, s->region.generation, l->frozen_pid, l->frozen_start, l->dead_host, veth,
+					stopped, (size_t)nstopped, where, sizeof(where));
 	}
 	if (l->took_over)
 		verb_lease_note_frozen(l, 0, 0, NULL, 0);

@@ -11,7 +11,8 @@
 #include "../daemon/cli.h"
 #include "lease.h"
 
-/* The frozen process pid (on host, with link veth off the bridge) of the
+/* The frozen process pid (its start time start, noted at the freeze; 0:
+ * not known), on host, with link veth off the bridge, of the
  * service whose arena region is generation: resumed if the arena is its
  * own again, which it makes sure of with a compare-and-set of the epoch
  * *before* it resumes (so a restore still under way, whose take-over
@@ -22,8 +23,9 @@
  * where. Returns 1 when the source was resumed, 0 when it was fenced, -1
  * when it had ended and nobody else owns the arena (neither: the arena
  * and its epoch are left as they are, for a restore from its checkpoint). */
-int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, const char *host,
-			    const char *veth, const pid_t *stopped, size_t nstopped, char *where, size_t len);
+int service_resume_or_fence(struct cxlcr_pool *pool, uint64_t generation, int32_t pid, uint64_t start,
+			    const char *host, const char *veth, const pid_t *stopped, size_t nstopped, char *where,
+			    size_t len);
 
 /*
  * A restore that failed after the plugin took the arena over (CRIU killed

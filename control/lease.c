@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "../common/error.h"
@@ -93,10 +94,16 @@ static bool host_fenced(struct cxlcr_pool *pool, const char *host)
  * process can look at. Its pid namespace alone does not say so: on real
  * machines every host's processes live in an initial pid namespace, and
  * those have the same inode number everywhere; the host's name (unique in
- * the pod) does. */
+ * the pod) does. A command line run on this machine (`cxlcr stop`) names
+ * it as uname does, which a daemon's configured name may not be. */
 static bool of_this_host(const struct cxlcr_verb_lease *e)
 {
-	return e->pid_ns == cxlcr_pid_namespace() && !strncmp(e->host, cxlcr_host_name(), sizeof(e->host));
+	if (e->pid_ns != cxlcr_pid_namespace())
+		return false;
+	if (!strncmp(e->host, cxlcr_host_name(), sizeof(e->host)))
+		return true;
+	struct utsname u;
+	return uname(&u) == 0 && !strncmp(e->host, u.nodename, sizeof(e->host));
 }
 
 /*

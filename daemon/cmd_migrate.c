@@ -51,17 +51,14 @@ static size_t source_nstopped;
 /* After a failed checkpoint or migrate: the source resumes with its arena,
  * or is fenced if a restored copy owns and runs it (control/fence.h).
  * Writes where the service runs now into where. 1 resumed, 0 fenced, -1
- * its process had ended (its pid, noted at the freeze with its start
- * time, is not given the arena back even if another process has it now). */
+ * its process had ended (judged by the start time noted at the freeze too:
+ * another process that has its pid now is neither resumed nor killed). */
 static int resume_source(struct cxlcr_pool *pool, const struct service *s, struct verb_lease *l, char *where,
 			 size_t len)
 {
-	int resumed = -1;
-	if (l->frozen_pid == s->region.owner_pid && !verb_lease_frozen_alive(l))
-		snprintf(where, len, "nowhere (its process has ended)");
-	else
-		resumed = service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, this_host(),
-						  s->region.veth, source_stopped, source_nstopped, where, len);
+	uint64_t start = l->frozen_pid == s->region.owner_pid ? l->frozen_start : 0;
+	int resumed = service_resume_or_fence(pool, s->region.generation, s->region.owner_pid, start, this_host(),
+					      s->region.veth, source_stopped, source_nstopped, where, len);
 	verb_lease_note_frozen(l, 0, 0, NULL, 0);
 	return resumed;
 }
